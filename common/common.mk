@@ -1,0 +1,14 @@
+# common/ — the .cvf codec and the control protocol, shared by the agent and the injector.
+# Built position-independent once, so the agent .so and the CLI link the same objects.
+COMMON_SRCS := $(wildcard common/*.c)
+COMMON_OBJS := $(patsubst common/%.c,$(BUILD)/common/%.o,$(COMMON_SRCS))
+COMMON_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden
+
+$(BUILD)/common/%.o: common/%.c $(wildcard common/*.h) | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(COMMON_CFLAGS) -c $< -o $@
+
+$(BUILD)/libvccommon.a: $(COMMON_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+ALL_TARGETS += $(BUILD)/libvccommon.a

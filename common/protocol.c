@@ -1,0 +1,147 @@
+/* protocol.c — framing and key=value helpers for the control channel (see protocol.h).
+ * Used by both the injector and the agent, so it touches only libc: no allocation, and every
+ * blocking step is bounded by poll() with the caller's timeout. */
+#include "protocol.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until fd is ready for `events`, at most until `deadline` (ms; < 0 = forever). */
+static int wait_ready(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int timeout = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - monotonic_ms();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            timeout = left > 1000000 ? 1000000 : (int)left;
+        }
+        struct pollfd p = {.fd = fd, .events = events, .revents = 0};
+        int r = poll(&p, 1, timeout);
+        if (r > 0)
+            return 0; /* readable, writable, or an error the next read/write reports */
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static int write_all(int fd, const void *data, size_t len, int64_t deadline)
+{
+    const char *p = data;
+    while (len > 0) {
+        if (wait_ready(fd, POLLOUT, deadline) < 0)
+            return -1;
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *data, size_t len, int64_t deadline)
+{
+    char *p = data;
+    while (len > 0) {
+        if (wait_ready(fd, POLLIN, deadline) < 0)
+            return -1;
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int timeout_ms)
+{
+    if (len > VC_MSG_MAX) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
+    uint32_t head[2] = {type, (uint32_t)len};
+    if (write_all(fd, head, sizeof head, deadline) < 0)
+        return -1;
+    return len ? write_all(fd, payload, len, deadline) : 0;
+}
+
+long vc_msg_recv(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms)
+{
+    int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
+    uint32_t head[2];
+    if (read_all(fd, head, sizeof head, deadline) < 0)
+        return -1;
+    if (head[1] > VC_MSG_MAX || (size_t)head[1] >= cap) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    if (head[1] && read_all(fd, buf, head[1], deadline) < 0)
+        return -1;
+    ((char *)buf)[head[1]] = '\0';
+    *type = head[0];
+    return (long)head[1];
+}
+
+long vc_kv_get(const char *text, const char *key, char *out, size_t cap)
+{
+    size_t klen = strlen(key);
+    const char *line = text;
+    while (line && *line) {
+        const char *end = strchr(line, '\n');
+        size_t llen = end ? (size_t)(end - line) : strlen(line);
+        if (llen > klen && line[klen] == '=' && memcmp(line, key, klen) == 0) {
+            size_t vlen = llen - klen - 1;
+            if (vlen >= cap)
+                return -1;
+            memcpy(out, line + klen + 1, vlen);
+            out[vlen] = '\0';
+            return (long)vlen;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+int vc_kv_append(char *text, size_t cap, size_t *used, const char *key, const char *value)
+{
+    size_t klen = strlen(key), vlen = strlen(value);
+    if (klen == 0 || strpbrk(key, "=\n") || strchr(value, '\n'))
+        return -1;
+    if (*used + klen + 1 + vlen + 1 >= cap)
+        return -1;
+    char *p = text + *used;
+    memcpy(p, key, klen);
+    p[klen] = '=';
+    memcpy(p + klen + 1, value, vlen);
+    p[klen + 1 + vlen] = '\n';
+    *used += klen + vlen + 2;
+    text[*used] = '\0';
+    return 0;
+}

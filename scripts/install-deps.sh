@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs every Debian package vcattach needs to build, test, fuzz and benchmark.
+# Run by .ci/run and by `make` (through build/.deps-ok) when something is missing.
+#   scripts/install-deps.sh          install what is missing (needs root or sudo)
+#   scripts/install-deps.sh --check  exit 0 if everything is present, else list what is missing
+# The list lives here and only here, so a fresh machine needs nothing but this script.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential pkg-config        # gcc, make
+  clang libclang-rt-14-dev          # second compiler, ASan/UBSan/libFuzzer runtimes
+  zlib1g-dev                        # .cvf zblobs (agent, codec)
+  libjansson-dev                    # JSON side of `vcattach convert`
+  libunwind-dev                     # libunwind-ptrace: safe-point check before injecting
+  gdb                               # --method gdb
+  python3 python3-pytest            # test runner (Debian's python3)
+  python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
+  procps psmisc                     # ps/pkill in tests
+  hyperfine                         # bench/
+  nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node/npm may come from outside Debian's archive (a newer Node on the machine): accept that.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  tmp=(); for p in "${missing[@]}"; do [[ $p == nodejs || $p == npm ]] || tmp+=("$p"); done
+  missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+
+if [[ ${1:-} == --check ]]; then
+  if ((${#missing[@]})); then echo "missing Debian packages: ${missing[*]}"; exit 1; fi
+  exit 0
+fi
+((${#missing[@]})) || { echo "install-deps: all packages present"; exit 0; }
+
+SUDO=
+if [[ $(id -u) != 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
