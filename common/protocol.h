@@ -13,7 +13,22 @@
  *   ctl   → STOP    (optional: early stop; the deadline or socket EOF also stops)
  *   agent → DATA*   chunks of the .cvf stream (when output=control)
  *   agent → END     events=, threads=, drops=, bytes=, gil_us=, output=
- * STATUS may be sent by the controller at any time; the agent answers with STATUS text.
+ * STATUS may be sent by the controller at any time; the agent answers with STATUS text
+ * (state=, elapsed_ms=, remaining_ms=, threads=, output=).
+ *
+ * CONFIG keys (all optional but output):
+ *   output=control | /abs/path.cvf | unix:/abs/socket   where the .cvf goes ("control": as DATA
+ *                                                        frames on this socket)
+ *   fallback=/abs/path.partial.cvf   written instead if the controller vanishes before the end
+ *   duration_ms=N (0: until STOP)   buffer_mb=N   hook=auto|profile|monitoring   null_hook=0|1
+ *   detach=1   the controller will close the socket after STARTED (vcattach start): the
+ *              session goes on to its deadline and writes `output` itself
+ *
+ * Besides the per-session control socket, a running session listens on the abstract Unix
+ * socket VC_AGENT_SOCKET_FMT (with the target's own pid) so that later `vcattach status` and
+ * `vcattach stop` can find it.  On that socket the client sends STATUS or STOP; the agent
+ * checks the client's uid (root or its own) with SO_PEERCRED, and the client checks that the
+ * peer's pid is the target's.  After STOP the agent answers END when the trace is written.
  */
 #ifndef VC_PROTOCOL_H
 #define VC_PROTOCOL_H
@@ -24,6 +39,8 @@
 #define VC_PROTOCOL_VERSION 1
 /* Largest payload either side accepts: a .cvf DATA chunk or a config text. */
 #define VC_MSG_MAX (1u << 20)
+/* Abstract socket name (leading NUL, not a file) of a running session: printf with the pid. */
+#define VC_AGENT_SOCKET_FMT "vcattach-agent-%d"
 
 enum vc_msg_type {
     VC_MSG_HELLO = 1,

@@ -1,0 +1,17 @@
+/* commands.h — the subcommands of `vcattach` and the exit-code contract (see main.c).
+ * Each cmd_* takes argv with argv[0] = the subcommand name and returns an exit code. */
+#ifndef VC_COMMANDS_H
+#define VC_COMMANDS_H
+
+#define VC_VERSION_STRING "0.1.0"
+
+enum { VC_EXIT_OK = 0, VC_EXIT_FAIL = 1, VC_EXIT_USAGE = 2 };
+
+int cmd_trace(int argc, char **argv);   /* cmd_trace.c */
+int cmd_start(int argc, char **argv);   /* cmd_trace.c */
+int cmd_stop(int argc, char **argv);    /* cmd_trace.c */
+int cmd_status(int argc, char **argv);  /* cmd_trace.c */
+int cmd_convert(int argc, char **argv); /* cmd_convert.c */
+int cmd_summary(int argc, char **argv); /* cmd_summary.c */
+
+#endif
