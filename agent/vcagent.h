@@ -59,6 +59,12 @@ int vc_agent_start(const struct vc_config *cfg);
  * (the injector's entry point).  Returns 0 or -errno; never blocks on the socket. */
 int vc_agent_connect(const char *control_path);
 
+/* Waits up to wait_ms for the session started by vc_agent_start/vc_agent_connect to have its
+ * hooks installed.  Returns 0 (tracing), the session's -errno if it failed to start (message:
+ * vc_agent_last_error), -ETIMEDOUT, or -ESRCH if no session was started.  Must be called
+ * without holding the GIL (the agent thread needs it to install the hooks). */
+int vc_agent_wait_started(int wait_ms);
+
 /* Asks the running session to stop and waits up to wait_ms for the trace to be emitted.
  * Must be called without holding the GIL (ctypes.CDLL releases it).  Fills *out if given.
  * Returns 0, -ESRCH if no session ran, -ETIMEDOUT. */

@@ -1,0 +1,53 @@
+/* buffer.h — bounded record storage shared by every traced thread.
+ *
+ * One completed call = one 24-byte record {start, dur, id}.  Records live in fixed 64 KiB
+ * chunks carved from a single lazily-touched mmap of buffer_mb.  A thread appends to its own
+ * current chunk; a full chunk joins a global FIFO and the thread takes a fresh one from the
+ * free list — or, when the pool is exhausted, recycles the globally oldest full chunk, whose
+ * records are counted as dropped (oldest calls are lost, newest kept).  Everything runs under
+ * the GIL, so there is no lock; the hot path touches only the thread's chunk.
+ */
+#ifndef VC_BUFFER_H
+#define VC_BUFFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VC_CHUNK_BYTES 65536u
+
+typedef struct vc_record {
+    uint64_t start; /* raw clock (clock.h) */
+    uint64_t dur;   /* raw clock units */
+    uint32_t id;    /* key id in the pinned table (names.h) */
+    uint32_t flags; /* VC_REC_* */
+} vc_record;
+
+#define VC_REC_OPEN 1u /* the call was still running at stop: closed at the stop time */
+
+typedef struct vc_chunk {
+    struct vc_chunk *next;     /* free list, FIFO of full chunks, or a thread's list at stop */
+    uint32_t owner;            /* index of the thread (session.h) */
+    uint32_t count;            /* records used */
+    vc_record rec[];
+} vc_chunk;
+
+#define VC_CHUNK_RECORDS ((VC_CHUNK_BYTES - sizeof(vc_chunk)) / sizeof(vc_record))
+
+typedef struct vc_pool {
+    unsigned char *base;       /* mmap of nchunks * VC_CHUNK_BYTES */
+    size_t nchunks;
+    size_t carved;             /* chunks handed out at least once (bump allocator) */
+    vc_chunk *free_list;
+    vc_chunk *full_head, *full_tail; /* FIFO: oldest full chunk first */
+    uint64_t dropped;          /* records lost to recycling or to an empty pool */
+} vc_pool;
+
+int vc_pool_init(vc_pool *pool, uint32_t buffer_mb);
+void vc_pool_destroy(vc_pool *pool);
+/* A chunk for thread `owner` (whose previous chunk, if any, was `full` and goes to the FIFO).
+ * NULL if the pool has nothing to give (the caller drops the record). */
+vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner);
+/* Records currently stored (for records_bytes). */
+uint64_t vc_pool_records(const vc_pool *pool, vc_chunk *const *current, size_t nthreads);
+
+#endif /* VC_BUFFER_H */

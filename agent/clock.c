@@ -1,0 +1,71 @@
+/* clock.c — TSC detection and calibration (see clock.h). */
+#include "clock.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int vc_clock_use_tsc = 0;
+
+/* The TSC is usable as a clock only if it ticks at a constant rate in every P/C-state. */
+static int tsc_is_invariant(void)
+{
+#if defined(__x86_64__)
+    FILE *f = fopen("/proc/cpuinfo", "re");
+    if (f == NULL)
+        return 0;
+    char line[4096];
+    int ok = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "flags", 5) == 0) {
+            ok = strstr(line, " constant_tsc") != NULL && strstr(line, " nonstop_tsc") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+void vc_clock_init(void)
+{
+    static int done = 0;
+    if (!done) {
+        vc_clock_use_tsc = tsc_is_invariant();
+        done = 1;
+    }
+}
+
+/* Samples (raw, ns) a few times and keeps the pair whose clock_gettime bracket was the
+ * tightest: the raw read then sits closest to the middle of the ns interval. */
+vc_clock_pair vc_clock_sample(void)
+{
+    vc_clock_pair best = {vc_clock_now(), vc_clock_mono_ns()};
+    uint64_t best_width = UINT64_MAX;
+    for (int i = 0; i < 16; i++) {
+        uint64_t a = vc_clock_mono_ns();
+        uint64_t raw = vc_clock_now();
+        uint64_t b = vc_clock_mono_ns();
+        if (b - a < best_width) {
+            best_width = b - a;
+            best.raw = raw;
+            best.ns = a + (b - a) / 2;
+        }
+    }
+    return best;
+}
+
+void vc_clock_map_make(vc_clock_map *map, vc_clock_pair start, vc_clock_pair stop)
+{
+    map->raw0 = start.raw;
+    map->ns0 = start.ns;
+    if (!vc_clock_use_tsc) {
+        map->ns_per_raw = 1.0;
+        return;
+    }
+    if (stop.raw > start.raw && stop.ns > start.ns && stop.raw - start.raw > 1000)
+        map->ns_per_raw = (double)(stop.ns - start.ns) / (double)(stop.raw - start.raw);
+    else
+        map->ns_per_raw = 1.0 / 2.5; /* a session too short to measure: any sane rate */
+}

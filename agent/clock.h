@@ -1,0 +1,61 @@
+/* clock.h — the hook's timestamp source and its conversion to CLOCK_MONOTONIC.
+ *
+ * On x86-64 with an invariant TSC the hook reads rdtsc (a few ns, no syscall, no vDSO call);
+ * the raw ticks are mapped to CLOCK_MONOTONIC nanoseconds at stop from two (tsc, ns) pairs,
+ * one taken at session start and one at stop (each the tightest of several samples).
+ * Elsewhere (or without an invariant TSC) the raw value already is CLOCK_MONOTONIC ns.
+ */
+#ifndef VC_CLOCK_H
+#define VC_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+extern int vc_clock_use_tsc; /* decided once per process by vc_clock_init */
+
+static inline uint64_t vc_clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Raw timestamp for the hot path. */
+static inline uint64_t vc_clock_now(void)
+{
+#if defined(__x86_64__)
+    if (__builtin_expect(vc_clock_use_tsc, 1))
+        return __rdtsc();
+#endif
+    return vc_clock_mono_ns();
+}
+
+/* A (raw, ns) calibration pair. */
+typedef struct vc_clock_pair {
+    uint64_t raw;
+    uint64_t ns;
+} vc_clock_pair;
+
+/* Conversion from raw ticks to monotonic ns for one session. */
+typedef struct vc_clock_map {
+    uint64_t raw0, ns0;
+    double ns_per_raw;
+} vc_clock_map;
+
+void vc_clock_init(void);
+vc_clock_pair vc_clock_sample(void);
+void vc_clock_map_make(vc_clock_map *map, vc_clock_pair start, vc_clock_pair stop);
+
+static inline uint64_t vc_clock_to_ns(const vc_clock_map *map, uint64_t raw)
+{
+    if (raw >= map->raw0)
+        return map->ns0 + (uint64_t)((double)(raw - map->raw0) * map->ns_per_raw);
+    uint64_t back = (uint64_t)((double)(map->raw0 - raw) * map->ns_per_raw);
+    return back < map->ns0 ? map->ns0 - back : 0;
+}
+
+#endif /* VC_CLOCK_H */

@@ -1,0 +1,110 @@
+/* compat.c — CPython version differences that are not on the hot path (see compat.h). */
+#include "compat.h"
+
+#include <stdio.h>
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13 moved the per-thread setter to the internal headers; libpython still exports it. */
+extern int _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
+#endif
+
+const char *vc_compat_python_version(void)
+{
+    /* Py_GetVersion() is "3.11.7 (main, …) [GCC …]": keep the first word. */
+    static char buf[32];
+    const char *v = Py_GetVersion();
+    size_t i = 0;
+    while (v[i] && v[i] != ' ' && i + 1 < sizeof buf) {
+        buf[i] = v[i];
+        i++;
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
+PyThreadState *vc_compat_current_tstate(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked();
+#else
+    return _PyThreadState_UncheckedGet();
+#endif
+}
+
+int vc_compat_set_profile(PyThreadState *ts, Py_tracefunc func, PyObject *obj)
+{
+#if PY_VERSION_HEX >= 0x03090000
+    return _PyEval_SetProfile(ts, func, obj);
+#else
+    /* 3.8 exports no per-thread setter: write the fields as PyEval_SetProfile does for the
+     * current thread (the other thread is blocked on the GIL we hold). */
+    PyObject *old = ts->c_profileobj;
+    Py_XINCREF(obj);
+    ts->c_profilefunc = NULL;
+    ts->c_profileobj = NULL;
+    ts->use_tracing = ts->c_tracefunc != NULL;
+    Py_XDECREF(old);
+    ts->c_profileobj = obj;
+    ts->c_profilefunc = func;
+    ts->use_tracing = (func != NULL) || (ts->c_tracefunc != NULL);
+    return 0;
+#endif
+}
+
+int vc_compat_thread_codes(PyThreadState *ts, PyObject **codes, int max)
+{
+    int n = 0;
+#if PY_VERSION_HEX >= 0x03090000
+    PyFrameObject *f = PyThreadState_GetFrame(ts); /* new reference or NULL */
+    while (f != NULL && n < max) {
+        codes[n++] = (PyObject *)PyFrame_GetCode(f);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+#else
+    for (PyFrameObject *f = ts->frame; f != NULL && n < max; f = f->f_back) {
+        Py_INCREF(f->f_code);
+        codes[n++] = (PyObject *)f->f_code;
+    }
+#endif
+    return n;
+}
+
+PyObject *vc_compat_code_name(PyCodeObject *co)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return co->co_qualname;
+#else
+    return co->co_name;
+#endif
+}
+
+int vc_compat_is_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+unsigned long vc_compat_native_tid(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return ts->native_thread_id;
+#else
+    (void)ts;
+    return 0;
+#endif
+}
+
+PyInterpreterState *vc_compat_tstate_interp(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x03090000
+    return PyThreadState_GetInterpreter(ts);
+#else
+    return ts->interp;
+#endif
+}

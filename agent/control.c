@@ -1,0 +1,335 @@
+/* control.c — the agent's side of the control channel (common/protocol.h) and of the
+ * abstract status socket that later `vcattach status|stop` connect to.
+ *
+ * Runs on the agent thread only, never with the GIL held; every blocking step is bounded.
+ */
+#include "session.h"
+#include "protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define VC_AGENT_VERSION "0.1"
+#define VC_CONNECT_TIMEOUT_MS 5000
+#define VC_CONFIG_TIMEOUT_MS 10000
+#define VC_SEND_TIMEOUT_MS 10000
+#define VC_STATUS_RECV_TIMEOUT_MS 1000
+
+static int connect_unix(const char *path, int timeout_ms)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof addr.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        if (errno != EINPROGRESS && errno != EAGAIN) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err) {
+            close(fd);
+            errno = err ? err : ETIMEDOUT;
+            return -1;
+        }
+    }
+    return fd;
+}
+
+int vc_control_handshake(vc_session *s, char *err, size_t errlen)
+{
+    int fd = connect_unix(s->control_path, VC_CONNECT_TIMEOUT_MS);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot connect to the control socket %s: %s", s->control_path,
+                 strerror(errno));
+        return -errno;
+    }
+    s->control_fd = fd;
+    char text[512];
+    size_t used = 0;
+    char num[32];
+    text[0] = '\0';
+    snprintf(num, sizeof num, "%d", (int)getpid());
+    vc_kv_append(text, sizeof text, &used, "pid", num);
+    vc_kv_append(text, sizeof text, &used, "python", vc_compat_python_version());
+    vc_kv_append(text, sizeof text, &used, "agent", VC_AGENT_VERSION);
+    if (vc_msg_send(fd, VC_MSG_HELLO, text, used, VC_SEND_TIMEOUT_MS) != 0) {
+        snprintf(err, errlen, "sending HELLO failed: %s", strerror(errno));
+        return -EPIPE;
+    }
+    char *cfg = malloc(VC_MSG_MAX + 1);
+    if (cfg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    uint32_t type = 0;
+    long n = vc_msg_recv(fd, &type, cfg, VC_MSG_MAX + 1, VC_CONFIG_TIMEOUT_MS);
+    int rc = 0;
+    char val[VC_PATH_MAX];
+    if (n < 0) {
+        snprintf(err, errlen, "no CONFIG from the controller: %s", strerror(errno));
+        rc = -EPROTO;
+    } else if (type != VC_MSG_CONFIG) {
+        snprintf(err, errlen, "expected CONFIG, got message type %u", type);
+        rc = -EPROTO;
+    } else if (vc_kv_get(cfg, "output", s->output, sizeof s->output) <= 0) {
+        snprintf(err, errlen, "CONFIG has no output");
+        rc = -EINVAL;
+    } else {
+        if (vc_kv_get(cfg, "fallback", s->fallback, sizeof s->fallback) < 0)
+            s->fallback[0] = '\0';
+        if (vc_kv_get(cfg, "duration_ms", val, sizeof val) > 0)
+            s->duration_ms = strtoull(val, NULL, 10);
+        if (vc_kv_get(cfg, "buffer_mb", val, sizeof val) > 0) {
+            unsigned long mb = strtoul(val, NULL, 10);
+            s->buffer_mb = mb ? (uint32_t)mb : 256;
+        }
+        if (vc_kv_get(cfg, "hook", val, sizeof val) > 0) {
+            if (strcmp(val, "profile") == 0)
+                s->hook_kind = VC_HOOK_PROFILE;
+            else if (strcmp(val, "monitoring") == 0)
+                s->hook_kind = VC_HOOK_MONITORING;
+            else if (strcmp(val, "auto") == 0)
+                s->hook_kind = VC_HOOK_AUTO;
+            else {
+                snprintf(err, errlen, "unknown hook=%s (auto, profile or monitoring)", val);
+                rc = -EINVAL;
+            }
+        }
+        if (vc_kv_get(cfg, "null_hook", val, sizeof val) > 0)
+            s->null_hook = strcmp(val, "1") == 0;
+        if (vc_kv_get(cfg, "detach", val, sizeof val) > 0)
+            s->detach = strcmp(val, "1") == 0;
+    }
+    free(cfg);
+    return rc;
+}
+
+static void send_text(int fd, uint32_t type, const char *text)
+{
+    if (fd >= 0 && vc_msg_send(fd, type, text, strlen(text), VC_SEND_TIMEOUT_MS) != 0)
+        (void)0; /* the peer is gone: nothing else to do */
+}
+
+void vc_control_send_error(vc_session *s, const char *msg)
+{
+    send_text(s->control_fd, VC_MSG_ERROR, msg);
+}
+
+void vc_control_send_started(vc_session *s)
+{
+    if (s->control_fd < 0)
+        return;
+    char text[256];
+    snprintf(text, sizeof text, "threads=%u\nbackend=%s\n", s->nthreads,
+             s->backend == VC_BACKEND_MONITORING ? "monitoring" : "profile");
+    send_text(s->control_fd, VC_MSG_STARTED, text);
+    if (s->detach) {
+        /* The controller goes away now; the session runs to its deadline on its own. */
+        close(s->control_fd);
+        s->control_fd = -1;
+    }
+}
+
+static void status_text(vc_session *s, char *text, size_t cap)
+{
+    uint64_t el = vc_elapsed_ms();
+    uint64_t remaining = s->duration_ms ? (s->duration_ms > el ? s->duration_ms - el : 0) : 0;
+    int st = vc_session_state();
+    snprintf(text, cap, "state=%s\nelapsed_ms=%llu\nremaining_ms=%llu\nthreads=%u\noutput=%s\npid=%d\n",
+             st == VC_RUNNING ? "running" : st == VC_STOPPING ? "stopping" : "starting",
+             (unsigned long long)el, (unsigned long long)remaining, s->nthreads, s->output,
+             (int)getpid());
+}
+
+void vc_status_open(vc_session *s)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, VC_AGENT_SOCKET_FMT, (int)getpid());
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return;
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    if (bind(fd, (struct sockaddr *)&addr, alen) != 0 || listen(fd, 4) != 0) {
+        close(fd); /* another session's socket, or no permission: status is optional */
+        return;
+    }
+    s->status_fd = fd;
+}
+
+void vc_status_close(vc_session *s)
+{
+    if (s->status_fd >= 0)
+        close(s->status_fd);
+    if (s->status_client_fd >= 0)
+        close(s->status_client_fd);
+    s->status_fd = s->status_client_fd = -1;
+}
+
+void vc_control_close(vc_session *s)
+{
+    if (s->control_fd >= 0)
+        close(s->control_fd);
+    s->control_fd = -1;
+}
+
+/* One client of the status socket: uid check, one request, one answer. */
+static int serve_status_client(vc_session *s)
+{
+    int fd = accept4(s->status_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return VC_STOP_NONE;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != 0 && cred.uid != geteuid())) {
+        close(fd);
+        return VC_STOP_NONE;
+    }
+    char buf[256];
+    uint32_t type = 0;
+    long n = vc_msg_recv(fd, &type, buf, sizeof buf, VC_STATUS_RECV_TIMEOUT_MS);
+    if (n < 0) {
+        close(fd);
+        return VC_STOP_NONE;
+    }
+    if (type == VC_MSG_STATUS) {
+        char text[VC_PATH_MAX + 256];
+        status_text(s, text, sizeof text);
+        send_text(fd, VC_MSG_STATUS, text);
+        close(fd);
+        return VC_STOP_NONE;
+    }
+    if (type == VC_MSG_STOP) {
+        if (s->status_client_fd >= 0)
+            close(s->status_client_fd);
+        s->status_client_fd = fd; /* answered with END once the trace is written */
+        return VC_STOP_STATUS;
+    }
+    send_text(fd, VC_MSG_ERROR, "expected STATUS or STOP");
+    close(fd);
+    return VC_STOP_NONE;
+}
+
+int vc_control_poll(vc_session *s, int timeout_ms)
+{
+    struct pollfd p[3];
+    int n = 0, iw = -1, ic = -1, is = -1;
+    if (vc_wake_fd() >= 0)
+        iw = n, p[n++] = (struct pollfd){.fd = vc_wake_fd(), .events = POLLIN};
+    if (s->control_fd >= 0)
+        ic = n, p[n++] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
+    if (s->status_fd >= 0)
+        is = n, p[n++] = (struct pollfd){.fd = s->status_fd, .events = POLLIN};
+    int r = poll(p, (nfds_t)n, timeout_ms < 0 ? 0 : timeout_ms);
+    if (r <= 0)
+        return VC_STOP_NONE;
+    if (iw >= 0 && (p[iw].revents & POLLIN)) {
+        char drain[64];
+        while (read(p[iw].fd, drain, sizeof drain) > 0)
+            ;
+    }
+    if (ic >= 0 && p[ic].revents) {
+        char buf[512];
+        uint32_t type = 0;
+        long m = vc_msg_recv(s->control_fd, &type, buf, sizeof buf, 1000);
+        if (m < 0) {
+            if (errno == ETIMEDOUT)
+                return VC_STOP_NONE;
+            vc_control_close(s);
+            /* Without `detach`, the controller's exit ends the session (to the fallback). */
+            return s->detach ? VC_STOP_NONE : VC_STOP_CONTROL_EOF;
+        }
+        if (type == VC_MSG_STOP)
+            return VC_STOP_CONTROL;
+        if (type == VC_MSG_STATUS) {
+            char text[VC_PATH_MAX + 256];
+            status_text(s, text, sizeof text);
+            send_text(s->control_fd, VC_MSG_STATUS, text);
+        }
+    }
+    if (is >= 0 && (p[is].revents & POLLIN))
+        return serve_status_client(s);
+    return VC_STOP_NONE;
+}
+
+/* ---- trace as DATA frames ---- */
+
+typedef struct data_sink {
+    int fd;
+    size_t used;
+    unsigned char buf[256 * 1024];
+} data_sink;
+
+static int data_flush(data_sink *d)
+{
+    if (d->used == 0)
+        return 0;
+    if (vc_msg_send(d->fd, VC_MSG_DATA, d->buf, d->used, VC_SEND_TIMEOUT_MS) != 0)
+        return -1;
+    d->used = 0;
+    return 0;
+}
+
+static int data_write(void *ctx, const void *data, size_t len)
+{
+    data_sink *d = ctx;
+    const unsigned char *p = data;
+    while (len > 0) {
+        size_t room = sizeof d->buf - d->used;
+        size_t k = len < room ? len : room;
+        memcpy(d->buf + d->used, p, k);
+        d->used += k;
+        p += k;
+        len -= k;
+        if (d->used == sizeof d->buf && data_flush(d) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int vc_control_emit_data(vc_session *s, struct vc_result *res, char *err, size_t errlen)
+{
+    data_sink *d = malloc(sizeof *d);
+    if (d == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    d->fd = s->control_fd;
+    d->used = 0;
+    int rc = vc_emit_stream(s, data_write, d, res, err, errlen);
+    if (rc == 0 && data_flush(d) != 0) {
+        snprintf(err, errlen, "sending the trace to the controller failed: %s", strerror(errno));
+        rc = -EPIPE;
+    }
+    free(d);
+    return rc == 0 ? 0 : -EPIPE;
+}
+
+void vc_control_send_end(vc_session *s, const struct vc_result *res)
+{
+    char text[VC_PATH_MAX + 1024];
+    snprintf(text, sizeof text,
+             "events=%llu\nthreads=%llu\ndrops=%llu\nbytes=%llu\ngil_us=%llu\noutput=%s\nstatus=%d\n",
+             (unsigned long long)res->events, (unsigned long long)res->threads,
+             (unsigned long long)res->dropped, (unsigned long long)res->bytes,
+             (unsigned long long)res->gil_hold_us, s->output, res->status);
+    send_text(s->control_fd, VC_MSG_END, text);
+    send_text(s->status_client_fd, VC_MSG_END, text);
+}

@@ -1,0 +1,346 @@
+/* emit.c — turns a stopped session's records into a .cvf stream and delivers it to a sink.
+ *
+ * Runs on the agent thread WITHOUT the GIL: everything it reads (chunks, thread table, names)
+ * was frozen by the stop.  Per thread, each chunk is sorted in place by (id, start, dur) and
+ * the chunks are k-way merged, so each key's events come out as one sorted run: one FEE group
+ * per (thread, name) with no second copy of the records (only a reusable run buffer).
+ * Raw clock values become CLOCK_MONOTONIC ticks of 10 ns; an event's end is rounded on its
+ * own so that nesting survives the rounding.
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static int record_cmp(const void *a, const void *b)
+{
+    const vc_record *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->dur != y->dur)
+        return x->dur < y->dur ? -1 : 1;
+    return 0;
+}
+
+typedef struct cursor {
+    const vc_record *pos, *end;
+} cursor;
+
+static int cursor_less(const cursor *a, const cursor *b)
+{
+    return record_cmp(a->pos, b->pos) < 0;
+}
+
+static void heap_sift_down(cursor *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && cursor_less(&h[l], &h[m]))
+            m = l;
+        if (r < n && cursor_less(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            return;
+        cursor t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static inline int64_t to_ticks(const vc_clock_map *map, uint64_t raw)
+{
+    return (int64_t)((vc_clock_to_ns(map, raw) + 5) / 10);
+}
+
+static char *process_name(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return strdup("python");
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* Collects, per thread, the chunks it owns (full FIFO + current chunk). */
+static vc_chunk **chunks_by_thread(vc_session *s, size_t **first_out)
+{
+    size_t total = 0;
+    for (vc_chunk *c = s->pool.full_head; c; c = c->next)
+        total++;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].chunk)
+            total++;
+    size_t *first = calloc(s->nthreads + 1, sizeof *first);
+    vc_chunk **list = calloc(total ? total : 1, sizeof *list);
+    if (first == NULL || list == NULL) {
+        free(first);
+        free(list);
+        return NULL;
+    }
+    for (vc_chunk *c = s->pool.full_head; c; c = c->next)
+        first[c->owner + 1]++;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].chunk)
+            first[i + 1]++;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        first[i + 1] += first[i];
+    size_t *fill = calloc(s->nthreads ? s->nthreads : 1, sizeof *fill);
+    if (fill == NULL) {
+        free(first);
+        free(list);
+        return NULL;
+    }
+    for (vc_chunk *c = s->pool.full_head; c; c = c->next)
+        list[first[c->owner] + fill[c->owner]++] = c;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].chunk)
+            list[first[i] + fill[i]++] = s->threads[i].chunk;
+    free(fill);
+    *first_out = first;
+    return list;
+}
+
+int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
+                   size_t errlen)
+{
+    vc_clock_map map;
+    vc_clock_map_make(&map, s->clk_start, s->clk_stop);
+    uint64_t pid = (uint64_t)getpid();
+    size_t *first = NULL;
+    vc_chunk **list = chunks_by_thread(s, &first);
+    cvf_writer *w = cvf_writer_new(sink, ctx);
+    char *pname = process_name();
+    cursor *heap = NULL;
+    cvf_fee_event *run = NULL;
+    size_t run_cap = 0;
+    int rc = -1;
+    uint64_t events = 0, threads = 0, records = 0;
+    if (list == NULL || w == NULL || pname == NULL) {
+        snprintf(err, errlen, "out of memory while emitting the trace");
+        goto out;
+    }
+    for (size_t i = 0; i < first[s->nthreads]; i++) {
+        qsort(list[i]->rec, list[i]->count, sizeof(vc_record), record_cmp);
+        records += list[i]->count;
+    }
+    if (cvf_write_process_name(w, pid, pid, pname) != 0)
+        goto werr;
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        if (first[i + 1] == first[i] || t->tid == 0)
+            continue;
+        char fallback_name[32];
+        snprintf(fallback_name, sizeof fallback_name, "Thread-%d", (int)t->tid);
+        if (cvf_write_thread_name(w, pid, (uint64_t)t->tid, t->name ? t->name : fallback_name) != 0)
+            goto werr;
+    }
+    size_t maxk = 0;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (first[i + 1] - first[i] > maxk)
+            maxk = first[i + 1] - first[i];
+    heap = calloc(maxk ? maxk : 1, sizeof *heap);
+    if (heap == NULL) {
+        snprintf(err, errlen, "out of memory while emitting the trace");
+        goto out;
+    }
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        if (first[i + 1] == first[i] || t->tid == 0)
+            continue;
+        size_t n = 0;
+        for (size_t k = first[i]; k < first[i + 1]; k++)
+            if (list[k]->count > 0)
+                heap[n++] = (cursor){list[k]->rec, list[k]->rec + list[k]->count};
+        for (size_t k = n / 2; k-- > 0;)
+            heap_sift_down(heap, n, k);
+        int any = 0;
+        while (n > 0) {
+            uint32_t id = heap[0].pos->id;
+            size_t m = 0;
+            while (n > 0 && heap[0].pos->id == id) {
+                const vc_record *r = heap[0].pos;
+                if (m == run_cap) {
+                    size_t cap = run_cap ? run_cap * 2 : 4096;
+                    cvf_fee_event *bigger = realloc(run, cap * sizeof *run);
+                    if (bigger == NULL) {
+                        snprintf(err, errlen, "out of memory while emitting the trace");
+                        goto out;
+                    }
+                    run = bigger;
+                    run_cap = cap;
+                }
+                int64_t ts = to_ticks(&map, r->start);
+                int64_t end = to_ticks(&map, r->start + r->dur);
+                run[m].ts = ts;
+                run[m].dur = end > ts ? (uint64_t)(end - ts) : 0;
+                m++;
+                if (++heap[0].pos == heap[0].end)
+                    heap[0] = heap[--n];
+                heap_sift_down(heap, n, 0);
+            }
+            const char *name = id < s->nnames && s->names ? s->names[id] : NULL;
+            if (name == NULL || m == 0)
+                continue;
+            if (cvf_write_fee_group(w, pid, (uint64_t)t->tid, name, run, m, NULL, 0) != 0)
+                goto werr;
+            events += m;
+            any = 1;
+        }
+        /* Count OS threads, not states: one thread can own two states (hook re-installed). */
+        for (uint32_t j = 0; any && j < i; j++)
+            if (s->threads[j].tid == t->tid && first[j + 1] != first[j])
+                any = 0;
+        threads += any;
+    }
+    {
+        uint64_t dropped = s->pool.dropped + s->pins.unnamed;
+        uint64_t too_deep = 0;
+        for (uint32_t i = 0; i < s->nthreads; i++)
+            too_deep += s->threads[i].too_deep;
+        char json[1024];
+        double attach_us = (double)s->clk_start.ns / 1000.0;
+        double detach_us = (double)vc_clock_to_ns(&map, s->stop_raw) / 1000.0;
+        int len = snprintf(json, sizeof json,
+            "[{\"ph\":\"i\",\"name\":\"vcattach attach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
+            "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u}},"
+            "{\"ph\":\"i\",\"name\":\"vcattach detach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
+            "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"dropped\":%llu,\"buffer_dropped\":%llu,"
+            "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu}}]",
+            (unsigned long long)pid, (unsigned long long)pid, attach_us,
+            s->hook_kind == VC_HOOK_PROFILE || !VC_HAVE_MONITORING ? "profile" : "monitoring",
+            s->null_hook, (unsigned long long)pid, (unsigned long long)pid, detach_us,
+            (unsigned long long)(dropped + too_deep), (unsigned long long)s->pool.dropped,
+            (unsigned long long)s->pins.unnamed, (unsigned long long)too_deep,
+            (unsigned long long)s->threads_untraced);
+        if (cvf_write_other_events(w, json, (size_t)len) != 0)
+            goto werr;
+        res->dropped = dropped + too_deep;
+    }
+    if (cvf_writer_finish(w) != 0)
+        goto werr;
+    res->events = events;
+    res->threads = threads;
+    res->bytes = cvf_writer_bytes(w);
+    res->records_bytes = records * sizeof(vc_record);
+    rc = 0;
+    goto out;
+werr:
+    snprintf(err, errlen, "writing the trace failed: %s",
+             w ? cvf_writer_error(w)->msg : "no writer");
+out:
+    if (w != NULL)
+        cvf_writer_free(w);
+    free(pname);
+    free(heap);
+    free(run);
+    free(list);
+    free(first);
+    return rc;
+}
+
+/* ---- sinks ------------------------------------------------------------------------------- */
+
+static int open_tmp(const char *tmp)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* A leftover of a crashed session, if it is a plain file of ours. */
+        struct stat st;
+        if (lstat(tmp, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlink(tmp) == 0)
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        else
+            errno = EEXIST;
+    }
+    return fd;
+}
+
+static int emit_file(vc_session *s, const char *path, struct vc_result *res, char *err, size_t errlen)
+{
+    char tmp[VC_PATH_MAX + 8];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
+        snprintf(err, errlen, "output path too long");
+        return -ENAMETOOLONG;
+    }
+    int fd = open_tmp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(e));
+        return -e;
+    }
+    int rc = vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)fd, res, err, errlen);
+    if (rc == 0 && fsync(fd) != 0) {
+        snprintf(err, errlen, "fsync %s: %s", tmp, strerror(errno));
+        rc = -EIO;
+    }
+    if (close(fd) != 0 && rc == 0) {
+        snprintf(err, errlen, "close %s: %s", tmp, strerror(errno));
+        rc = -EIO;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        snprintf(err, errlen, "rename %s to %s: %s", tmp, path, strerror(errno));
+        rc = -EIO;
+    }
+    if (rc != 0) {
+        unlink(tmp);
+        return rc < 0 ? rc : -EIO;
+    }
+    return 0;
+}
+
+static int emit_unix(vc_session *s, const char *path, struct vc_result *res, char *err, size_t errlen)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof addr.sun_path) {
+        snprintf(err, errlen, "socket path too long: %s", path);
+        return -ENAMETOOLONG;
+    }
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot connect to unix:%s: %s", path, strerror(e));
+        if (fd >= 0)
+            close(fd);
+        return -e;
+    }
+    /* A stuck reader must not hold the agent forever. */
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int rc = vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)fd, res, err, errlen);
+    close(fd);
+    return rc == 0 ? 0 : -EIO;
+}
+
+int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen)
+{
+    if (strncmp(output, "fd:", 3) == 0) {
+        int fd = atoi(output + 3);
+        return vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)fd, res, err, errlen) == 0 ? 0 : -EIO;
+    }
+    if (strncmp(output, "unix:", 5) == 0)
+        return emit_unix(s, output + 5, res, err, errlen);
+    if (strcmp(output, "control") == 0) {
+        snprintf(err, errlen, "output=control without a controller");
+        return -EPIPE;
+    }
+    return emit_file(s, output, res, err, errlen);
+}

@@ -1,0 +1,178 @@
+/* hook_profile.c — the legacy Py_tracefunc backend (every CPython version).
+ *
+ * The hook gets its thread's state for free: the `obj` argument of the profile function is a
+ * tiny per-thread object (VcHook) holding the vc_thread pointer, so the hot path needs no TLS
+ * or table lookup.  Installation is per thread state (compat.c knows how on each version), on
+ * every thread of the interpreter at start, on threads started later through threading's
+ * start hook (threads.c) and through the agent's periodic scan.
+ */
+#include "record.h"
+
+#include <stdio.h>
+
+typedef struct {
+    PyObject_HEAD
+    vc_thread *thread;
+    uint32_t gen;
+} VcHookObject;
+
+static void vchook_dealloc(PyObject *self)
+{
+    VcHookObject *h = (VcHookObject *)self;
+    /* The thread state dropped our hook: the thread ended (or its hook was replaced).  Its
+     * PyThreadState address may be reused by a new thread, so forget the association. */
+    if (h->gen == g_vc.gen && h->thread != NULL && h->thread->tstate != NULL)
+        h->thread->hooked = 0, h->thread->tstate = NULL;
+    PyObject_Free(self);
+}
+
+static PyTypeObject VcHook_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "vcattach._ThreadHook",
+    .tp_basicsize = sizeof(VcHookObject),
+    .tp_dealloc = vchook_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "vcattach: per-thread state of the in-process tracer",
+};
+
+int vc_profile_type_ready(void)
+{
+    return PyType_Ready(&VcHook_Type);
+}
+
+static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = ((VcHookObject *)obj)->thread;
+    const PyMethodDef *ml;
+    PyObject *qual;
+    switch (what) {
+    case PyTrace_CALL: {
+        PyCodeObject *co = vc_compat_frame_code(frame);
+        vc_record_enter(s, t, co, co, NULL, 0);
+        break;
+    }
+    case PyTrace_RETURN:
+        vc_record_exit(s, t, vc_compat_frame_code(frame), 0);
+        break;
+    case PyTrace_C_CALL:
+        if (vc_cfunc_key(arg, NULL, &ml, &qual))
+            vc_record_enter(s, t, ml, ml, qual, 1);
+        break;
+    case PyTrace_C_RETURN:
+    case PyTrace_C_EXCEPTION:
+        if (vc_cfunc_key(arg, NULL, &ml, &qual))
+            vc_record_exit(s, t, ml, 1);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* null_hook=1: the same mechanism, recording nothing (the benchmark's floor). */
+static int null_profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    return 0;
+}
+
+static Py_tracefunc our_func(const vc_session *s)
+{
+    return s->null_hook ? null_profile_hook : profile_hook;
+}
+
+static int is_ours(Py_tracefunc f)
+{
+    return f == profile_hook || f == null_profile_hook;
+}
+
+/* Installs the hook on ts with a fresh thread state, seeding it with the running frames. */
+static int install_on(vc_session *s, PyThreadState *ts, uint64_t now)
+{
+    vc_thread *t = vc_thread_new(s, ts);
+    if (t == NULL) {
+        s->threads_untraced++;
+        return 0;
+    }
+    VcHookObject *h = PyObject_New(VcHookObject, &VcHook_Type);
+    if (h == NULL)
+        return -1;
+    h->thread = t;
+    h->gen = s->gen;
+    vc_thread_seed(s, t, ts, now);
+    int rc = vc_compat_set_profile(ts, our_func(s), (PyObject *)h);
+    Py_DECREF(h);
+    if (rc != 0)
+        return -1;
+    t->hooked = 1;
+    return 0;
+}
+
+int vc_profile_foreign(vc_session *s, char *err, size_t errlen)
+{
+    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == s->agent_tstate)
+            continue;
+        Py_tracefunc f = vc_compat_profile_func(ts);
+        if (f != NULL && !is_ours(f)) {
+            snprintf(err, errlen, "another profiler is active (sys.setprofile or cProfile on thread "
+                     "%lu): vcattach does not replace it; stop that profiler and retry",
+                     (unsigned long)ts->thread_id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int vc_profile_install_all(vc_session *s, char *err, size_t errlen)
+{
+    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    uint64_t now = vc_clock_now();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == s->agent_tstate || vc_compat_profile_func(ts) != NULL)
+            continue;
+        if (install_on(s, ts, now) != 0) {
+            PyErr_Clear();
+            snprintf(err, errlen, "installing the profile hook failed (audit hook refused "
+                     "sys.setprofile?)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int vc_profile_install_current(vc_session *s, PyThreadState *ts)
+{
+    Py_tracefunc f = vc_compat_profile_func(ts);
+    if (f != NULL)
+        return 0; /* ours already, or someone else's: never replaced */
+    return install_on(s, ts, vc_clock_now());
+}
+
+int vc_profile_scan_new_threads(vc_session *s)
+{
+    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    uint64_t now = vc_clock_now();
+    int added = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == s->agent_tstate || vc_compat_profile_func(ts) != NULL)
+            continue;
+        if (install_on(s, ts, now) != 0)
+            PyErr_Clear();
+        else
+            added++;
+    }
+    return added;
+}
+
+void vc_profile_remove_all(vc_session *s)
+{
+    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (is_ours(vc_compat_profile_func(ts))) {
+            if (vc_compat_set_profile(ts, NULL, NULL) != 0)
+                PyErr_Clear();
+        }
+    }
+}

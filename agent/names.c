@@ -1,0 +1,137 @@
+/* names.c — the pinned key table and key → name resolution (see names.h).
+ *
+ * Names follow VizTracer: Python "qualname (filename:firstlineno)" (co_qualname on 3.11+,
+ * co_name before); C "module.name" when the function has a module, else "Type.name" from the
+ * type of its self, else "name".
+ */
+#include "names.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int pins_alloc(vc_pins *pins, uint32_t capacity)
+{
+    pins->slots = calloc(capacity, sizeof *pins->slots);
+    pins->by_id = calloc(capacity - capacity / 4, sizeof *pins->by_id);
+    if (pins->slots == NULL || pins->by_id == NULL) {
+        free(pins->slots);
+        free(pins->by_id);
+        pins->slots = NULL;
+        pins->by_id = NULL;
+        return -ENOMEM;
+    }
+    pins->mask = capacity - 1;
+    pins->limit = capacity - capacity / 4;
+    return 0;
+}
+
+int vc_pins_init(vc_pins *pins, uint32_t capacity)
+{
+    *pins = (vc_pins){0};
+    return pins_alloc(pins, capacity);
+}
+
+int vc_pins_maybe_grow(vc_pins *pins)
+{
+    if (pins->slots == NULL || pins->count <= (pins->mask + 1) / 2 || pins->mask >= (1u << 30))
+        return 0;
+    vc_pins bigger = {0};
+    if (pins_alloc(&bigger, (pins->mask + 1) * 2) != 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i <= pins->mask; i++) {
+        vc_pin_slot *s = &pins->slots[i];
+        if (s->ptr == NULL)
+            continue;
+        uint32_t j = vc_pins_hash(s->ptr, s->qual) & bigger.mask;
+        while (bigger.slots[j].ptr != NULL)
+            j = (j + 1) & bigger.mask;
+        bigger.slots[j] = *s;
+    }
+    memcpy(bigger.by_id, pins->by_id, pins->count * sizeof *pins->by_id);
+    bigger.count = pins->count;
+    bigger.unnamed = pins->unnamed;
+    free(pins->slots);
+    free(pins->by_id);
+    *pins = bigger;
+    return 0;
+}
+
+static char *dup_utf8(PyObject *s)
+{
+    if (s == NULL || !PyUnicode_Check(s))
+        return strdup("?");
+    const char *u = PyUnicode_AsUTF8(s);
+    if (u == NULL) {
+        PyErr_Clear();
+        return strdup("?");
+    }
+    return strdup(u);
+}
+
+static char *python_name(PyCodeObject *co)
+{
+    char *name = dup_utf8(vc_compat_code_name(co));
+    char *file = dup_utf8(co->co_filename);
+    char *out = NULL;
+    if (name != NULL && file != NULL &&
+        asprintf(&out, "%s (%s:%d)", name, file, co->co_firstlineno) < 0)
+        out = NULL;
+    free(name);
+    free(file);
+    return out;
+}
+
+static char *c_name(const PyMethodDef *ml, PyObject *qual)
+{
+    const char *fname = ml->ml_name ? ml->ml_name : "?";
+    char *out = NULL;
+    if (qual == NULL)
+        return strdup(fname);
+    char *prefix = NULL;
+    if (PyType_Check(qual)) {
+        prefix = strdup(((PyTypeObject *)qual)->tp_name);
+    } else if (PyModule_Check(qual)) {
+        const char *m = PyModule_GetName(qual);
+        if (m == NULL)
+            PyErr_Clear();
+        prefix = strdup(m ? m : "?");
+    } else {
+        prefix = dup_utf8(qual);
+    }
+    if (prefix != NULL && asprintf(&out, "%s.%s", prefix, fname) < 0)
+        out = NULL;
+    free(prefix);
+    return out;
+}
+
+char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
+{
+    uint32_t n = pins->count;
+    char **names = calloc(n ? n : 1, sizeof *names);
+    for (uint32_t id = 0; id < n; id++) {
+        vc_pin *p = &pins->by_id[id];
+        if (names != NULL)
+            names[id] = p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
+        if (!p->is_c)
+            Py_DECREF((PyObject *)p->ptr);
+        Py_XDECREF(p->qual);
+    }
+    free(pins->slots);
+    free(pins->by_id);
+    pins->slots = NULL;
+    pins->by_id = NULL;
+    pins->count = 0;
+    *count_out = names ? n : 0;
+    return names;
+}
+
+void vc_names_free(char **names, uint32_t count)
+{
+    if (names == NULL)
+        return;
+    for (uint32_t i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}

@@ -1,0 +1,84 @@
+/* names.h — the pinned key table: what a record's id stands for, kept resolvable until stop.
+ *
+ * A key is (ptr, qual): a code object (qual NULL) for a Python function, or a PyMethodDef*
+ * plus the object that qualifies its name (the module-name string, or the type of m_self) for
+ * a C function.  The first time the hook sees a key it takes a slot in a pre-allocated
+ * open-addressing table, Py_INCREFs the code object / qualifier (so it outlives the call even
+ * if the function is deleted), and gets a dense id.  The hook never allocates: the agent
+ * thread grows the table during its periodic GIL visit; if the table is still full when a new
+ * key appears, the call is counted as unnamed and not recorded.  At stop the ids are turned
+ * into UTF-8 names (malloc'd copies) and every pinned object is released.
+ */
+#ifndef VC_NAMES_H
+#define VC_NAMES_H
+
+#include "compat.h"
+
+#include <stdint.h>
+
+#define VC_ID_NONE UINT32_MAX
+
+typedef struct vc_pin_slot {
+    const void *ptr;   /* NULL: empty */
+    PyObject *qual;
+    uint32_t id;
+    uint32_t pad;
+} vc_pin_slot;
+
+typedef struct vc_pin {
+    const void *ptr;
+    PyObject *qual;
+    int is_c;
+} vc_pin;
+
+typedef struct vc_pins {
+    vc_pin_slot *slots;
+    uint32_t mask;      /* capacity - 1 (power of two) */
+    uint32_t limit;     /* max ids before the table counts as full (3/4 of capacity) */
+    uint32_t count;     /* ids handed out */
+    vc_pin *by_id;      /* [limit] */
+    uint64_t unnamed;   /* calls not recorded because the table was full */
+} vc_pins;
+
+int vc_pins_init(vc_pins *pins, uint32_t capacity);
+/* Grows when more than half full.  GIL held, hooks idle (agent thread).  0 or -ENOMEM. */
+int vc_pins_maybe_grow(vc_pins *pins);
+/* Resolves every id to a malloc'd UTF-8 name (names[id], NULL if it failed), then releases
+ * every pinned reference and the table.  GIL held. */
+char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out);
+void vc_names_free(char **names, uint32_t count);
+
+static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)ptr ^ ((uint64_t)(uintptr_t)qual << 7)) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+/* Hot path: the id of (ptr, qual), pinning it on first sight.  VC_ID_NONE if full. */
+static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *qual, int is_c)
+{
+    uint32_t i = vc_pins_hash(ptr, qual) & pins->mask;
+    for (;;) {
+        vc_pin_slot *s = &pins->slots[i];
+        if (s->ptr == ptr && s->qual == qual)
+            return s->id;
+        if (s->ptr == NULL) {
+            if (pins->count >= pins->limit) {
+                pins->unnamed++;
+                return VC_ID_NONE;
+            }
+            uint32_t id = pins->count++;
+            s->ptr = ptr;
+            s->qual = qual;
+            s->id = id;
+            if (!is_c)
+                Py_INCREF((PyObject *)ptr);
+            Py_XINCREF(qual);
+            pins->by_id[id] = (vc_pin){ptr, qual, is_c};
+            return id;
+        }
+        i = (i + 1) & pins->mask;
+    }
+}
+
+#endif /* VC_NAMES_H */

@@ -1,0 +1,96 @@
+/* record.h — the hot path shared by both hook backends: shadow-stack push on entry, pop and
+ * one 24-byte record on exit.  No allocation, no lock, no Python call (the only interpreter
+ * work is Py_INCREF of a key seen for the first time, in names.h).
+ */
+#ifndef VC_RECORD_H
+#define VC_RECORD_H
+
+#include "session.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Out of line (agent.c): a fresh chunk for t, or NULL (the record is dropped). */
+vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t);
+/* Out of line (agent.c): an exit that does not match the top of the shadow stack. */
+void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c, uint64_t now);
+
+static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uint64_t start,
+                                   uint64_t end, uint32_t flags)
+{
+    if (id == VC_ID_NONE)
+        return;
+    vc_chunk *c = t->chunk;
+    if (__builtin_expect(c == NULL || c->count == VC_CHUNK_RECORDS, 0)) {
+        c = vc_record_new_chunk(s, t);
+        if (c == NULL)
+            return;
+    }
+    vc_record *r = &c->rec[c->count++];
+    r->start = start;
+    r->dur = end >= start ? end - start : 0;
+    r->id = id;
+    r->flags = flags;
+}
+
+static inline void vc_record_enter(vc_session *s, vc_thread *t, const void *match,
+                                   const void *key, PyObject *qual, int is_c)
+{
+    uint32_t d = t->depth++;
+    if (__builtin_expect(d >= VC_STACK_DEPTH, 0)) {
+        t->too_deep++;
+        return;
+    }
+    if (__builtin_expect(t->tid == 0, 0))
+        t->tid = (pid_t)syscall(SYS_gettid);
+    vc_frame *f = &t->stack[d];
+    f->match = match;
+    f->id = vc_pins_lookup(&s->pins, key, qual, is_c);
+    f->is_c = (uint32_t)is_c;
+    f->start = vc_clock_now(); /* last: the lookup is not charged to the callee */
+}
+
+static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match, int is_c)
+{
+    uint64_t now = vc_clock_now();
+    uint32_t depth = t->depth;
+    if (depth == 0)
+        return; /* the call began before the hook saw this thread */
+    if (__builtin_expect(depth > VC_STACK_DEPTH, 0)) {
+        t->depth = depth - 1;
+        return;
+    }
+    vc_frame *f = &t->stack[depth - 1];
+    if (__builtin_expect(f->match != match || f->is_c != (uint32_t)is_c, 0)) {
+        vc_record_mismatch(s, t, match, is_c, now);
+        return;
+    }
+    t->depth = depth - 1;
+    vc_record_store(s, t, f->id, f->start, now, 0);
+}
+
+/* The (PyMethodDef, qualifier) of a C callable, as VizTracer names it; 0 if the callable is
+ * not a C function we trace.  self_arg: the first argument for method descriptors (or NULL). */
+static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyMethodDef **ml,
+                               PyObject **qual)
+{
+    if (PyCFunction_Check(callable)) {
+        PyCFunctionObject *fn = (PyCFunctionObject *)callable;
+        *ml = fn->m_ml;
+        if (fn->m_module != NULL)
+            *qual = fn->m_module;
+        else if (fn->m_self != NULL)
+            *qual = (PyObject *)Py_TYPE(fn->m_self);
+        else
+            *qual = NULL;
+        return 1;
+    }
+    if (Py_TYPE(callable) == &PyMethodDescr_Type && self_arg != NULL) {
+        *ml = ((PyMethodDescrObject *)callable)->d_method;
+        *qual = (PyObject *)Py_TYPE(self_arg);
+        return 1;
+    }
+    return 0;
+}
+
+#endif /* VC_RECORD_H */

@@ -1,0 +1,490 @@
+/* cvf_reader.c — the bounded .cvf decoder (API and safety contract: cvf_reader.h).
+ *
+ * Owns the reading side of the format (../shared/cvf-format.md).  The input is one buffer
+ * (usually a read-only mapping of the file); a cursor walks it and every read goes through
+ * `need()`, which checks the bytes are really there, so a hostile file can at worst produce an
+ * error message.  Counts are checked against the smallest encoding their items could have
+ * before anything is allocated for them, and zlib blobs are inflated only up to a size their
+ * compressed length can justify.
+ *
+ * Where the reference is lenient we are strict, because a silent skip hides corruption:
+ * unknown header bytes, an args_offset that does not follow the ts/dur stream, an args list
+ * of the wrong length, trailing garbage inside a zlib blob, invalid UTF-8 in names.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "cvf_reader.h"
+
+/* deflate's best case is about 1032:1; allow a little slack for the stream overhead. */
+#define ZLIB_MAX_RATIO 1032
+#define ZLIB_SLACK 64
+
+typedef struct reader {
+    const uint8_t *base;
+    size_t size;
+    size_t pos;
+    unsigned flags;
+    cvf_error *err;
+    /* scratch reused across records */
+    int64_t *ts;
+    uint64_t *dur;
+    size_t fee_cap;
+    char *json;          /* last inflated blob */
+    cvf_span *spans;
+    const char **keys;
+    size_t keys_cap;
+    int64_t *cts;
+    cvf_counter_value *vals;
+    cvf_counter_value *cache;
+} reader;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int bad(reader *r, size_t at, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->err->offset = at;
+    snprintf(r->err->msg, sizeof r->err->msg, "offset %zu: %s", at, msg);
+    return -1;
+}
+
+static inline size_t left(const reader *r) { return r->size - r->pos; }
+
+static inline int need(reader *r, size_t n, const char *what)
+{
+    if (left(r) < n)
+        return bad(r, r->pos, "truncated: %s needs %zu bytes, %zu left", what, n, left(r));
+    return 0;
+}
+
+static int rd_u64(reader *r, uint64_t *v, const char *what)
+{
+    if (need(r, 8, what))
+        return -1;
+    memcpy(v, r->base + r->pos, 8);
+    r->pos += 8;
+    return 0;
+}
+
+/* A NUL-terminated UTF-8 string inside the buffer. */
+static int rd_cstr(reader *r, const char **s, const char *what)
+{
+    const uint8_t *p = r->base + r->pos;
+    const uint8_t *nul = memchr(p, 0, left(r));
+    if (!nul)
+        return bad(r, r->pos, "truncated: %s has no terminating NUL before the end of the file",
+                   what);
+    size_t n = (size_t)(nul - p);
+    if (!cvf_utf8_valid((const char *)p, n))
+        return bad(r, r->pos, "%s is not valid UTF-8", what);
+    *s = (const char *)p;
+    r->pos += n + 1;
+    return 0;
+}
+
+/* Reads a zblob header and body.  With `inflate_it`, *out gets a NUL-terminated malloc'd
+ * buffer (stored in r->json, replaced at the next blob) of exactly the declared length. */
+static int rd_zblob(reader *r, const char *what, bool inflate_it, char **out, size_t *out_len)
+{
+    size_t at = r->pos;
+    uint64_t ulen = 0, clen = 0;
+    if (rd_u64(r, &ulen, what) || rd_u64(r, &clen, what))
+        return -1;
+    if (clen > left(r))
+        return bad(r, at, "%s compressed length %" PRIu64 " exceeds the %zu bytes left", what,
+                   clen, left(r));
+    if (ulen > clen * ZLIB_MAX_RATIO + ZLIB_SLACK || ulen >= SIZE_MAX / 2)
+        return bad(r, at, "%s uncompressed length %" PRIu64 " is impossible for %" PRIu64
+                          " compressed bytes", what, ulen, clen);
+    const uint8_t *src = r->base + r->pos;
+    r->pos += (size_t)clen;
+    if (!inflate_it) {
+        *out = NULL;
+        *out_len = 0;
+        return 0;
+    }
+    free(r->json);
+    r->json = malloc((size_t)ulen + 2);
+    if (!r->json)
+        return bad(r, at, "out of memory inflating %s (%" PRIu64 " bytes)", what, ulen);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit(&zs) != Z_OK)
+        return bad(r, at, "zlib inflateInit failed");
+    /* zlib counts in uInt; feed and drain in chunks of at most 1 GiB */
+    size_t in_left = (size_t)clen, out_room = (size_t)ulen + 1;
+    const uint8_t *in = src;
+    uint8_t *o = (uint8_t *)r->json;
+    int zr = Z_OK;
+    while (zr == Z_OK) {
+        uInt ci = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
+        uInt co = out_room > (1u << 30) ? (1u << 30) : (uInt)out_room;
+        zs.next_in = (Bytef *)in;
+        zs.avail_in = ci;
+        zs.next_out = o;
+        zs.avail_out = co;
+        zr = inflate(&zs, Z_NO_FLUSH);
+        in += ci - zs.avail_in;
+        in_left -= ci - zs.avail_in;
+        o += co - zs.avail_out;
+        out_room -= co - zs.avail_out;
+        if (zr == Z_OK && zs.avail_out != 0 && zs.avail_in == 0 && in_left == 0)
+            zr = Z_BUF_ERROR; /* input exhausted before the end of the stream */
+        if (zr == Z_OK && out_room == 0)
+            break; /* produced more than declared */
+    }
+    const char *zmsg = zs.msg;
+    inflateEnd(&zs);
+    size_t produced = (size_t)(o - (uint8_t *)r->json);
+    if (zr != Z_STREAM_END) {
+        if (produced > ulen)
+            return bad(r, at, "%s inflates to more than its declared %" PRIu64 " bytes", what,
+                       ulen);
+        return bad(r, at, "%s is not a valid zlib stream (%s)", what,
+                   zr == Z_BUF_ERROR ? "truncated" : zmsg ? zmsg : "corrupt data");
+    }
+    if (produced != ulen)
+        return bad(r, at, "%s inflates to %zu bytes, but declares %" PRIu64, what, produced,
+                   ulen);
+    if (in_left != 0)
+        return bad(r, at, "%s has %zu bytes of garbage after its zlib stream", what, in_left);
+    r->json[produced] = 0;
+    *out = r->json;
+    *out_len = produced;
+    return 0;
+}
+
+/* Inflates a zblob and checks it is JSON (a list with its element spans if want_list). */
+static int rd_json(reader *r, const char *what, bool want_list, cvf_json_record *rec)
+{
+    size_t at = r->pos;
+    char *text = NULL;
+    size_t len = 0;
+    if (rd_zblob(r, what, !(r->flags & CVF_READ_SKIP_JSON), &text, &len))
+        return -1;
+    memset(rec, 0, sizeof *rec);
+    rec->offset = at;
+    if (!text)
+        return 0;
+    free(r->spans);
+    r->spans = NULL;
+    size_t epos;
+    const char *ewhat;
+    if (cvf_json_scan(text, len, want_list ? &r->spans : NULL, &rec->nitems, &epos, &ewhat))
+        return bad(r, at, "%s is not valid JSON: %s at byte %zu of the inflated text", what,
+                   ewhat, epos);
+    rec->json = text;
+    rec->len = len;
+    rec->items = r->spans;
+    return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t want, size_t elem)
+{
+    if (want <= *cap)
+        return 0;
+    void *n = realloc(*p, want * elem);
+    if (!n)
+        return -1;
+    *p = n;
+    *cap = want;
+    return 0;
+}
+
+/* Varint of spec §4: the width flag is in the low 2 bits of the first byte (little-endian). */
+static inline int rd_varint(reader *r, uint64_t *v, const char *what)
+{
+    if (r->pos >= r->size)
+        return bad(r, r->pos, "truncated: %s needs 1 byte, 0 left", what);
+    size_t w = (size_t)1 << (r->base[r->pos] & 3);
+    if (left(r) < w)
+        return bad(r, r->pos, "truncated: %s needs %zu bytes, %zu left", what, w, left(r));
+    uint64_t x = 0;
+    memcpy(&x, r->base + r->pos, w);
+    r->pos += w;
+    *v = x >> 2;
+    return 0;
+}
+
+static int rd_fee(reader *r, const cvf_visitor *v, void *ctx)
+{
+    cvf_fee_group g;
+    memset(&g, 0, sizeof g);
+    g.offset = r->pos - 1;
+    uint64_t count = 0, args_offset = 0;
+    if (rd_u64(r, &g.pid, "FEE pid") || rd_u64(r, &g.tid, "FEE tid") ||
+        rd_cstr(r, &g.name, "FEE name"))
+        return -1;
+    size_t count_at = r->pos;
+    if (rd_u64(r, &count, "FEE count") || rd_u64(r, &args_offset, "FEE args_offset"))
+        return -1;
+    /* smallest stream: i64 ts + 1-byte dur, then 2 bytes per further event */
+    if (count == 0)
+        return bad(r, count_at, "FEE group '%.60s' has count 0", g.name);
+    if (left(r) < 9 || count - 1 > (left(r) - 9) / 2)
+        return bad(r, count_at, "FEE count %" PRIu64 " exceeds the %zu bytes left", count,
+                   left(r));
+    size_t n = (size_t)count;
+    if (args_offset && (args_offset > r->size || args_offset < r->pos + 9))
+        return bad(r, count_at + 8, "FEE args_offset %" PRIu64 " is outside the group's data "
+                                    "(%zu..%zu)", args_offset, r->pos + 9, r->size);
+    if (r->fee_cap < n) {
+        size_t cap = r->fee_cap;
+        if (grow((void **)&r->ts, &cap, n, sizeof *r->ts))
+            return bad(r, count_at, "out of memory for %zu FEE events", n);
+        cap = r->fee_cap;
+        if (grow((void **)&r->dur, &cap, n, sizeof *r->dur))
+            return bad(r, count_at, "out of memory for %zu FEE events", n);
+        r->fee_cap = n;
+    }
+    int64_t *ts = r->ts;
+    uint64_t *dur = r->dur;
+    uint64_t first = 0;
+    if (rd_u64(r, &first, "FEE first ts") || rd_varint(r, &dur[0], "FEE dur"))
+        return -1;
+    ts[0] = (int64_t)first;
+    for (size_t i = 1; i < n; i++) {
+        uint64_t delta = 0;
+        size_t at = r->pos;
+        if (rd_varint(r, &delta, "FEE ts delta") || rd_varint(r, &dur[i], "FEE dur"))
+            return -1;
+        if (ts[i - 1] >= 0 && delta > (uint64_t)(INT64_MAX - ts[i - 1]))
+            return bad(r, at, "FEE group '%.60s' event %zu: timestamp overflows", g.name, i);
+        ts[i] = ts[i - 1] + (int64_t)delta;
+    }
+    g.count = n;
+    g.ts = ts;
+    g.dur = dur;
+    if (args_offset) {
+        if (args_offset != r->pos)
+            return bad(r, count_at + 8, "FEE args_offset %" PRIu64 " does not point right after "
+                                        "the ts/dur stream (which ends at %zu)", args_offset,
+                       r->pos);
+        g.has_args = 1;
+        cvf_json_record rec;
+        if (rd_json(r, "FEE args", true, &rec))
+            return -1;
+        if (rec.json && rec.nitems != n)
+            return bad(r, (size_t)args_offset, "FEE group '%.60s': args list has %zu items for "
+                                               "%zu events", g.name, rec.nitems, n);
+        g.args_json = rec.json;
+        g.args_len = rec.len;
+        g.args = rec.items;
+    }
+    return v->fee_group ? v->fee_group(ctx, &g) : 0;
+}
+
+/* Decimal integer as JSON allows it: -?(0|[1-9][0-9]*). */
+static bool json_int_text(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        return s[1] == 0;
+    if (*s < '1' || *s > '9')
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+static int rd_counter(reader *r, const cvf_visitor *v, void *ctx)
+{
+    cvf_counter_group g;
+    memset(&g, 0, sizeof g);
+    g.offset = r->pos - 1;
+    uint64_t nkeys = 0, nts = 0;
+    if (rd_u64(r, &g.pid, "counter pid") || rd_u64(r, &g.tid, "counter tid") ||
+        rd_cstr(r, &g.name, "counter name"))
+        return -1;
+    size_t at = r->pos;
+    if (rd_u64(r, &nkeys, "counter key count"))
+        return -1;
+    if (nkeys > left(r)) /* each key is at least its NUL */
+        return bad(r, at, "counter key count %" PRIu64 " exceeds the %zu bytes left", nkeys,
+                   left(r));
+    size_t nk = (size_t)nkeys;
+    if (grow((void **)&r->keys, &r->keys_cap, nk ? nk : 1, sizeof *r->keys))
+        return bad(r, at, "out of memory for %zu counter keys", nk);
+    for (size_t k = 0; k < nk; k++)
+        if (rd_cstr(r, &r->keys[k], "counter key"))
+            return -1;
+    at = r->pos;
+    if (rd_u64(r, &nts, "counter event count"))
+        return -1;
+    if (nts > left(r) / (8 + nk)) /* each row: i64 ts + one tag byte per key */
+        return bad(r, at, "counter event count %" PRIu64 " exceeds the %zu bytes left", nts,
+                   left(r));
+    size_t nt = (size_t)nts;
+    free(r->cts);
+    free(r->vals);
+    free(r->cache);
+    r->cts = malloc((nt ? nt : 1) * sizeof *r->cts);
+    r->vals = malloc((nt * nk > 0 ? nt * nk : 1) * sizeof *r->vals);
+    r->cache = calloc(nk ? nk : 1, sizeof *r->cache);
+    if (!r->cts || !r->vals || !r->cache)
+        return bad(r, at, "out of memory for %zu counter events", nt);
+    for (size_t k = 0; k < nk; k++)
+        r->cache[k].tag = CVF_COUNTER_UNKNOWN; /* nothing cached yet */
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t t = 0;
+        if (rd_u64(r, &t, "counter ts"))
+            return -1;
+        r->cts[i] = (int64_t)t;
+        for (size_t k = 0; k < nk; k++) {
+            cvf_counter_value *out = &r->vals[i * nk + k], *c = &r->cache[k];
+            size_t tag_at = r->pos;
+            if (need(r, 1, "counter value tag"))
+                return -1;
+            uint8_t tag = r->base[r->pos++];
+            uint64_t x = 0;
+            switch (tag) {
+            case CVF_COUNTER_UNKNOWN:
+                c->tag = CVF_COUNTER_UNKNOWN;
+                out->tag = CVF_COUNTER_UNKNOWN;
+                break;
+            case CVF_COUNTER_SAME:
+                *out = *c;
+                break;
+            case CVF_COUNTER_LONG:
+                if (rd_u64(r, &x, "counter LONG value"))
+                    return -1;
+                c->tag = tag;
+                c->v.i = (int64_t)x;
+                *out = *c;
+                break;
+            case CVF_COUNTER_FLOAT:
+                if (rd_u64(r, &x, "counter FLOAT value"))
+                    return -1;
+                c->tag = tag;
+                memcpy(&c->v.f, &x, 8);
+                *out = *c;
+                break;
+            case CVF_COUNTER_LONG_STRING:
+                if (rd_cstr(r, &c->v.s, "counter LONG_STRING value"))
+                    return -1;
+                if (!json_int_text(c->v.s))
+                    return bad(r, tag_at + 1, "counter LONG_STRING value '%.40s' is not a "
+                                              "decimal integer", c->v.s);
+                c->tag = tag;
+                *out = *c;
+                break;
+            default:
+                return bad(r, tag_at, "unknown counter value tag 0x%02x (expected 0x21..0x25)",
+                           tag);
+            }
+        }
+    }
+    g.nkeys = nk;
+    g.keys = r->keys;
+    g.nts = nt;
+    g.ts_ns = r->cts;
+    g.values = r->vals;
+    return v->counter_group ? v->counter_group(ctx, &g) : 0;
+}
+
+int cvf_read(const void *data, size_t size, const cvf_visitor *v, void *ctx, unsigned flags,
+             cvf_error *err)
+{
+    static const cvf_visitor none;
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.base = data;
+    r.size = data ? size : 0;
+    r.flags = flags;
+    r.err = err;
+    err->offset = 0;
+    err->msg[0] = 0;
+    if (!v)
+        v = &none;
+    int rc = 0;
+    uint64_t version = 0;
+    if (r.size < 8) {
+        rc = bad(&r, 0, "not a .cvf file: %zu bytes, shorter than the 8-byte version header",
+                 r.size);
+        goto out;
+    }
+    memcpy(&version, r.base, 8);
+    if (version != CVF_VERSION) {
+        rc = bad(&r, 0, "unsupported .cvf version %" PRIu64 " (only version 1 exists)",
+                 version);
+        goto out;
+    }
+    r.pos = 8;
+    bool saw_other = false;
+    while (r.pos < r.size) {
+        size_t at = r.pos;
+        uint8_t h = r.base[r.pos++];
+        const char *name = NULL;
+        uint64_t pid = 0, tid = 0;
+        cvf_json_record rec;
+        switch (h) {
+        case CVF_REC_PROCESS_NAME:
+        case CVF_REC_THREAD_NAME:
+            if (rd_u64(&r, &pid, "name record pid") || rd_u64(&r, &tid, "name record tid") ||
+                rd_cstr(&r, &name, h == CVF_REC_PROCESS_NAME ? "process name" : "thread name")) {
+                rc = -1;
+                goto out;
+            }
+            if (h == CVF_REC_PROCESS_NAME && v->process_name)
+                rc = v->process_name(ctx, pid, tid, name);
+            else if (h == CVF_REC_THREAD_NAME && v->thread_name)
+                rc = v->thread_name(ctx, pid, tid, name);
+            break;
+        case CVF_REC_FEE:
+            rc = rd_fee(&r, v, ctx);
+            break;
+        case CVF_REC_COUNTER_EVENTS:
+            rc = rd_counter(&r, v, ctx);
+            break;
+        case CVF_REC_OTHER_EVENTS:
+            saw_other = true;
+            rc = rd_json(&r, "other events", true, &rec);
+            if (rc == 0 && rec.json && v->other_events)
+                rc = v->other_events(ctx, &rec);
+            break;
+        case CVF_REC_FILE_INFO:
+            rc = rd_json(&r, "file_info", false, &rec);
+            if (rc == 0 && rec.json && v->file_info)
+                rc = v->file_info(ctx, &rec);
+            break;
+        default:
+            rc = bad(&r, at, "unknown record header byte 0x%02x (the file is corrupt or not a "
+                             ".cvf)", h);
+            break;
+        }
+        if (rc != 0) {
+            if (err->msg[0] == 0) /* a callback stopped the walk without saying why */
+                bad(&r, at, "stopped by the caller");
+            goto out;
+        }
+    }
+    /* Every writer (the reference's and ours) emits exactly one OTHER_EVENTS record, after
+     * the names, FEE and counter groups: without it the file was cut at a record boundary. */
+    if (!saw_other)
+        rc = bad(&r, r.size, "the file ends without the other-events record (0x05) every .cvf "
+                             "has: it is truncated");
+out:
+    free(r.ts);
+    free(r.dur);
+    free(r.json);
+    free(r.spans);
+    free(r.keys);
+    free(r.cts);
+    free(r.vals);
+    free(r.cache);
+    return rc;
+}

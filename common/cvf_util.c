@@ -1,0 +1,357 @@
+/* cvf_util.c — helpers of the .cvf reader that are not about the record layout itself:
+ * a validating JSON scanner (the format embeds JSON text in zlib blobs; we check it and find
+ * the list elements without building a tree or linking a JSON library), UTF-8 validation of
+ * names, and read-only file mapping.
+ *
+ * The scanner accepts RFC 8259 JSON plus the NaN / Infinity / -Infinity tokens Python's json
+ * module writes by default, since VizTracer's files may contain them.  It is iterative (an
+ * explicit stack with a depth limit), so hostile nesting cannot overflow the C stack.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cvf_reader.h"
+
+#define JSON_MAX_DEPTH 512
+
+int cvf_utf8_valid(const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str, *end = s + len;
+    while (s < end) {
+        unsigned c = *s;
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        size_t n;
+        unsigned min;
+        if (c >= 0xC2 && c <= 0xDF)
+            n = 1, min = 0x80;
+        else if (c >= 0xE0 && c <= 0xEF)
+            n = 2, min = 0x800;
+        else if (c >= 0xF0 && c <= 0xF4)
+            n = 3, min = 0x10000;
+        else
+            return 0;
+        if ((size_t)(end - s) <= n)
+            return 0;
+        unsigned cp = c & (0x3F >> n);
+        for (size_t i = 1; i <= n; i++) {
+            if ((s[i] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        s += n + 1;
+    }
+    return 1;
+}
+
+static inline size_t skip_ws(const char *t, size_t i, size_t len)
+{
+    while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'))
+        i++;
+    return i;
+}
+
+static inline bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Scans a string starting at t[i] == '"'; returns the index after the closing quote. */
+static int scan_string(const char *t, size_t len, size_t *pi, const char **what)
+{
+    size_t i = *pi + 1, run = i;
+    for (;;) {
+        if (i >= len) {
+            *what = "unterminated string";
+            return -1;
+        }
+        unsigned char c = (unsigned char)t[i];
+        if (c == '"')
+            break;
+        if (c < 0x20) {
+            *what = "control character in string";
+            *pi = i;
+            return -1;
+        }
+        if (c == '\\') {
+            if (i + 1 >= len) {
+                *what = "unterminated string";
+                return -1;
+            }
+            char e = t[i + 1];
+            if (e == 'u') {
+                if (i + 5 >= len || !is_hex(t[i + 2]) || !is_hex(t[i + 3]) ||
+                    !is_hex(t[i + 4]) || !is_hex(t[i + 5])) {
+                    *what = "bad \\u escape in string";
+                    *pi = i;
+                    return -1;
+                }
+                i += 6;
+            } else if (strchr("\"\\/bfnrt", e) && e) {
+                i += 2;
+            } else {
+                *what = "bad escape in string";
+                *pi = i;
+                return -1;
+            }
+            continue;
+        }
+        i++;
+    }
+    if (!cvf_utf8_valid(t + run, i - run)) {
+        *what = "invalid UTF-8 in string";
+        *pi = run;
+        return -1;
+    }
+    *pi = i + 1;
+    return 0;
+}
+
+static int scan_number(const char *t, size_t len, size_t *pi, const char **what)
+{
+    size_t i = *pi;
+    if (i < len && t[i] == '-')
+        i++;
+    if (len - i >= 8 && !memcmp(t + i, "Infinity", 8)) {
+        *pi = i + 8;
+        return 0;
+    }
+    if (i >= len || t[i] < '0' || t[i] > '9')
+        goto bad;
+    if (t[i] == '0')
+        i++;
+    else
+        while (i < len && t[i] >= '0' && t[i] <= '9')
+            i++;
+    if (i < len && t[i] == '.') {
+        i++;
+        if (i >= len || t[i] < '0' || t[i] > '9')
+            goto bad;
+        while (i < len && t[i] >= '0' && t[i] <= '9')
+            i++;
+    }
+    if (i < len && (t[i] == 'e' || t[i] == 'E')) {
+        i++;
+        if (i < len && (t[i] == '+' || t[i] == '-'))
+            i++;
+        if (i >= len || t[i] < '0' || t[i] > '9')
+            goto bad;
+        while (i < len && t[i] >= '0' && t[i] <= '9')
+            i++;
+    }
+    *pi = i;
+    return 0;
+bad:
+    *what = "bad number";
+    return -1;
+}
+
+static int scan_literal(const char *t, size_t len, size_t *pi, const char **what)
+{
+    static const char *const words[] = {"true", "false", "null", "NaN"};
+    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
+        size_t n = strlen(words[k]);
+        if (len - *pi >= n && !memcmp(t + *pi, words[k], n)) {
+            *pi += n;
+            return 0;
+        }
+    }
+    *what = "unexpected character";
+    return -1;
+}
+
+/* Appends a span to a growable array. */
+static int push_span(cvf_span **arr, size_t *n, size_t *cap, size_t off, size_t len)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        cvf_span *p = realloc(*arr, ncap * sizeof *p);
+        if (!p)
+            return -1;
+        *arr = p;
+        *cap = ncap;
+    }
+    (*arr)[(*n)++] = (cvf_span){off, len};
+    return 0;
+}
+
+int cvf_json_scan(const char *t, size_t len, cvf_span **items, size_t *nitems, size_t *err_pos,
+                  const char **err_what)
+{
+    char stack[JSON_MAX_DEPTH]; /* '[' or '{' per open container */
+    int depth = 0;
+    size_t i = skip_ws(t, 0, len);
+    const char *what = NULL;
+    cvf_span *spans = NULL;
+    size_t nspans = 0, cap = 0, item_start = 0;
+    if (items) {
+        *items = NULL;
+        *nitems = 0;
+        if (i >= len || t[i] != '[') {
+            what = "expected a JSON list";
+            goto fail;
+        }
+    }
+    /* State machine: expecting a value; after a value, expecting ',' or a closer. */
+    for (;;) {
+        /* ---- parse one value (or open a container) ---- */
+        i = skip_ws(t, i, len);
+        if (i >= len) {
+            what = "unexpected end of JSON";
+            goto fail;
+        }
+        if (items && depth == 1)
+            item_start = i;
+        char c = t[i];
+        if (c == '[' || c == '{') {
+            if (depth == JSON_MAX_DEPTH) {
+                what = "JSON nested too deeply";
+                goto fail;
+            }
+            stack[depth++] = c;
+            i = skip_ws(t, i + 1, len);
+            if (i < len && t[i] == (c == '[' ? ']' : '}')) {
+                depth--;
+                i++;
+                goto after_value;
+            }
+            if (c == '{') {
+                if (i >= len || t[i] != '"') {
+                    what = "expected an object key";
+                    goto fail;
+                }
+                goto object_key;
+            }
+            continue; /* first element of a list */
+        } else if (c == '"') {
+            if (scan_string(t, len, &i, &what) != 0)
+                goto fail;
+        } else if (c == '-' || (c >= '0' && c <= '9') || c == 'I') {
+            if (scan_number(t, len, &i, &what) != 0)
+                goto fail;
+        } else if (scan_literal(t, len, &i, &what) != 0) {
+            goto fail;
+        }
+    after_value:
+        if (items && depth == 1 &&
+            push_span(&spans, &nspans, &cap, item_start, i - item_start) != 0) {
+            what = "out of memory";
+            goto fail;
+        }
+        /* a container closed at depth 1 completes an item too */
+        for (;;) {
+            if (depth == 0) {
+                i = skip_ws(t, i, len);
+                if (i != len) {
+                    what = "trailing data after JSON value";
+                    goto fail;
+                }
+                if (items) {
+                    *items = spans;
+                    *nitems = nspans;
+                }
+                return 0;
+            }
+            i = skip_ws(t, i, len);
+            if (i >= len) {
+                what = "unexpected end of JSON";
+                goto fail;
+            }
+            char closer = stack[depth - 1] == '[' ? ']' : '}';
+            if (t[i] == closer) {
+                depth--;
+                i++;
+                if (items && depth == 1 &&
+                    push_span(&spans, &nspans, &cap, item_start, i - item_start) != 0) {
+                    what = "out of memory";
+                    goto fail;
+                }
+                continue;
+            }
+            if (t[i] != ',') {
+                what = stack[depth - 1] == '[' ? "expected ',' or ']'" : "expected ',' or '}'";
+                goto fail;
+            }
+            i = skip_ws(t, i + 1, len);
+            if (stack[depth - 1] == '{') {
+                if (i >= len || t[i] != '"') {
+                    what = "expected an object key";
+                    goto fail;
+                }
+                goto object_key;
+            }
+            break; /* next list element */
+        }
+        continue;
+    object_key:
+        if (scan_string(t, len, &i, &what) != 0)
+            goto fail;
+        i = skip_ws(t, i, len);
+        if (i >= len || t[i] != ':') {
+            what = "expected ':' after object key";
+            goto fail;
+        }
+        i++;
+    }
+fail:
+    free(spans);
+    if (items) {
+        *items = NULL;
+        *nitems = 0;
+    }
+    *err_pos = i < len ? i : len;
+    *err_what = what ? what : "invalid JSON";
+    return -1;
+}
+
+int cvf_map_file(const char *path, void **data, size_t *size, cvf_error *err)
+{
+    *data = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err->msg, sizeof err->msg, "cannot open: %s", strerror(errno));
+        err->offset = 0;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err->msg, sizeof err->msg, "not a regular file");
+        err->offset = 0;
+        close(fd);
+        return -1;
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        *data = NULL;
+        return 0;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err->msg, sizeof err->msg, "cannot map the file: %s", strerror(e));
+        err->offset = 0;
+        return -1;
+    }
+    *data = p;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+void cvf_unmap_file(void *data, size_t size)
+{
+    if (data && size)
+        munmap(data, size);
+}

@@ -1,0 +1,25 @@
+/* agent_locate.h — find the agent build for a CPython version and check that it is safe to
+ * load into someone else's process (used by preflight.c).
+ *
+ * Search order (the first directory that exists wins for the override):
+ *   $VCATTACH_AGENT_DIR                 only this directory, when set (tests, custom installs)
+ *   <dir of /proc/self/exe>/            the build tree: build/vcattach next to build/libvcagent-*
+ *   <dir of /proc/self/exe>/../lib/vcattach/   installed: PREFIX/bin/vcattach
+ * File name: libvcagent-py<major><minor, 2 digits>.so, e.g. libvcagent-py311.so, -py308.so.
+ */
+#ifndef VC_AGENT_LOCATE_H
+#define VC_AGENT_LOCATE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Finds the agent for major.minor.  Returns 0 with the absolute path in `path`, or -1 with one
+ * line in err naming the directories searched and how to build the missing agent. */
+int agent_locate(int major, int minor, char *path, size_t cap, char *err, size_t errlen);
+
+/* Refuses an agent that others could have replaced (it runs inside the target): the file and
+ * its directory must be owned by root or the operator and not writable by group or others;
+ * and the target's user (target_uid) must be able to read it.  Returns 0 or -1 with err. */
+int agent_check_safe(const char *path, uid_t target_uid, char *err, size_t errlen);
+
+#endif /* VC_AGENT_LOCATE_H */

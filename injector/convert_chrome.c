@@ -1,0 +1,388 @@
+/* convert_chrome.c — .cvf → Chrome trace event JSON, as VizTracer's decompressor returns it:
+ *     {"traceEvents": [M names, FEE groups, counters, other events], "file_info": ...}
+ * with FEE events laid out as ph,name,cat("FEE"),pid,tid,ts,dur[,args] and counters as
+ * name,pid,tid,ph,args,ts (spec §6, Q12).
+ *
+ * Speed matters (a million events should take well under a second), so no JSON tree is built:
+ * numbers are formatted by hand (ticks → exact decimals, which parse to the same double as
+ * the reference's ticks / 100.0), strings are escaped in one pass, and the JSON parts stored
+ * in the file (args, other events, file_info) are spliced in verbatim; the reader has already
+ * checked that they are valid JSON and found each element.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "cvf_reader.h"
+
+#define OUT_CAP (1 << 20)
+
+typedef struct chrome {
+    FILE *out;
+    char *buf;
+    size_t len;
+    bool io_error;
+    bool first_event;
+    char *file_info; /* copy of the last FILE_INFO text */
+    size_t file_info_len;
+    const convert_ctx *cc;
+    const uint8_t *base;
+    size_t size;
+    cvf_error *err;
+} chrome;
+
+static void out_flush(chrome *c)
+{
+    if (c->len && fwrite(c->buf, 1, c->len, c->out) != c->len)
+        c->io_error = true;
+    c->len = 0;
+}
+
+/* Room for n bytes; n may exceed OUT_CAP only through out_raw. */
+static inline void out_need(chrome *c, size_t n)
+{
+    if (OUT_CAP - c->len < n)
+        out_flush(c);
+}
+
+static void out_raw(chrome *c, const void *p, size_t n)
+{
+    if (n > OUT_CAP / 2) {
+        out_flush(c);
+        if (fwrite(p, 1, n, c->out) != n)
+            c->io_error = true;
+        return;
+    }
+    out_need(c, n);
+    memcpy(c->buf + c->len, p, n);
+    c->len += n;
+}
+
+#define OUT_LIT(c, s) out_raw((c), (s), sizeof(s) - 1)
+
+/* Decimal of an unsigned integer; returns the length written at p (<= 20). */
+static inline size_t fmt_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* v / 10^decimals as an exact decimal with at least one fractional digit ("1.0", "0.28",
+ * "-5.5"): the same text Python's repr gives for the double v / 100.0 or v / 1000.0 when v is
+ * below 2^53, and in every case a string that parses to the nearest double of the exact value. */
+static inline size_t fmt_fixed(char *p, int64_t v, unsigned decimals)
+{
+    size_t n = 0;
+    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    if (v < 0)
+        p[n++] = '-';
+    uint64_t scale = decimals == 2 ? 100 : 1000;
+    n += fmt_u64(p + n, m / scale);
+    uint64_t frac = m % scale;
+    p[n++] = '.';
+    if (frac == 0) {
+        p[n++] = '0';
+        return n;
+    }
+    char d[3];
+    for (unsigned i = decimals; i-- > 0;) {
+        d[i] = (char)('0' + frac % 10);
+        frac /= 10;
+    }
+    unsigned last = decimals;
+    while (last > 1 && d[last - 1] == '0')
+        last--;
+    memcpy(p + n, d, last);
+    return n + last;
+}
+
+/* Shortest text that parses back to d (like Python's repr), always with '.' or 'e'. */
+static size_t fmt_double(char *p, double d)
+{
+    if (!isfinite(d)) { /* not representable in strict JSON; viewers reject NaN tokens */
+        memcpy(p, "null", 4);
+        return 4;
+    }
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(p, 32, "%.*g", prec, d);
+        if (strtod(p, NULL) == d)
+            break;
+    }
+    if (!strpbrk(p, ".eEn")) {
+        memcpy(p + n, ".0", 2);
+        n += 2;
+    }
+    return (size_t)n;
+}
+
+/* JSON string literal of a UTF-8 string (already validated by the reader). */
+static void out_str(chrome *c, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = strlen(s);
+    if (n > OUT_CAP / 8) { /* huge: escape in pieces */
+        OUT_LIT(c, "\"");
+        for (; *s; s++) {
+            unsigned char ch = (unsigned char)*s;
+            char e[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
+            if (ch == '"' || ch == '\\') {
+                e[1] = (char)ch;
+                out_raw(c, e, 2);
+            } else if (ch < 0x20)
+                out_raw(c, e, 6);
+            else
+                out_raw(c, s, 1);
+        }
+        OUT_LIT(c, "\"");
+        return;
+    }
+    out_need(c, n * 6 + 2);
+    char *p = c->buf + c->len;
+    *p++ = '"';
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20) {
+            if (ch == '\n')
+                *p++ = '\\', *p++ = 'n';
+            else if (ch == '\t')
+                *p++ = '\\', *p++ = 't';
+            else if (ch == '\r')
+                *p++ = '\\', *p++ = 'r';
+            else {
+                memcpy(p, "\\u00", 4);
+                p[4] = hex[ch >> 4];
+                p[5] = hex[ch & 15];
+                p += 6;
+            }
+        } else
+            *p++ = (char)ch;
+    }
+    *p++ = '"';
+    c->len = (size_t)(p - c->buf);
+}
+
+static void begin_event(chrome *c)
+{
+    if (c->first_event) {
+        c->first_event = false;
+        OUT_LIT(c, "\n");
+    } else
+        OUT_LIT(c, ",\n");
+}
+
+static void progress(chrome *c, uint64_t offset)
+{
+    if (c->cc && c->cc->progress)
+        c->cc->progress(c->cc->progress_ctx, (size_t)offset, c->size);
+}
+
+static int on_name(chrome *c, const char *kind, uint64_t pid, uint64_t tid, const char *name)
+{
+    char num[48];
+    begin_event(c);
+    OUT_LIT(c, "{\"ph\":\"M\",\"name\":\"");
+    out_raw(c, kind, strlen(kind));
+    OUT_LIT(c, "\",\"pid\":");
+    out_raw(c, num, fmt_u64(num, pid));
+    OUT_LIT(c, ",\"tid\":");
+    out_raw(c, num, fmt_u64(num, tid));
+    OUT_LIT(c, ",\"args\":{\"name\":");
+    out_str(c, name);
+    OUT_LIT(c, "}}");
+    return c->io_error ? -1 : 0;
+}
+
+static int on_process_name(void *ctx, uint64_t pid, uint64_t tid, const char *name)
+{
+    return on_name(ctx, "process_name", pid, tid, name);
+}
+
+static int on_thread_name(void *ctx, uint64_t pid, uint64_t tid, const char *name)
+{
+    return on_name(ctx, "thread_name", pid, tid, name);
+}
+
+static int on_fee(void *ctx, const cvf_fee_group *g)
+{
+    chrome *c = ctx;
+    /* The part every event of the group shares, built once. */
+    out_flush(c);
+    OUT_LIT(c, "{\"ph\":\"X\",\"name\":");
+    out_str(c, g->name);
+    OUT_LIT(c, ",\"cat\":\"FEE\",\"pid\":");
+    char num[48];
+    out_raw(c, num, fmt_u64(num, g->pid));
+    OUT_LIT(c, ",\"tid\":");
+    out_raw(c, num, fmt_u64(num, g->tid));
+    OUT_LIT(c, ",\"ts\":");
+    size_t plen = c->len;
+    char *prefix = malloc(plen);
+    if (!prefix) {
+        snprintf(c->err->msg, sizeof c->err->msg, "out of memory");
+        return -1;
+    }
+    memcpy(prefix, c->buf, plen);
+    c->len = 0;
+    for (size_t i = 0; i < g->count; i++) {
+        size_t alen = g->args ? g->args[i].len : 0;
+        if (alen > OUT_CAP / 4) {
+            out_need(c, plen + 64);
+        } else
+            out_need(c, plen + 64 + alen + 10);
+        char *p = c->buf + c->len;
+        if (c->first_event) {
+            c->first_event = false;
+            *p++ = '\n';
+        } else {
+            *p++ = ',';
+            *p++ = '\n';
+        }
+        memcpy(p, prefix, plen);
+        p += plen;
+        p += fmt_fixed(p, g->ts[i], 2);
+        memcpy(p, ",\"dur\":", 7);
+        p += 7;
+        p += fmt_fixed(p, (int64_t)g->dur[i], 2); /* < 2^62: the varint cannot hold more */
+        if (g->args) {
+            memcpy(p, ",\"args\":", 8);
+            p += 8;
+            c->len = (size_t)(p - c->buf);
+            out_raw(c, g->args_json + g->args[i].off, alen);
+            p = c->buf + c->len;
+        }
+        *p++ = '}';
+        c->len = (size_t)(p - c->buf);
+    }
+    free(prefix);
+    progress(c, g->offset);
+    return c->io_error ? -1 : 0;
+}
+
+static int on_counter(void *ctx, const cvf_counter_group *g)
+{
+    chrome *c = ctx;
+    char num[48];
+    for (size_t i = 0; i < g->nts; i++) {
+        begin_event(c);
+        OUT_LIT(c, "{\"name\":");
+        out_str(c, g->name);
+        OUT_LIT(c, ",\"pid\":");
+        out_raw(c, num, fmt_u64(num, g->pid));
+        OUT_LIT(c, ",\"tid\":");
+        out_raw(c, num, fmt_u64(num, g->tid));
+        OUT_LIT(c, ",\"ph\":\"C\",\"args\":{");
+        bool first = true;
+        for (size_t k = 0; k < g->nkeys; k++) {
+            const cvf_counter_value *v = &g->values[i * g->nkeys + k];
+            if (v->tag == CVF_COUNTER_UNKNOWN)
+                continue;
+            if (!first)
+                OUT_LIT(c, ",");
+            first = false;
+            out_str(c, g->keys[k]);
+            OUT_LIT(c, ":");
+            if (v->tag == CVF_COUNTER_LONG) {
+                size_t n = 0;
+                if (v->v.i < 0)
+                    num[n++] = '-';
+                n += fmt_u64(num + n, v->v.i < 0 ? (uint64_t)0 - (uint64_t)v->v.i
+                                                 : (uint64_t)v->v.i);
+                out_raw(c, num, n);
+            } else if (v->tag == CVF_COUNTER_FLOAT)
+                out_raw(c, num, fmt_double(num, v->v.f));
+            else
+                out_raw(c, v->v.s, strlen(v->v.s));
+        }
+        OUT_LIT(c, "},\"ts\":");
+        out_raw(c, num, fmt_fixed(num, g->ts_ns[i], 3));
+        OUT_LIT(c, "}");
+    }
+    progress(c, g->offset);
+    return c->io_error ? -1 : 0;
+}
+
+static int on_other(void *ctx, const cvf_json_record *r)
+{
+    chrome *c = ctx;
+    for (size_t i = 0; i < r->nitems; i++) {
+        begin_event(c);
+        out_raw(c, r->json + r->items[i].off, r->items[i].len);
+    }
+    progress(c, r->offset);
+    return c->io_error ? -1 : 0;
+}
+
+static int on_file_info(void *ctx, const cvf_json_record *r)
+{
+    chrome *c = ctx;
+    char *copy = malloc(r->len + 1);
+    if (!copy) {
+        snprintf(c->err->msg, sizeof c->err->msg, "out of memory for file_info");
+        return -1;
+    }
+    memcpy(copy, r->json, r->len);
+    free(c->file_info);
+    c->file_info = copy;
+    c->file_info_len = r->len;
+    return 0;
+}
+
+int convert_cvf_to_chrome(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
+                          cvf_error *err)
+{
+    chrome c;
+    memset(&c, 0, sizeof c);
+    c.out = out;
+    c.first_event = true;
+    c.cc = cc;
+    c.base = cvf;
+    c.size = size;
+    c.err = err;
+    c.buf = malloc(OUT_CAP);
+    if (!c.buf) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return -1;
+    }
+    static const cvf_visitor v = {
+        .process_name = on_process_name,
+        .thread_name = on_thread_name,
+        .fee_group = on_fee,
+        .counter_group = on_counter,
+        .other_events = on_other,
+        .file_info = on_file_info,
+    };
+    err->msg[0] = 0;
+    OUT_LIT(&c, "{\"traceEvents\":[");
+    int rc = cvf_read(cvf, size, &v, &c, 0, err);
+    if (rc == 0) {
+        OUT_LIT(&c, "\n]");
+        if (c.file_info) {
+            OUT_LIT(&c, ",\n\"file_info\":");
+            out_raw(&c, c.file_info, c.file_info_len);
+        }
+        OUT_LIT(&c, "}\n");
+        out_flush(&c);
+    }
+    if (c.io_error) {
+        snprintf(err->msg, sizeof err->msg, "writing the output failed");
+        rc = -1;
+    }
+    free(c.buf);
+    free(c.file_info);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,43 @@
+/* elf.h — symbol lookup in the ELF files a target has mapped (libc, the python executable or
+ * libpython, the agent), without a debugger: .dynsym/.dynstr (and .symtab when not stripped),
+ * the entry point, and the load bias that turns a file address into a target address. */
+#ifndef VC_ELF_H
+#define VC_ELF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct elf_file {
+    unsigned char *map;
+    size_t size;
+    uint64_t entry;            /* e_entry (file address) */
+    uint64_t first_load_vaddr; /* p_vaddr of the first PT_LOAD, page-aligned down */
+    /* up to two symbol tables: [0] .dynsym, [1] .symtab (absent when stripped) */
+    struct {
+        const unsigned char *syms;
+        size_t count;
+        const char *str;
+        size_t strsize;
+    } tab[2];
+};
+
+/* Maps the file behind fd (not closed) and indexes it.  0 or -errno (-ENOEXEC: not a usable
+ * x86-64 ELF). */
+int elf_open_fd(int fd, struct elf_file *ef);
+void elf_close(struct elf_file *ef);
+
+/* File address of a defined function/object symbol; 0 or -ENOENT. */
+int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr);
+
+/* Name of the function containing file address vaddr (the nearest symbol below it when sizes
+ * are missing); name is a pointer into the mapped file.  0 or -ENOENT. */
+int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset);
+
+/* Load bias: target address = file address + bias, where map_start is the start of the
+ * file's offset-0 mapping in the target. */
+static inline uint64_t elf_load_bias(const struct elf_file *ef, uint64_t map_start)
+{
+    return map_start - ef->first_load_vaddr;
+}
+
+#endif /* VC_ELF_H */

@@ -1,0 +1,44 @@
+/* export.c — the speedscope and collapsed exports as `vcattach convert` output formats.
+ *
+ * Adapts export_speedscope/export_collapsed (which work on a loaded trace) to convert.h's
+ * convert_cvf_fn: build the per-thread model from the .cvf bytes, export, free.
+ */
+#include <stdio.h>
+
+#include "export.h"
+
+typedef int (*export_fn)(const vc_trace *t, FILE *out, char *err, size_t errlen);
+
+static int speedscope_unnamed(const vc_trace *t, FILE *out, char *err, size_t errlen)
+{
+    return export_speedscope(t, NULL, out, err, errlen);
+}
+
+static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
+                        const convert_ctx *cc, cvf_error *err)
+{
+    vc_trace *t;
+    if (vc_trace_from_cvf(cvf, size, &t, err) < 0)
+        return -1;
+    if (cc && cc->progress)
+        cc->progress(cc->progress_ctx, size / 2, size); /* loaded: the walk is the other half */
+    int rc = fn(t, out, err->msg, sizeof err->msg);
+    if (rc < 0)
+        err->offset = 0;
+    else if (cc && cc->progress)
+        cc->progress(cc->progress_ctx, size, size);
+    vc_trace_free(t);
+    return rc;
+}
+
+int convert_cvf_to_speedscope(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
+                              cvf_error *err)
+{
+    return convert_with(speedscope_unnamed, cvf, size, out, cc, err);
+}
+
+int convert_cvf_to_collapsed(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
+                             cvf_error *err)
+{
+    return convert_with(export_collapsed, cvf, size, out, cc, err);
+}

@@ -1,0 +1,174 @@
+/* export_collapsed.c — a trace as folded stacks ("collapsed" format).
+ *
+ * One line per distinct call stack, "root;child;leaf <self µs>", the input of flamegraph.pl,
+ * inferno and speedscope.  Threads are merged (as flame graphs of a service usually are).
+ * Stacks are a trie of (parent stack, function) nodes filled by the shared nesting walk:
+ * each call adds its self time to its node, so a line's value is the time spent in exactly
+ * that stack, and the values of a trace add up to its traced time.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+
+#define NO_PARENT UINT32_MAX
+
+typedef struct stack_node {
+    uint32_t parent; /* node index, or NO_PARENT for a root call */
+    uint32_t func;
+    int64_t self;    /* ticks */
+} stack_node;
+
+typedef struct collapse_ctx {
+    stack_node *nodes;
+    size_t nnodes, cap;
+    uint32_t *slots; /* open addressing: node index + 1, 0 = empty */
+    size_t nslots;
+    uint32_t *path;  /* node of each depth of the current stack */
+    size_t path_cap;
+    int failed;
+} collapse_ctx;
+
+static size_t slot_of(uint32_t parent, uint32_t func, size_t nslots)
+{
+    uint64_t key = ((uint64_t)parent << 32 | func) * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(key >> 20) & (nslots - 1);
+}
+
+static int grow_slots(collapse_ctx *c)
+{
+    size_t nslots = c->nslots ? c->nslots * 2 : 4096;
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t n = 0; n < c->nnodes; n++) {
+        size_t i = slot_of(c->nodes[n].parent, c->nodes[n].func, nslots);
+        while (slots[i])
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (uint32_t)n + 1;
+    }
+    free(c->slots);
+    c->slots = slots;
+    c->nslots = nslots;
+    return 0;
+}
+
+/* The node for `func` called from stack `parent`, created if new; NO_PARENT on failure. */
+static uint32_t node_for(collapse_ctx *c, uint32_t parent, uint32_t func)
+{
+    if ((c->nnodes + 1) * 2 > c->nslots && grow_slots(c) < 0)
+        return NO_PARENT;
+    size_t i = slot_of(parent, func, c->nslots);
+    for (; c->slots[i]; i = (i + 1) & (c->nslots - 1)) {
+        const stack_node *n = &c->nodes[c->slots[i] - 1];
+        if (n->parent == parent && n->func == func)
+            return c->slots[i] - 1;
+    }
+    if (c->nnodes >= NO_PARENT - 1)
+        return NO_PARENT;
+    if (c->nnodes == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 4096;
+        stack_node *nodes = realloc(c->nodes, cap * sizeof *nodes);
+        if (!nodes)
+            return NO_PARENT;
+        c->nodes = nodes;
+        c->cap = cap;
+    }
+    c->nodes[c->nnodes] = (stack_node){parent, func, 0};
+    c->slots[i] = (uint32_t)c->nnodes + 1;
+    return (uint32_t)c->nnodes++;
+}
+
+static void on_open(void *ctx, const vc_event *ev, int64_t start, int64_t end, size_t depth)
+{
+    collapse_ctx *c = ctx;
+    if (c->failed)
+        return;
+    if (depth >= c->path_cap) {
+        size_t cap = c->path_cap ? c->path_cap * 2 : 64;
+        uint32_t *path = realloc(c->path, cap * sizeof *path);
+        if (!path) {
+            c->failed = 1;
+            return;
+        }
+        c->path = path;
+        c->path_cap = cap;
+    }
+    uint32_t node = node_for(c, depth ? c->path[depth - 1] : NO_PARENT, ev->func);
+    if (node == NO_PARENT)
+        c->failed = 1;
+    c->path[depth] = node;
+}
+
+static void on_close(void *ctx, const vc_event *ev, int64_t start, int64_t end, int64_t self,
+                     size_t depth)
+{
+    collapse_ctx *c = ctx;
+    if (!c->failed)
+        c->nodes[c->path[depth]].self += self;
+}
+
+/* A frame name as one field of a folded line: ';' separates frames, '\n' ends the line. */
+static void put_folded_name(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == ';')
+            fputc(':', out);
+        else if (*s != '\n' && *s != '\r')
+            fputc(*s, out);
+    }
+}
+
+int export_collapsed(const vc_trace *t, FILE *out, char *err, size_t errlen)
+{
+    static const vc_walk_ops ops = {on_open, on_close};
+    collapse_ctx c = {0};
+    int rc = -1;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (vc_thread_walk(&t->threads[i], &ops, &c) < 0 || c.failed)
+            goto nomem;
+
+    /* print each stack from its root: collect the leaf-to-root chain, then reverse */
+    uint32_t *chain = NULL;
+    size_t chain_cap = 0;
+    for (size_t n = 0; n < c.nnodes; n++) {
+        int64_t us = (c.nodes[n].self + VC_TICKS_PER_US / 2) / VC_TICKS_PER_US;
+        if (us <= 0)
+            continue;
+        size_t len = 0;
+        for (uint32_t k = (uint32_t)n; k != NO_PARENT; k = c.nodes[k].parent) {
+            if (len == chain_cap) {
+                size_t cap = chain_cap ? chain_cap * 2 : 64;
+                uint32_t *bigger = realloc(chain, cap * sizeof *chain);
+                if (!bigger) {
+                    free(chain);
+                    goto nomem;
+                }
+                chain = bigger;
+                chain_cap = cap;
+            }
+            chain[len++] = c.nodes[k].func;
+        }
+        while (len--) {
+            put_folded_name(out, t->funcs[chain[len]]);
+            fputc(len ? ';' : ' ', out);
+        }
+        fprintf(out, "%" PRId64 "\n", us);
+    }
+    free(chain);
+    if (fflush(out) != 0 || ferror(out)) {
+        snprintf(err, errlen, "write error while writing the collapsed stacks");
+        goto out;
+    }
+    rc = 0;
+    goto out;
+nomem:
+    snprintf(err, errlen, "out of memory while folding the stacks");
+out:
+    free(c.nodes);
+    free(c.slots);
+    free(c.path);
+    return rc;
+}

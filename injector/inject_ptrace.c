@@ -1,0 +1,407 @@
+/* inject_ptrace.c — the default injection method: ptrace only, no debugger (see inject.h).
+ *
+ *   checks (nothing touched) → find dlopen/dlerror in the target's libc (.dynsym + map base)
+ *   → block termination signals → seize + interrupt every thread → pick a safe thread
+ *     (retry for a bounded time while none is safe) → detach every other thread
+ *   → on the chosen thread: trampoline at libc's entry point, mmap a scratch region
+ *     (stack + strings), dlopen(agent, RTLD_NOW|RTLD_LOCAL), dlerror() on failure,
+ *     vc_agent_connect(control_path) (address from the agent's .dynsym + its map base),
+ *     munmap → restore code, registers, FPU state → detach → unblock signals.
+ *
+ * SIGINT/SIGTERM/SIGHUP/SIGQUIT are blocked from the first seize to the last detach, so a
+ * Ctrl-C or a kill arriving mid-way is acted on (by the caller's handlers or the default
+ * action) only once every thread runs free; before anything has run in the target, a pending
+ * one aborts the injection early.  SIGKILL cannot be blocked: the kernel then detaches every
+ * thread itself (no PTRACE_O_EXITKILL), and only a thread inside the remote call is at risk. */
+#include "inject.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elf.h"
+#include "proc.h"
+#include "ptrace.h"
+#include "remote_call.h"
+#include "safepoint.h"
+
+#define RTLD_DLOPEN_INTERNAL 0x80000000 /* __RTLD_DLOPEN: required by __libc_dlopen_mode */
+#define SCRATCH_STACK (1u << 20)       /* the loader and constructors run on it */
+#define SCRATCH_DATA 16384u           /* agent path + control path */
+#define DEFAULT_TIMEOUT_MS 5000
+
+struct libc_syms {
+    uint64_t dlopen, dlerror, code; /* target addresses */
+    int internal_dlopen;            /* dlopen is __libc_dlopen_mode */
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int is_libc_name(const char *b)
+{
+    return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && strstr(b, ".so")) ||
+           (strncmp(b, "ld-musl-", 8) == 0) || strncmp(b, "libc.musl-", 10) == 0;
+}
+
+static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_syms *ls,
+                          char *err, size_t errlen)
+{
+    const struct proc_map *m = proc_find_module(maps, is_libc_name);
+    if (!m) {
+        set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
+                "native process): it cannot load the agent", (int)pid);
+        return -ENOENT;
+    }
+    int fd = proc_open_mapped(pid, m);
+    if (fd < 0) {
+        set_err(err, errlen, "cannot open the target's libc %s: %s", m->path, strerror(-fd));
+        return fd;
+    }
+    struct elf_file ef;
+    int r = elf_open_fd(fd, &ef);
+    close(fd);
+    if (r < 0) {
+        set_err(err, errlen, "cannot read the target's libc %s: %s", m->path, strerror(-r));
+        return r;
+    }
+    uint64_t bias = elf_load_bias(&ef, m->start), v;
+    memset(ls, 0, sizeof *ls);
+    if (elf_lookup(&ef, "dlopen", &v) == 0) {
+        ls->dlopen = bias + v;
+    } else if (elf_lookup(&ef, "__libc_dlopen_mode", &v) == 0) {
+        ls->dlopen = bias + v; /* glibc < 2.34: dlopen lives in libdl, maybe not loaded */
+        ls->internal_dlopen = 1;
+    }
+    if (elf_lookup(&ef, "dlerror", &v) == 0)
+        ls->dlerror = bias + v;
+    ls->code = bias + ef.entry;
+    int have_entry = ef.entry != 0;
+    elf_close(&ef);
+    if (!ls->dlopen) {
+        set_err(err, errlen, "neither dlopen nor __libc_dlopen_mode found in %s", m->path);
+        return -ENOENT;
+    }
+    if (!have_entry) {
+        set_err(err, errlen, "%s has no entry point to place the call trampoline", m->path);
+        return -ENOEXEC;
+    }
+    return 0;
+}
+
+/* Address of vc_agent_connect in the target, from the agent's .dynsym and its mapping. */
+static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, char *err,
+                            size_t errlen)
+{
+    char path[4096 + 64];
+    struct stat sb;
+    if (proc_root_path(pid, agent_path, path, sizeof path) < 0 || stat(path, &sb) < 0) {
+        set_err(err, errlen, "agent %s vanished after dlopen", agent_path);
+        return -ENOENT;
+    }
+    struct proc_maps maps;
+    int r = proc_read_maps(pid, &maps);
+    if (r < 0) {
+        set_err(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-r));
+        return r;
+    }
+    const struct proc_map *m = proc_find_inode(&maps, sb.st_dev, sb.st_ino);
+    if (!m)
+        m = proc_find_path(&maps, agent_path);
+    if (!m) {
+        proc_free_maps(&maps);
+        set_err(err, errlen, "dlopen succeeded but %s is not mapped in the target", agent_path);
+        return -ENOENT;
+    }
+    int fd = proc_open_mapped(pid, m);
+    struct elf_file ef;
+    r = fd < 0 ? fd : elf_open_fd(fd, &ef);
+    if (fd >= 0)
+        close(fd);
+    if (r < 0) {
+        proc_free_maps(&maps);
+        set_err(err, errlen, "cannot read the agent %s: %s", agent_path, strerror(-r));
+        return r;
+    }
+    uint64_t v;
+    r = elf_lookup(&ef, "vc_agent_connect", &v);
+    if (r == 0)
+        *addr = elf_load_bias(&ef, m->start) + v;
+    else
+        set_err(err, errlen, "%s does not export vc_agent_connect: not a vcattach agent",
+                agent_path);
+    elf_close(&ef);
+    proc_free_maps(&maps);
+    return r;
+}
+
+static const sigset_t *termination_signals(void)
+{
+    static sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    return &set;
+}
+
+static int termination_pending(void)
+{
+    sigset_t p;
+    if (sigpending(&p) < 0)
+        return 0;
+    return sigismember(&p, SIGINT) || sigismember(&p, SIGTERM) || sigismember(&p, SIGHUP) ||
+           sigismember(&p, SIGQUIT);
+}
+
+static double ms_since(int64_t t0)
+{
+    return (double)(pt_now_ns() - t0) / 1e6;
+}
+
+static void note(const struct inject_request *req, int64_t t0, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note(const struct inject_request *req, int64_t t0, const char *fmt, ...)
+{
+    if (!req->verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vcattach: [%8.3f ms] ", ms_since(t0));
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* Reads a NUL-terminated string from the target (at most len-1 bytes). */
+static void read_remote_string(pid_t tid, uint64_t addr, char *buf, size_t len)
+{
+    buf[0] = 0;
+    for (size_t i = 0; i + 1 < len; i += 64) {
+        size_t chunk = len - 1 - i < 64 ? len - 1 - i : 64;
+        if (pt_read(tid, addr + i, buf + i, chunk) < 0) {
+            buf[i] = 0;
+            return;
+        }
+        buf[i + chunk] = 0;
+        if (memchr(buf + i, 0, chunk))
+            return;
+    }
+}
+
+/* The two calls on the chosen thread, between remote_begin and remote_end.  Sets *ran when
+ * dlopen ran in the target.  Returns an inject_status. */
+static int run_calls(const struct inject_request *req, struct remote *rc,
+                     const struct libc_syms *ls, int64_t deadline, int64_t t0, int *keep_scratch,
+                     char *err, size_t errlen)
+{
+    pid_t tid = rc->t->tid;
+    size_t alen = strlen(req->agent_path) + 1, clen = strlen(req->control_path) + 1;
+    uint64_t scratch = 0, ret = 0;
+    const size_t scratch_len = SCRATCH_STACK + SCRATCH_DATA;
+    uint64_t args[6] = {0, scratch_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        (uint64_t)-1, 0};
+    int r = remote_syscall(rc, SYS_mmap, args, &ret, deadline);
+    if (r < 0 || ((int64_t)ret < 0 && (int64_t)ret > -4096)) {
+        set_err(err, errlen, "remote mmap failed in the target: %s",
+                r == -ENOSYS ? "blocked by seccomp" : strerror(r < 0 ? -r : -(int)(int64_t)ret));
+        return INJECT_UNTOUCHED;
+    }
+    scratch = ret;
+    note(req, t0, "scratch region at %#llx", (unsigned long long)scratch);
+    int status = INJECT_OK;
+    /* layout: [strings (SCRATCH_DATA)] [stack (SCRATCH_STACK), grows down from the end] */
+    uint64_t agent_str = scratch, control_str = scratch + alen, stack_top = scratch + scratch_len;
+    if (pt_write(tid, agent_str, req->agent_path, alen) < 0 ||
+        pt_write(tid, control_str, req->control_path, clen) < 0) {
+        set_err(err, errlen, "cannot write into the target's memory");
+        status = INJECT_UNTOUCHED;
+        goto unmap;
+    }
+    if (termination_pending()) {
+        set_err(err, errlen, "interrupted by a signal before anything ran in the target");
+        status = INJECT_UNTOUCHED;
+        goto unmap;
+    }
+
+    uint64_t flags = RTLD_NOW | RTLD_LOCAL | (ls->internal_dlopen ? RTLD_DLOPEN_INTERNAL : 0);
+    r = remote_call(rc, ls->dlopen, agent_str, flags, stack_top, &ret, deadline);
+    note(req, t0, "dlopen -> %d, handle %#llx", r, (unsigned long long)ret);
+    if (r < 0)
+        goto call_failed;
+    if (ret == 0) {
+        char msg[512] = "";
+        uint64_t s = 0;
+        if (ls->dlerror && remote_call(rc, ls->dlerror, 0, 0, stack_top, &s, deadline) == 0 && s)
+            read_remote_string(tid, s, msg, sizeof msg);
+        set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
+                msg[0] ? msg : "(no dlerror text)");
+        status = INJECT_FAILED;
+        goto unmap;
+    }
+    uint64_t entry = 0;
+    if (find_agent_entry(req->pid, req->agent_path, &entry, err, errlen) < 0) {
+        status = INJECT_FAILED;
+        goto unmap;
+    }
+    r = remote_call(rc, entry, control_str, 0, stack_top, &ret, deadline);
+    note(req, t0, "vc_agent_connect -> %d, rc %d", r, (int)(int32_t)ret);
+    if (r < 0)
+        goto call_failed;
+    if ((int32_t)ret != 0) {
+        int e = (int32_t)ret;
+        set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
+                req->control_path, e, e < 0 ? strerror(-e) : "error");
+        status = INJECT_FAILED;
+    }
+    goto unmap;
+
+call_failed:
+    status = INJECT_FAILED;
+    if (r == -ETIMEDOUT) {
+        set_err(err, errlen, "the call into the target did not return within the timeout (%d ms); "
+                "registers restored, the call was abandoned", req->timeout_ms);
+        *keep_scratch = 1; /* frames of the abandoned call may still be referenced */
+        return status;
+    }
+    if (r == -ENOSYS)
+        set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); registers "
+                "restored");
+    else if (r == -EFAULT)
+        set_err(err, errlen, "the injected call crashed with %s; registers restored",
+                strsignal(rc->fault_sig));
+    else if (r == -ESRCH)
+        set_err(err, errlen, "the target thread exited during the injected call");
+    else
+        set_err(err, errlen, "remote call failed: %s", strerror(-r));
+    if (r == -ESRCH)
+        return status;
+unmap:;
+    uint64_t margs[6] = {scratch, scratch_len, 0, 0, 0, 0};
+    remote_syscall(rc, SYS_munmap, margs, &ret, pt_now_ns() + 1000000000);
+    return status;
+}
+
+int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
+{
+    int64_t t0 = pt_now_ns();
+    int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
+    int64_t deadline = t0 + (int64_t)timeout_ms * 1000000;
+    pid_t pid = req->pid;
+    err[0] = 0;
+    if (!req->control_path || strlen(req->control_path) >= SCRATCH_DATA / 2 ||
+        !req->agent_path || strlen(req->agent_path) >= SCRATCH_DATA / 2) {
+        set_err(err, errlen, "agent or control path missing or too long");
+        return INJECT_UNTOUCHED;
+    }
+    if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
+        return INJECT_UNTOUCHED;
+
+    struct proc_maps maps;
+    int r = proc_read_maps(pid, &maps);
+    if (r < 0) {
+        set_err(err, errlen, r == -ESRCH ? "process %d has no memory map (exited, or a kernel "
+                "thread)" : "cannot read /proc/%d/maps: permission denied (run as the target's "
+                "user or with CAP_SYS_PTRACE)", (int)pid);
+        return INJECT_UNTOUCHED;
+    }
+    struct libc_syms ls;
+    if (find_libc_syms(pid, &maps, &ls, err, errlen) < 0) {
+        proc_free_maps(&maps);
+        return INJECT_UNTOUCHED;
+    }
+
+    sigset_t old_mask;
+    sigprocmask(SIG_BLOCK, termination_signals(), &old_mask);
+
+    struct tracee_group g = {0};
+    int status = INJECT_UNTOUCHED, chosen = -1, attempts = 0;
+    char why[256] = "";
+    /* safe-point search gets at most half the budget: the calls need the rest */
+    int64_t search_deadline = t0 + (int64_t)timeout_ms * 500000;
+    for (;;) {
+        attempts++;
+        r = pt_seize_all(&g, pid, deadline);
+        note(req, t0, "seize+interrupt: %d (%zu threads)", r, g.n);
+        if (r < 0) {
+            if (r == -EPERM)
+                set_err(err, errlen, "ptrace: Operation not permitted on pid %d (another "
+                        "user's process? run as its user or with CAP_SYS_PTRACE; check "
+                        "kernel.yama.ptrace_scope)", (int)pid);
+            else if (r == -ESRCH)
+                set_err(err, errlen, "process %d exited", (int)pid);
+            else
+                set_err(err, errlen, "cannot stop the threads of %d: %s", (int)pid,
+                        strerror(-r));
+            goto out;
+        }
+        /* the map may have changed while the threads ran */
+        proc_free_maps(&maps);
+        if (proc_read_maps(pid, &maps) < 0) {
+            set_err(err, errlen, "process %d exited", (int)pid);
+            goto out;
+        }
+        chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why);
+        note(req, t0, "safe point: %s", chosen >= 0 ? why : "none");
+        if (chosen >= 0)
+            break;
+        pt_release(&g);
+        if (termination_pending()) {
+            set_err(err, errlen, "interrupted by a signal before anything ran in the target");
+            goto out;
+        }
+        if (pt_now_ns() >= search_deadline) {
+            set_err(err, errlen, "no thread reached a safe point in %d attempts (%s); nothing "
+                    "was run, retry later", attempts, why);
+            goto out;
+        }
+        struct timespec pause = {0, 20 * 1000000}; /* let the threads move on */
+        nanosleep(&pause, NULL);
+    }
+
+    /* every other thread runs again before the call: the call may need their locks */
+    struct tracee *t = &g.t[chosen];
+    for (size_t i = 0; i < g.n; i++)
+        if ((int)i != chosen)
+            pt_detach(&g, &g.t[i]);
+    note(req, t0, "other threads resumed; calling on thread %d", (int)t->tid);
+
+    struct remote rc;
+    r = remote_begin(&rc, t, ls.code);
+    if (r < 0) {
+        set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
+        goto out;
+    }
+    int keep_scratch = 0;
+    status = run_calls(req, &rc, &ls, deadline, t0, &keep_scratch, err, errlen);
+    int rr = remote_end(&rc);
+    if (rr < 0 && t->state != TRACEE_GONE) {
+        status = INJECT_FAILED;
+        set_err(err, errlen, "could not restore thread %d: %s", (int)t->tid, strerror(-rr));
+    }
+
+out:
+    pt_release(&g);
+    note(req, t0, "all threads detached");
+    proc_free_maps(&maps);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    return status;
+}

@@ -1,0 +1,720 @@
+/* json_cvf.c — Chrome trace JSON → .cvf, grouped the way VizTracer's compressor groups it:
+ *   - "X" events into FEE groups by (pid, tid, name, has_args), each sorted by (ts, dur) with
+ *     ties kept in input order, args stored as one JSON list per group;
+ *   - "M" process_name / thread_name into name records ((pid, tid) → last name wins);
+ *   - "C" events into counter groups by (pid, tid, name), diffed against the previous ts with
+ *     Python `==` semantics (spec §5.3);
+ *   - everything else verbatim, in input order, into the single OTHER_EVENTS record
+ *     (including "M" events with other names, which the reference rejects);
+ *   - the top-level "file_info", if present.
+ *
+ * The input is walked one event at a time: jansson parses each event on its own (so memory
+ * stays proportional to the compact per-event data, not to a whole JSON tree), the fields the
+ * format needs are extracted, and args/other events are re-serialised compactly at once.
+ * Bad events give an error naming their index; nothing here can crash on hostile input.
+ *
+ * Differences from the reference, on purpose: ts/dur are rounded to the 10 ns grid (it
+ * truncates), negative dur becomes 0, an X event without a name is an error (it segfaults),
+ * integers beyond int64 are rejected by the JSON parser (jansson) with a clear message.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "convert.h"
+#include "cvf.h"
+#include "json_text.h"
+
+/* ---- groups and their lookup ------------------------------------------------------------- */
+
+typedef struct fee_item {
+    int64_t ts;
+    uint64_t dur;
+    uint64_t seq;      /* input order inside the group: keeps ties stable */
+    uint64_t args_off; /* into the args arena */
+    uint64_t args_len;
+} fee_item;
+
+typedef struct ctr_item {
+    double ts; /* as given: duplicates are detected on the exact value, like the reference */
+    size_t index;
+    json_t *args;
+} ctr_item;
+
+typedef struct group {
+    uint64_t pid, tid;
+    char *name;
+    size_t name_len;
+    int tag;        /* FEE: has_args; names: 0 process / 1 thread; counters: 0 */
+    void *items;    /* fee_item[] or ctr_item[]; for name records: unused */
+    size_t n, cap;
+    char *value;    /* name records: the name */
+} group;
+
+typedef struct groupset {
+    group *v;
+    size_t n, cap;
+    uint32_t *slots; /* open addressing: group index + 1, 0 = empty */
+    size_t nslots;   /* power of two */
+} groupset;
+
+static uint64_t key_hash(uint64_t pid, uint64_t tid, const char *name, size_t len, int tag)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)tag;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
+    h ^= pid * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;
+    h ^= tid * 0x94D049BB133111EBULL;
+    return h ^ (h >> 31);
+}
+
+static int set_grow(groupset *s)
+{
+    size_t ns = s->nslots ? s->nslots * 2 : 64;
+    uint32_t *slots = calloc(ns, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t g = 0; g < s->n; g++) {
+        group *x = &s->v[g];
+        uint64_t h = key_hash(x->pid, x->tid, x->name, x->name_len, x->tag);
+        size_t i = (size_t)h & (ns - 1);
+        while (slots[i])
+            i = (i + 1) & (ns - 1);
+        slots[i] = (uint32_t)(g + 1);
+    }
+    free(s->slots);
+    s->slots = slots;
+    s->nslots = ns;
+    return 0;
+}
+
+/* Finds or adds the group of a key; NULL on out of memory. */
+static group *set_get(groupset *s, uint64_t pid, uint64_t tid, const char *name, size_t len,
+                      int tag)
+{
+    if ((s->n + 1) * 2 > s->nslots && set_grow(s) != 0)
+        return NULL;
+    uint64_t h = key_hash(pid, tid, name, len, tag);
+    size_t i = (size_t)h & (s->nslots - 1);
+    while (s->slots[i]) {
+        group *g = &s->v[s->slots[i] - 1];
+        if (g->pid == pid && g->tid == tid && g->tag == tag && g->name_len == len &&
+            !memcmp(g->name, name, len))
+            return g;
+        i = (i + 1) & (s->nslots - 1);
+    }
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 16;
+        group *v = realloc(s->v, nc * sizeof *v);
+        if (!v)
+            return NULL;
+        s->v = v;
+        s->cap = nc;
+    }
+    if (s->n >= UINT32_MAX - 1)
+        return NULL;
+    group *g = &s->v[s->n];
+    memset(g, 0, sizeof *g);
+    g->name = malloc(len + 1);
+    if (!g->name)
+        return NULL;
+    memcpy(g->name, name, len);
+    g->name[len] = 0;
+    g->name_len = len;
+    g->pid = pid;
+    g->tid = tid;
+    g->tag = tag;
+    s->slots[i] = (uint32_t)(++s->n);
+    return g;
+}
+
+static void set_free(groupset *s, bool counters)
+{
+    for (size_t g = 0; g < s->n; g++) {
+        if (counters) {
+            ctr_item *it = s->v[g].items;
+            for (size_t i = 0; i < s->v[g].n; i++)
+                json_decref(it[i].args);
+        }
+        free(s->v[g].items);
+        free(s->v[g].name);
+        free(s->v[g].value);
+    }
+    free(s->v);
+    free(s->slots);
+}
+
+static int items_push(group *g, const void *item, size_t size)
+{
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? g->cap * 2 : 8;
+        void *p = realloc(g->items, nc * size);
+        if (!p)
+            return -1;
+        g->items = p;
+        g->cap = nc;
+    }
+    memcpy((char *)g->items + g->n * size, item, size);
+    g->n++;
+    return 0;
+}
+
+/* ---- conversion state -------------------------------------------------------------------- */
+
+typedef struct conv {
+    groupset fee, names, ctrs;
+    jtext args;        /* arena of serialised FEE args */
+    jtext other;       /* "[e1,e2,...": the other-events list being built */
+    size_t nother;
+    json_t *file_info;
+    bool have_events;
+    cvf_error *err;
+    const convert_ctx *cc;
+    size_t total;
+} conv;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int ev_fail(conv *c, size_t index, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->err->offset = index;
+    snprintf(c->err->msg, sizeof c->err->msg, "event #%zu: %s", index, msg);
+    return -1;
+}
+
+static int oom(conv *c)
+{
+    snprintf(c->err->msg, sizeof c->err->msg, "out of memory");
+    return -1;
+}
+
+static int get_id(conv *c, size_t idx, json_t *ev, const char *key, uint64_t *out)
+{
+    json_t *v = json_object_get(ev, key);
+    if (!v)
+        return ev_fail(c, idx, "missing \"%s\"", key);
+    if (!json_is_integer(v))
+        return ev_fail(c, idx, "\"%s\" must be an integer (the .cvf format stores integer "
+                               "pids and tids)", key);
+    *out = (uint64_t)json_integer_value(v); /* negative: two's complement, like the reference */
+    return 0;
+}
+
+static int get_num(conv *c, size_t idx, json_t *ev, const char *key, double *out)
+{
+    json_t *v = json_object_get(ev, key);
+    if (!v)
+        return ev_fail(c, idx, "missing \"%s\"", key);
+    if (!json_is_number(v))
+        return ev_fail(c, idx, "\"%s\" must be a number", key);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int get_str(conv *c, size_t idx, json_t *ev, const char *key, const char **s,
+                   size_t *len)
+{
+    json_t *v = json_object_get(ev, key);
+    if (!v)
+        return ev_fail(c, idx, "missing \"%s\"", key);
+    if (!json_is_string(v))
+        return ev_fail(c, idx, "\"%s\" must be a string", key);
+    *s = json_string_value(v);
+    *len = json_string_length(v);
+    if (memchr(*s, 0, *len))
+        return ev_fail(c, idx, "\"%s\" contains a NUL character", key);
+    return 0;
+}
+
+static int add_other(conv *c, json_t *ev)
+{
+    if (jtext_put(&c->other, c->nother ? "," : "[", 1) || jtext_value(&c->other, ev))
+        return oom(c);
+    c->nother++;
+    return 0;
+}
+
+static int add_event(conv *c, size_t idx, json_t *ev)
+{
+    if (!json_is_object(ev))
+        return ev_fail(c, idx, "not a JSON object");
+    json_t *ph = json_object_get(ev, "ph");
+    if (!ph || !json_is_string(ph))
+        return ev_fail(c, idx, "missing \"ph\" (event type) string");
+    char type = json_string_value(ph)[0];
+    const char *name;
+    size_t name_len;
+    uint64_t pid, tid;
+    if (type == 'X') {
+        double ts, dur;
+        if (get_str(c, idx, ev, "name", &name, &name_len) || get_id(c, idx, ev, "pid", &pid) ||
+            get_id(c, idx, ev, "tid", &tid) || get_num(c, idx, ev, "ts", &ts) ||
+            get_num(c, idx, ev, "dur", &dur))
+            return -1;
+        json_t *args = json_object_get(ev, "args");
+        group *g = set_get(&c->fee, pid, tid, name, name_len, args != NULL);
+        if (!g)
+            return oom(c);
+        fee_item it = {cvf_us_to_ticks(ts), cvf_dur_us_to_ticks(dur), g->n, 0, 0};
+        if (args) {
+            it.args_off = c->args.len;
+            if (jtext_value(&c->args, args))
+                return oom(c);
+            it.args_len = c->args.len - it.args_off;
+        }
+        return items_push(g, &it, sizeof it) ? oom(c) : 0;
+    }
+    if (type == 'M') {
+        if (get_str(c, idx, ev, "name", &name, &name_len))
+            return -1;
+        int kind = !strcmp(name, "process_name") ? 0 : !strcmp(name, "thread_name") ? 1 : -1;
+        if (kind < 0)
+            return add_other(c, ev); /* e.g. process_sort_index: kept verbatim */
+        json_t *args = json_object_get(ev, "args");
+        json_t *nv = args ? json_object_get(args, "name") : NULL;
+        if (!nv || !json_is_string(nv))
+            return ev_fail(c, idx, "%s event needs args.name as a string", name);
+        if (memchr(json_string_value(nv), 0, json_string_length(nv)))
+            return ev_fail(c, idx, "args.name contains a NUL character");
+        if (get_id(c, idx, ev, "pid", &pid) || get_id(c, idx, ev, "tid", &tid))
+            return -1;
+        group *g = set_get(&c->names, pid, tid, "", 0, kind);
+        if (!g)
+            return oom(c);
+        char *copy = strdup(json_string_value(nv));
+        if (!copy)
+            return oom(c);
+        free(g->value); /* the last one wins, at the first one's position */
+        g->value = copy;
+        return 0;
+    }
+    if (type == 'C') {
+        double ts;
+        if (get_str(c, idx, ev, "name", &name, &name_len) || get_id(c, idx, ev, "pid", &pid) ||
+            get_id(c, idx, ev, "tid", &tid) || get_num(c, idx, ev, "ts", &ts))
+            return -1;
+        json_t *args = json_object_get(ev, "args");
+        if (!args || !json_is_object(args))
+            return ev_fail(c, idx, "counter event needs an \"args\" object");
+        const char *key;
+        json_t *val;
+        json_object_foreach(args, key, val)
+        {
+            if (!json_is_number(val) && !json_is_null(val))
+                return ev_fail(c, idx, "counter value \"%.60s\" is not a number (the .cvf "
+                                       "format stores numeric counters only)", key);
+        }
+        group *g = set_get(&c->ctrs, pid, tid, name, name_len, 0);
+        if (!g)
+            return oom(c);
+        ctr_item it = {ts, idx, json_incref(args)};
+        if (items_push(g, &it, sizeof it)) {
+            json_decref(args);
+            return oom(c);
+        }
+        return 0;
+    }
+    return add_other(c, ev);
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static int fee_cmp(const void *a, const void *b)
+{
+    const fee_item *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    if (x->dur != y->dur)
+        return x->dur < y->dur ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int write_fee(conv *c, cvf_writer *w, group *g, cvf_fee_event **evbuf, size_t *evcap,
+                     jtext *list)
+{
+    fee_item *it = g->items;
+    size_t i;
+    for (i = 1; i < g->n; i++)
+        if (fee_cmp(&it[i - 1], &it[i]) > 0)
+            break;
+    if (i < g->n)
+        qsort(it, g->n, sizeof *it, fee_cmp);
+    if (*evcap < g->n) {
+        cvf_fee_event *p = realloc(*evbuf, g->n * sizeof *p);
+        if (!p)
+            return oom(c);
+        *evbuf = p;
+        *evcap = g->n;
+    }
+    cvf_fee_event *ev = *evbuf;
+    for (i = 0; i < g->n; i++)
+        ev[i] = (cvf_fee_event){it[i].ts, it[i].dur};
+    const char *args = NULL;
+    size_t args_len = 0;
+    if (g->tag) {
+        list->len = 0;
+        for (i = 0; i < g->n; i++)
+            if (jtext_put(list, i ? "," : "[", 1) ||
+                jtext_put(list, c->args.data + it[i].args_off, (size_t)it[i].args_len))
+                return oom(c);
+        if (jtext_put(list, "]", 1))
+            return oom(c);
+        args = list->data;
+        args_len = list->len;
+    }
+    return cvf_write_fee_group(w, g->pid, g->tid, g->name, ev, g->n, args, args_len);
+}
+
+static int ctr_cmp(const void *a, const void *b)
+{
+    const ctr_item *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Python `==` between two counter values (int, float or None). */
+static bool value_eq(json_t *a, json_t *b)
+{
+    if (json_is_null(a) || json_is_null(b))
+        return json_is_null(a) && json_is_null(b);
+    if (json_is_integer(a) && json_is_integer(b))
+        return json_integer_value(a) == json_integer_value(b);
+    if (json_is_real(a) && json_is_real(b))
+        return json_real_value(a) == json_real_value(b);
+    json_t *i = json_is_integer(a) ? a : b, *r = json_is_integer(a) ? b : a;
+    double d = json_real_value(r);
+    /* exact comparison, as Python does between int and float */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != floor(d))
+        return false;
+    return (json_int_t)d == json_integer_value(i);
+}
+
+static int write_counter(conv *c, cvf_writer *w, group *g)
+{
+    ctr_item *it = g->items;
+    qsort(it, g->n, sizeof *it, ctr_cmp);
+    for (size_t i = 1; i < g->n; i++)
+        if (it[i].ts == it[i - 1].ts)
+            return ev_fail(c, it[i].index, "counter \"%.60s\" has two events at ts %.17g "
+                                           "(the .cvf format keeps one per timestamp)",
+                           g->name, it[i].ts);
+    /* keys in order of first appearance, walking the events by ts */
+    const char **keys = NULL;
+    size_t nkeys = 0, kcap = 0;
+    int rc = -1;
+    int64_t *ts = malloc((g->n ? g->n : 1) * sizeof *ts);
+    json_t **cache = NULL;
+    cvf_counter_value *vals = NULL;
+    if (!ts)
+        goto out;
+    for (size_t i = 0; i < g->n; i++) {
+        const char *key;
+        json_t *val;
+        json_object_foreach(it[i].args, key, val)
+        {
+            size_t k;
+            for (k = 0; k < nkeys; k++)
+                if (!strcmp(keys[k], key))
+                    break;
+            if (k < nkeys)
+                continue;
+            if (nkeys == kcap) {
+                size_t nc = kcap ? kcap * 2 : 8;
+                const char **p = realloc(keys, nc * sizeof *p);
+                if (!p)
+                    goto out;
+                keys = p;
+                kcap = nc;
+            }
+            keys[nkeys++] = key;
+        }
+        double t = it[i].ts * 1000.0;
+        ts[i] = isnan(t) ? 0 : t >= 9.2e18 ? INT64_MAX : t <= -9.2e18 ? INT64_MIN : llround(t);
+    }
+    cache = calloc(nkeys ? nkeys : 1, sizeof *cache); /* NULL = never seen */
+    vals = malloc((g->n * nkeys > 0 ? g->n * nkeys : 1) * sizeof *vals);
+    if (!cache || !vals)
+        goto out;
+    static json_t *none; /* stands for a cached Python None */
+    if (!none)
+        none = json_null();
+    for (size_t i = 0; i < g->n; i++) {
+        for (size_t k = 0; k < nkeys; k++) {
+            json_t *cur = json_object_get(it[i].args, keys[k]);
+            cvf_counter_value *out = &vals[i * nkeys + k];
+            out->tag = CVF_COUNTER_SAME;
+            out->v.i = 0;
+            if (!cur) {
+                if (cache[k] && !json_is_null(cache[k])) {
+                    cache[k] = none;
+                    out->tag = CVF_COUNTER_UNKNOWN;
+                }
+                continue;
+            }
+            if (cache[k] && value_eq(cache[k], cur))
+                continue;
+            cache[k] = cur;
+            if (json_is_null(cur))
+                out->tag = CVF_COUNTER_UNKNOWN;
+            else if (json_is_integer(cur)) {
+                out->tag = CVF_COUNTER_LONG;
+                out->v.i = (int64_t)json_integer_value(cur);
+            } else {
+                out->tag = CVF_COUNTER_FLOAT;
+                out->v.f = json_real_value(cur);
+            }
+        }
+    }
+    rc = cvf_write_counter_group(w, g->pid, g->tid, g->name, keys, nkeys, ts, g->n, vals);
+out:
+    if (rc != 0 && !c->err->msg[0])
+        oom(c);
+    free(keys);
+    free(ts);
+    free(cache);
+    free(vals);
+    return rc;
+}
+
+static void progress(conv *c, size_t done)
+{
+    if (c->cc && c->cc->progress)
+        c->cc->progress(c->cc->progress_ctx, done, c->total);
+}
+
+static int write_all(conv *c, int fd)
+{
+    cvf_writer *w = cvf_writer_new(cvf_sink_fd, (void *)(intptr_t)fd);
+    if (!w)
+        return oom(c);
+    int rc = -1;
+    cvf_fee_event *evbuf = NULL;
+    size_t evcap = 0;
+    jtext list = {0};
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t i = 0; i < c->names.n; i++) {
+            group *g = &c->names.v[i];
+            if (g->tag != kind)
+                continue;
+            if ((kind == 0 ? cvf_write_process_name : cvf_write_thread_name)(w, g->pid, g->tid,
+                                                                             g->value))
+                goto werr;
+        }
+    for (size_t i = 0; i < c->fee.n; i++) {
+        if (write_fee(c, w, &c->fee.v[i], &evbuf, &evcap, &list) != 0) {
+            if (c->err->msg[0])
+                goto out;
+            goto werr;
+        }
+        if ((i & 255) == 0)
+            progress(c, c->total / 2 + c->total / 2 * i / c->fee.n);
+    }
+    for (size_t i = 0; i < c->ctrs.n; i++)
+        if (write_counter(c, w, &c->ctrs.v[i]) != 0) {
+            if (c->err->msg[0])
+                goto out;
+            goto werr;
+        }
+    if (c->nother ? jtext_put(&c->other, "]", 1) : jtext_put(&c->other, "[]", 2)) {
+        oom(c);
+        goto out;
+    }
+    if (cvf_write_other_events(w, c->other.data, c->other.len))
+        goto werr;
+    if (c->file_info) {
+        list.len = 0;
+        if (jtext_value(&list, c->file_info)) {
+            oom(c);
+            goto out;
+        }
+        if (cvf_write_file_info(w, list.data, list.len))
+            goto werr;
+    }
+    if (cvf_writer_finish(w))
+        goto werr;
+    rc = 0;
+    goto out;
+werr:
+    snprintf(c->err->msg, sizeof c->err->msg, "%s", cvf_writer_error(w)->msg);
+out:
+    free(evbuf);
+    free(list.data);
+    cvf_writer_free(w);
+    return rc;
+}
+
+/* ---- the input walk ---------------------------------------------------------------------- */
+
+static size_t skip_ws(const char *s, size_t i, size_t len)
+{
+    while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* Parses one JSON value at json[*pos]; advances *pos past it. */
+static json_t *parse_at(conv *c, const char *json, size_t len, size_t *pos, const char *what)
+{
+    json_error_t je;
+    json_t *v = json_loadb(json + *pos, len - *pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK,
+                           &je);
+    if (!v) {
+        snprintf(c->err->msg, sizeof c->err->msg, "invalid JSON in %s at byte %zu: %s", what,
+                 *pos + (size_t)(je.position > 0 ? je.position : 0), je.text);
+        c->err->offset = *pos + (size_t)(je.position > 0 ? je.position : 0);
+        return NULL;
+    }
+    *pos += (size_t)je.position;
+    return v;
+}
+
+static int syntax(conv *c, size_t pos, const char *what)
+{
+    snprintf(c->err->msg, sizeof c->err->msg, "invalid JSON at byte %zu: %s", pos, what);
+    c->err->offset = pos;
+    return -1;
+}
+
+/* The list of events starting at json[*pos] == '['. */
+static int walk_events(conv *c, const char *json, size_t len, size_t *pos, size_t *index)
+{
+    size_t i = skip_ws(json, *pos + 1, len);
+    if (i < len && json[i] == ']') {
+        *pos = i + 1;
+        return 0;
+    }
+    for (;;) {
+        char what[64];
+        snprintf(what, sizeof what, "event #%zu", *index);
+        json_t *ev = parse_at(c, json, len, &i, what);
+        if (!ev)
+            return -1;
+        int rc = add_event(c, *index, ev);
+        json_decref(ev);
+        if (rc)
+            return -1;
+        (*index)++;
+        if ((*index & 4095) == 0)
+            progress(c, i / 2);
+        i = skip_ws(json, i, len);
+        if (i >= len)
+            return syntax(c, i, "unexpected end inside the event list");
+        if (json[i] == ']') {
+            *pos = i + 1;
+            return 0;
+        }
+        if (json[i] != ',')
+            return syntax(c, i, "expected ',' or ']' after an event");
+        i = skip_ws(json, i + 1, len);
+    }
+}
+
+static int walk(conv *c, const char *json, size_t len)
+{
+    size_t i = skip_ws(json, 0, len), index = 0;
+    if (i + 3 <= len && !memcmp(json + i, "\xEF\xBB\xBF", 3)) /* UTF-8 byte order mark */
+        i = skip_ws(json, i + 3, len);
+    if (i >= len)
+        return syntax(c, i, "empty input");
+    if (json[i] == '[') {
+        if (walk_events(c, json, len, &i, &index))
+            return -1;
+        c->have_events = true;
+    } else if (json[i] == '{') {
+        i = skip_ws(json, i + 1, len);
+        if (i < len && json[i] == '}')
+            i++;
+        else
+            for (;;) {
+                if (i >= len || json[i] != '"')
+                    return syntax(c, i, "expected a key string");
+                json_t *key = parse_at(c, json, len, &i, "a top-level key");
+                if (!key)
+                    return -1;
+                char kname[16] = "";
+                if (json_string_length(key) < sizeof kname)
+                    memcpy(kname, json_string_value(key), json_string_length(key) + 1);
+                json_decref(key);
+                i = skip_ws(json, i, len);
+                if (i >= len || json[i] != ':')
+                    return syntax(c, i, "expected ':' after a key");
+                i = skip_ws(json, i + 1, len);
+                if (!strcmp(kname, "traceEvents")) {
+                    if (c->have_events)
+                        return syntax(c, i, "\"traceEvents\" appears twice");
+                    if (i >= len || json[i] != '[')
+                        return syntax(c, i, "\"traceEvents\" must be a list");
+                    if (walk_events(c, json, len, &i, &index))
+                        return -1;
+                    c->have_events = true;
+                } else {
+                    json_t *v = parse_at(c, json, len, &i, kname[0] ? kname : "a value");
+                    if (!v)
+                        return -1;
+                    if (!strcmp(kname, "file_info")) {
+                        json_decref(c->file_info); /* like Python: a repeated key: last wins */
+                        c->file_info = v;
+                    } else
+                        json_decref(v); /* viztracer_metadata, displayTimeUnit, ...: dropped
+                                           as by the reference */
+                }
+                i = skip_ws(json, i, len);
+                if (i < len && json[i] == ',') {
+                    i = skip_ws(json, i + 1, len);
+                    continue;
+                }
+                if (i < len && json[i] == '}') {
+                    i++;
+                    break;
+                }
+                return syntax(c, i, "expected ',' or '}' in the top-level object");
+            }
+        if (!c->have_events) {
+            snprintf(c->err->msg, sizeof c->err->msg,
+                     "no \"traceEvents\" list in the top-level object (not a Chrome trace)");
+            return -1;
+        }
+    } else
+        return syntax(c, i, "expected '{' or '[' (not a Chrome trace JSON file)");
+    i = skip_ws(json, i, len);
+    if (i != len)
+        return syntax(c, i, "trailing data after the JSON value");
+    return 0;
+}
+
+int convert_json_to_cvf(const char *json, size_t len, int out_fd, const convert_ctx *cc,
+                        cvf_error *err)
+{
+    conv c;
+    memset(&c, 0, sizeof c);
+    c.err = err;
+    c.cc = cc;
+    c.total = len;
+    err->msg[0] = 0;
+    err->offset = 0;
+    int rc = walk(&c, json, len);
+    if (rc == 0)
+        rc = write_all(&c, out_fd);
+    set_free(&c.fee, false);
+    set_free(&c.names, false);
+    set_free(&c.ctrs, true);
+    free(c.args.data);
+    free(c.other.data);
+    json_decref(c.file_info);
+    return rc;
+}

@@ -1,0 +1,332 @@
+/* preflight.c — every check before the target is touched (see preflight.h).
+ *
+ * Order matters: permission comes before anything that needs it (/proc/PID/exe and maps are
+ * only readable with ptrace-read access), so that an operator who lacks permission is told
+ * exactly that, not "not a Python process".  Every message names the cause and the fix.
+ */
+#include "preflight.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent_locate.h"
+#include "session.h"
+
+#define CAP_SYS_PTRACE_BIT 19
+#define PY_OLDEST_MINOR 8
+#define PY_NEWEST_MINOR 13
+
+static int read_file(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len + 1 < cap) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    int saved = errno;
+    close(fd);
+    buf[len] = '\0';
+    errno = saved;
+    return (int)len;
+}
+
+static int status_field_of(const char *status_path, const char *field, char *out, size_t cap)
+{
+    char buf[8192];
+    if (read_file(status_path, buf, sizeof buf) < 0)
+        return -1;
+    size_t flen = strlen(field);
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (!strncmp(line, field, flen) && line[flen] == ':') {
+            const char *v = line + flen + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(out, cap, "%s", v);
+            return 0;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+int pf_status_field(pid_t pid, const char *field, char *out, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    return status_field_of(path, field, out, cap);
+}
+
+char pf_state(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_file(path, buf, sizeof buf) <= 0)
+        return 0;
+    char *close_paren = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+int pf_alive(pid_t pid)
+{
+    char s = pf_state(pid);
+    return s != 0 && s != 'Z' && s != 'X';
+}
+
+static int self_has_cap(int bit)
+{
+    char v[64];
+    if (status_field_of("/proc/self/status", "CapEff", v, sizeof v) < 0)
+        return 0;
+    unsigned long long caps = strtoull(v, NULL, 16);
+    return (int)((caps >> bit) & 1);
+}
+
+/* 1 if pid descends from us (Yama scope 1 allows tracing descendants). */
+static int is_descendant(pid_t pid)
+{
+    pid_t self = getpid();
+    for (int depth = 0; pid > 1 && depth < 4096; depth++) {
+        char v[32];
+        if (pf_status_field(pid, "PPid", v, sizeof v) < 0)
+            return 0;
+        pid = (pid_t)atoi(v);
+        if (pid == self)
+            return 1;
+    }
+    return 0;
+}
+
+/* Can vcattach ptrace anything at all?  Seccomp filters (Docker's default profile before
+ * 19.03) and LSMs can forbid ptrace for the tool itself; we find out on a child of our own
+ * rather than on the target.  Returns 0 when allowed, else the errno of PTRACE_SEIZE. */
+static int ptrace_probe(void)
+{
+    pid_t child = fork();
+    if (child < 0)
+        return 0; /* cannot tell: let the injection report the real error */
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (;;)
+            pause();
+    }
+    int e = 0;
+    if (ptrace(PTRACE_SEIZE, child, NULL, NULL) < 0)
+        e = errno;
+    kill(child, SIGKILL);
+    while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return e;
+}
+
+static int check_permission(pid_t pid, const char *comm, uid_t target_uids[4], char *err,
+                            size_t errlen)
+{
+    uid_t me = geteuid();
+    int cap = self_has_cap(CAP_SYS_PTRACE_BIT);
+    if (!cap) {
+        for (int i = 0; i < 3; i++) /* real, effective, saved must all be ours */
+            if (target_uids[i] != me) {
+                snprintf(err, errlen,
+                         "not permitted: pid %d (%s) runs as uid %u and you are uid %u without "
+                         "CAP_SYS_PTRACE; run vcattach as that user or with sudo",
+                         (int)pid, comm, (unsigned)target_uids[1], (unsigned)me);
+                return -1;
+            }
+        /* A non-dumpable process (setuid, prctl(PR_SET_DUMPABLE, 0)) has its /proc files
+         * owned by root and needs CAP_SYS_PTRACE even for its own user. */
+        char dir[64];
+        struct stat st;
+        snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
+        if (stat(dir, &st) == 0 && st.st_uid != target_uids[1]) {
+            snprintf(err, errlen,
+                     "not permitted: pid %d (%s) is not dumpable (setuid or "
+                     "prctl(PR_SET_DUMPABLE, 0)), so only CAP_SYS_PTRACE may attach; run "
+                     "vcattach with sudo",
+                     (int)pid, comm);
+            return -1;
+        }
+    }
+    char scope_text[16];
+    int scope = 0; /* the file is absent without the Yama LSM: classic ptrace rules */
+    if (read_file("/proc/sys/kernel/yama/ptrace_scope", scope_text, sizeof scope_text) > 0)
+        scope = atoi(scope_text);
+    if (scope >= 3) {
+        snprintf(err, errlen,
+                 "not permitted: Yama ptrace_scope is 3 (ptrace disabled until reboot); set "
+                 "kernel.yama.ptrace_scope=1 or lower at boot (sysctl.d) and reboot");
+        return -1;
+    }
+    if (scope == 2 && !cap) {
+        snprintf(err, errlen,
+                 "not permitted: Yama ptrace_scope is 2 (admin only); run vcattach with sudo "
+                 "(CAP_SYS_PTRACE)");
+        return -1;
+    }
+    if (scope == 1 && !cap && !is_descendant(pid)) {
+        snprintf(err, errlen,
+                 "not permitted: Yama ptrace_scope is 1 (only descendants may be traced); run "
+                 "vcattach with sudo, or allow it with `sudo sysctl kernel.yama.ptrace_scope=0`");
+        return -1;
+    }
+    char seccomp[16] = "0";
+    status_field_of("/proc/self/status", "Seccomp", seccomp, sizeof seccomp);
+    int probe = ptrace_probe();
+    if (probe) {
+        snprintf(err, errlen,
+                 "not permitted: ptrace is blocked for vcattach itself (%s: %s); in Docker run "
+                 "the container with --cap-add=SYS_PTRACE (or --security-opt "
+                 "seccomp=unconfined), in Kubernetes add SYS_PTRACE to securityContext."
+                 "capabilities or use `kubectl debug --profile=general --target=...`",
+                 atoi(seccomp) ? "seccomp filter on vcattach" : "security module",
+                 strerror(probe));
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_ids(pid_t pid, const char *field, unsigned ids[4])
+{
+    char v[128];
+    if (pf_status_field(pid, field, v, sizeof v) < 0)
+        return -1;
+    return sscanf(v, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0 : -1;
+}
+
+static int check_namespace(pid_t pid, char *err, size_t errlen)
+{
+    char theirs[64];
+    struct stat a, b;
+    snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)pid);
+    if (stat(theirs, &a) < 0 || stat("/proc/self/ns/mnt", &b) < 0)
+        return 0; /* cannot tell (old kernel): the paths are checked again by the agent */
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        snprintf(err, errlen,
+                 "pid %d runs in a different mount namespace (a container, or a service with "
+                 "PrivateTmp): not supported yet; run vcattach inside the container "
+                 "(docker exec / kubectl debug --target)",
+                 (int)pid);
+        return -1;
+    }
+    return 0;
+}
+
+int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->pid = pid;
+    char v[256];
+    if (pid == getpid() || pid == getppid()) {
+        snprintf(err, errlen, "pid %d is vcattach itself or its parent shell: give the pid of "
+                              "the Python process", (int)pid);
+        return -1;
+    }
+    if (kill(pid, 0) < 0 && errno == ESRCH) {
+        snprintf(err, errlen, "no such process: pid %d (check it with `ps -p %d`)", (int)pid,
+                 (int)pid);
+        return -1;
+    }
+    char state = pf_state(pid);
+    unsigned uids[4], gids[4];
+    if (!state || parse_ids(pid, "Uid", uids) < 0 || parse_ids(pid, "Gid", gids) < 0) {
+        snprintf(err, errlen, "no such process: pid %d (it exited)", (int)pid);
+        return -1;
+    }
+    pf_status_field(pid, "Name", t->comm, sizeof t->comm);
+    t->uid = (uid_t)uids[1];
+    t->gid = (gid_t)gids[1];
+    if (state == 'Z' || state == 'X') {
+        snprintf(err, errlen, "pid %d (%s) has exited (zombie): nothing to trace", (int)pid,
+                 t->comm);
+        return -1;
+    }
+
+    uid_t target_uids[4] = {uids[0], uids[1], uids[2], uids[3]};
+    if (check_permission(pid, t->comm, target_uids, err, errlen) < 0)
+        return -1;
+
+    if (pf_status_field(pid, "TracerPid", v, sizeof v) == 0 && atoi(v) != 0) {
+        pid_t tracer = (pid_t)atoi(v);
+        char tcomm[64] = "?";
+        pf_status_field(tracer, "Name", tcomm, sizeof tcomm);
+        snprintf(err, errlen,
+                 "pid %d (%s) is already being traced by pid %d (%s): detach that debugger or "
+                 "tracer first (only one ptrace tracer is possible)",
+                 (int)pid, t->comm, (int)tracer, tcomm);
+        return -1;
+    }
+    if (state == 'T' || state == 't') {
+        snprintf(err, errlen,
+                 "pid %d (%s) is stopped (state %c, e.g. Ctrl-Z or SIGSTOP): resume it with "
+                 "`kill -CONT %d` first (attaching to a stopped process could leave it hung)",
+                 (int)pid, t->comm, state, (int)pid);
+        return -1;
+    }
+    if (pf_status_field(pid, "Seccomp", v, sizeof v) == 0 && atoi(v) == 1) {
+        snprintf(err, errlen,
+                 "pid %d (%s) runs under strict seccomp (mode 1): it cannot load an agent; "
+                 "nothing can be traced in it",
+                 (int)pid, t->comm);
+        return -1;
+    }
+
+    char why[512];
+    int is_py = target_python_detect(pid, &t->py, why, sizeof why);
+    if (is_py < 0) {
+        snprintf(err, errlen, "cannot examine pid %d (%s): %s", (int)pid, t->comm, why);
+        return -1;
+    }
+    if (is_py == 0) {
+        snprintf(err, errlen, "pid %d (%s) is not a CPython process (%s): give the pid of a "
+                              "python process",
+                 (int)pid, t->comm, why);
+        return -1;
+    }
+    if (t->py.major != 3 || t->py.minor < PY_OLDEST_MINOR || t->py.minor > PY_NEWEST_MINOR) {
+        snprintf(err, errlen,
+                 "pid %d runs Python %d.%d, which vcattach does not support (3.%d to 3.%d)",
+                 (int)pid, t->py.major, t->py.minor, PY_OLDEST_MINOR, PY_NEWEST_MINOR);
+        return -1;
+    }
+    if (agent_locate(t->py.major, t->py.minor, t->agent, sizeof t->agent, err, errlen) < 0)
+        return -1;
+    if (agent_check_safe(t->agent, t->uid, err, errlen) < 0)
+        return -1;
+    if (check_namespace(pid, err, errlen) < 0)
+        return -1;
+
+    char status[512];
+    int running = session_query(pid, VC_MSG_STATUS, status, sizeof status, 2000, why, sizeof why);
+    if (running > 0) {
+        char out[256] = "?";
+        vc_kv_get(status, "output", out, sizeof out);
+        snprintf(err, errlen,
+                 "a vcattach session is already running in pid %d (output %s): wait for it, or "
+                 "stop it with `vcattach stop --pid %d`",
+                 (int)pid, out, (int)pid);
+        return -1;
+    }
+    if (running < 0) {
+        snprintf(err, errlen, "pid %d: %s", (int)pid, why);
+        return -1;
+    }
+    return 0;
+}

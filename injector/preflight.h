@@ -1,0 +1,43 @@
+/* preflight.h — every check made before anything is done to the target process.
+ *
+ * Each failing check yields one line naming the cause and the fix; the caller prints it and
+ * exits with the usage/preflight code (2).  The checks only read /proc and files, probe the
+ * agent's abstract status socket, and fork one short-lived child of our own to find out
+ * whether ptrace is allowed at all for vcattach (seccomp, LSM).
+ */
+#ifndef VC_PREFLIGHT_H
+#define VC_PREFLIGHT_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "target_python.h"
+
+struct target_info {
+    pid_t pid;
+    uid_t uid;             /* effective uid/gid of the target: the agent connects as these */
+    gid_t gid;
+    char comm[64];
+    struct target_python py;
+    char agent[PATH_MAX];  /* absolute path of the agent build for the target's version */
+};
+
+/* Checks, in order: the process exists; vcattach may ptrace it (uid / CAP_SYS_PTRACE, Yama
+ * ptrace_scope, non-dumpable targets, ptrace blocked for vcattach itself by seccomp or an
+ * LSM); it is not stopped and not already traced; it is CPython of a supported version with an
+ * agent build that is safe to load; it shares our mount namespace; no vcattach session runs in
+ * it.  Returns 0 with *t filled, or -1 with one line (cause and fix) in err. */
+int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen);
+
+/* A line of /proc/PID/status ("TracerPid", "Uid", …): copies the value (leading blanks
+ * skipped) into out.  Returns 0, or -1 if the process or the field is absent. */
+int pf_status_field(pid_t pid, const char *field, char *out, size_t cap);
+
+/* The process state letter from /proc/PID/stat ('R', 'S', 'T', 'Z', …), or 0 if gone. */
+char pf_state(pid_t pid);
+
+/* 1 while the process exists (and is not a zombie), else 0. */
+int pf_alive(pid_t pid);
+
+#endif /* VC_PREFLIGHT_H */

@@ -1,0 +1,361 @@
+/* proc.c — /proc readers for the injector (see proc.h).
+ *
+ * Everything is parsed from text the kernel writes, with bounded buffers, and every failure is a
+ * return code: the target may exit at any moment, so ENOENT/ESRCH are ordinary outcomes. */
+#include "proc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return errno == ENOENT ? -ESRCH : -errno;
+    size_t cap = 16, cnt = 0;
+    pid_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        closedir(d);
+        return -ENOMEM;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long t = strtol(e->d_name, &end, 10);
+        if (*end || t <= 0)
+            continue;
+        if (cnt == cap) {
+            pid_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                closedir(d);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        v[cnt++] = (pid_t)t;
+    }
+    closedir(d);
+    if (cnt == 0) { /* a zombie process has an empty task list */
+        free(v);
+        return -ESRCH;
+    }
+    qsort(v, cnt, sizeof *v, cmp_pid);
+    *tids = v;
+    *n = cnt;
+    return 0;
+}
+
+int proc_read_maps(pid_t pid, struct proc_maps *maps)
+{
+    char path[64];
+    maps->v = NULL;
+    maps->n = 0;
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno == ENOENT ? -ESRCH : -errno;
+    size_t cap = 0;
+    char *line = NULL;
+    size_t linecap = 0;
+    int rc = 0;
+    while (getline(&line, &linecap, f) > 0) {
+        struct proc_map m;
+        unsigned long long s, e, off, ino;
+        int pathpos = 0;
+        memset(&m, 0, sizeof m);
+        if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &s, &e, m.perms, &off, &m.dev_major,
+                   &m.dev_minor, &ino, &pathpos) < 7)
+            continue;
+        m.start = s;
+        m.end = e;
+        m.offset = off;
+        m.inode = ino;
+        char *p = line + pathpos;
+        size_t len = strcspn(p, "\n");
+        p[len] = 0;
+        m.path = strdup(p);
+        if (!m.path) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (maps->n == cap) {
+            size_t ncap = cap ? 2 * cap : 128;
+            struct proc_map *nv = realloc(maps->v, ncap * sizeof *nv);
+            if (!nv) {
+                free(m.path);
+                rc = -ENOMEM;
+                break;
+            }
+            maps->v = nv;
+            cap = ncap;
+        }
+        maps->v[maps->n++] = m;
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && maps->n == 0)
+        rc = -ESRCH; /* exited, or a kernel thread: nothing mapped */
+    if (rc)
+        proc_free_maps(maps);
+    return rc;
+}
+
+void proc_free_maps(struct proc_maps *maps)
+{
+    for (size_t i = 0; i < maps->n; i++)
+        free(maps->v[i].path);
+    free(maps->v);
+    maps->v = NULL;
+    maps->n = 0;
+}
+
+const struct proc_map *proc_map_at(const struct proc_maps *maps, uint64_t addr)
+{
+    for (size_t i = 0; i < maps->n; i++)
+        if (addr >= maps->v[i].start && addr < maps->v[i].end)
+            return &maps->v[i];
+    return NULL;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+const struct proc_map *proc_find_module(const struct proc_maps *maps,
+                                        int (*match)(const char *basename))
+{
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct proc_map *m = &maps->v[i];
+        if (m->offset == 0 && m->path[0] == '/' && match(base_name(m->path)))
+            return m;
+    }
+    return NULL;
+}
+
+const struct proc_map *proc_find_inode(const struct proc_maps *maps, dev_t dev, uint64_t inode)
+{
+    /* Device numbers in maps can differ from stat's on overlay filesystems; the inode alone
+     * is the fallback when no mapping matches both. */
+    const struct proc_map *by_inode = NULL;
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct proc_map *m = &maps->v[i];
+        if (m->offset != 0 || m->inode != inode || m->path[0] != '/')
+            continue;
+        if (m->dev_major == major(dev) && m->dev_minor == minor(dev))
+            return m;
+        if (!by_inode)
+            by_inode = m;
+    }
+    return by_inode;
+}
+
+const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *path)
+{
+    for (size_t i = 0; i < maps->n; i++)
+        if (maps->v[i].offset == 0 && strcmp(maps->v[i].path, path) == 0)
+            return &maps->v[i];
+    return NULL;
+}
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t r = read(fd, buf, len - 1);
+    int e = errno;
+    close(fd);
+    if (r < 0)
+        return -e;
+    buf[r] = 0;
+    return (int)r;
+}
+
+char proc_task_state(pid_t pid, pid_t tid)
+{
+    char path[96], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return 0;
+    /* comm may contain spaces and parentheses: the state follows the LAST ')' */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return 0;
+    return p[2];
+}
+
+static long status_field(const char *buf, const char *key)
+{
+    const char *p = strstr(buf, key);
+    if (!p)
+        return -1;
+    return strtol(p + strlen(key), NULL, 10);
+}
+
+int proc_tracer_pid(pid_t pid, pid_t tid)
+{
+    char path[96], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return -1;
+    return (int)status_field(buf, "\nTracerPid:");
+}
+
+int proc_ids(pid_t pid, uid_t *uid, gid_t *gid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int r = read_small(path, buf, sizeof buf);
+    if (r < 0)
+        return r == -ENOENT ? -ESRCH : r;
+    long u = status_field(buf, "\nUid:"), g = status_field(buf, "\nGid:");
+    if (u < 0 || g < 0)
+        return -EINVAL;
+    *uid = (uid_t)u;
+    *gid = (gid_t)g;
+    return 0;
+}
+
+long proc_task_syscall(pid_t pid, pid_t tid)
+{
+    char path[96], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return -2;
+    if (strncmp(buf, "running", 7) == 0)
+        return -1;
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    return end == buf ? -2 : nr;
+}
+
+static int same_inode(int fd, const struct proc_map *m)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && (uint64_t)st.st_ino == m->inode;
+}
+
+int proc_open_mapped(pid_t pid, const struct proc_map *m)
+{
+    char cand[3][4096 + 64];
+    snprintf(cand[0], sizeof cand[0], "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+             m->start, m->end);
+    snprintf(cand[1], sizeof cand[1], "/proc/%d/root%s", (int)pid, m->path);
+    snprintf(cand[2], sizeof cand[2], "%s", m->path);
+    int fallback = -1, err = -ENOENT;
+    for (int i = 0; i < 3; i++) {
+        int fd = open(cand[i], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            if (i > 0)
+                err = -errno;
+            continue;
+        }
+        if (same_inode(fd, m)) {
+            if (fallback >= 0)
+                close(fallback);
+            return fd;
+        }
+        if (fallback < 0)
+            fallback = fd;
+        else
+            close(fd);
+    }
+    return fallback >= 0 ? fallback : err;
+}
+
+int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "/proc/%d/root%s%s", (int)pid, path[0] == '/' ? "" : "/", path);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t errlen)
+{
+    uid_t uid;
+    gid_t gid;
+    if (pid <= 0) {
+        snprintf(err, errlen, "invalid pid %d", (int)pid);
+        return -EINVAL;
+    }
+    int r = proc_ids(pid, &uid, &gid);
+    if (r < 0) {
+        snprintf(err, errlen, "no process with pid %d (check the pid; it may have exited)",
+                 (int)pid);
+        return -ESRCH;
+    }
+    char st = proc_task_state(pid, pid);
+    if (st == 'Z' || st == 'X') {
+        snprintf(err, errlen, "process %d is a zombie (it has exited): nothing to attach to",
+                 (int)pid);
+        return -ESRCH;
+    }
+    if (st == 'T') {
+        snprintf(err, errlen,
+                 "process %d is stopped (job control): resume it with `kill -CONT %d` and retry",
+                 (int)pid, (int)pid);
+        return -EAGAIN;
+    }
+    int tracer = proc_tracer_pid(pid, pid);
+    if (tracer > 0) {
+        snprintf(err, errlen,
+                 "process %d is already traced by pid %d (a debugger or profiler?): detach it "
+                 "first",
+                 (int)pid, tracer);
+        return -EBUSY;
+    }
+    if (!agent_path || agent_path[0] != '/') {
+        snprintf(err, errlen, "agent path must be absolute (got '%s')",
+                 agent_path ? agent_path : "(null)");
+        return -EINVAL;
+    }
+    char path[4096 + 64];
+    if (proc_root_path(pid, agent_path, path, sizeof path) < 0) {
+        snprintf(err, errlen, "agent path too long");
+        return -ENAMETOOLONG;
+    }
+    struct stat sb;
+    if (stat(path, &sb) < 0) {
+        int e = errno;
+        if (e == EACCES || e == EPERM) {
+            snprintf(err, errlen, "permission denied to process %d's files (/proc/%d/root): run "
+                     "as the target's user or with CAP_SYS_PTRACE", (int)pid, (int)pid);
+            return -EPERM;
+        }
+        snprintf(err, errlen, "agent %s not found in the target's filesystem (%s): build it "
+                 "(make) or copy it where pid %d can see it", agent_path, strerror(e), (int)pid);
+        return -ENOENT;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "agent %s is not a regular file", agent_path);
+        return -EINVAL;
+    }
+    int readable = uid == 0 || (sb.st_mode & S_IROTH) ||
+                   (sb.st_uid == uid && (sb.st_mode & S_IRUSR)) ||
+                   (sb.st_gid == gid && (sb.st_mode & S_IRGRP));
+    if (!readable) {
+        snprintf(err, errlen, "agent %s is not readable by the target's uid %d: chmod a+r it or "
+                 "install it in a readable place", agent_path, (int)uid);
+        return -EACCES;
+    }
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* proc.h — what the injector reads from /proc about a target: its threads, its memory map,
+ * each thread's scheduler state, tracer and current syscall, and how to reach the target's
+ * files from our mount namespace.  Read-only; nothing here stops or changes the target. */
+#ifndef VC_PROC_H
+#define VC_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One line of /proc/PID/maps. */
+struct proc_map {
+    uint64_t start, end, offset;
+    uint64_t inode;
+    unsigned dev_major, dev_minor;
+    char perms[5];
+    char *path; /* "" for anonymous mappings; owned by the proc_maps */
+};
+
+struct proc_maps {
+    struct proc_map *v;
+    size_t n;
+};
+
+/* Thread ids listed in /proc/PID/task, ascending.  Returns 0, or -errno (ESRCH: no such pid). */
+int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n);
+
+int proc_read_maps(pid_t pid, struct proc_maps *maps);
+void proc_free_maps(struct proc_maps *maps);
+/* The mapping that contains addr, or NULL. */
+const struct proc_map *proc_map_at(const struct proc_maps *maps, uint64_t addr);
+/* The file-offset-0 mapping of the first mapped file whose basename satisfies match(),
+ * or NULL. */
+const struct proc_map *proc_find_module(const struct proc_maps *maps,
+                                        int (*match)(const char *basename));
+/* The offset-0 mapping of the file with this device and inode (the st_dev/st_ino of the
+ * target's view of it), or NULL. */
+const struct proc_map *proc_find_inode(const struct proc_maps *maps, dev_t dev, uint64_t inode);
+/* The offset-0 mapping of the file named path, or NULL. */
+const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *path);
+
+/* State letter of /proc/PID/task/TID/stat (R, S, D, T, t, Z, …), or 0 if it cannot be read. */
+char proc_task_state(pid_t pid, pid_t tid);
+/* TracerPid of /proc/PID/task/TID/status: >= 0, or -1 if unreadable. */
+int proc_tracer_pid(pid_t pid, pid_t tid);
+/* Real uid/gid of the process (Uid:/Gid: of /proc/PID/status). 0 or -errno. */
+int proc_ids(pid_t pid, uid_t *uid, gid_t *gid);
+/* Syscall number the thread is blocked in (first field of /proc/PID/task/TID/syscall),
+ * -1 if running in user space, -2 if unknown.  Needs the thread stopped or blocked. */
+long proc_task_syscall(pid_t pid, pid_t tid);
+
+/* Opens a file the target has mapped, read-only, the way that works across mount namespaces:
+ * /proc/PID/map_files/START-END (the exact mapped file), then /proc/PID/root/PATH, then PATH.
+ * A candidate whose inode differs from the mapping's is skipped while a better one remains.
+ * Returns an fd or -errno. */
+int proc_open_mapped(pid_t pid, const struct proc_map *m);
+
+/* "/proc/PID/root" + path into buf: the target's view of an absolute path. */
+int proc_root_path(pid_t pid, const char *path, char *buf, size_t len);
+
+/* The checks both injection methods make before touching anything: the process exists and is
+ * not a zombie, is not stopped by job control, is not traced already, and the agent file exists
+ * at agent_path in the target's mount namespace as a regular file the target's uid can read.
+ * 0, or -errno with one line in err naming the problem and the fix. */
+int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t errlen);
+
+#endif /* VC_PROC_H */

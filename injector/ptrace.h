@@ -1,0 +1,73 @@
+/* ptrace.h — the set of traced threads of one target: seize and stop every thread with
+ * PTRACE_SEIZE + PTRACE_INTERRUPT (no SIGSTOP is ever sent, no kill-on-exit option is ever set),
+ * bounded waits, signals that arrive meanwhile kept for re-delivery, and detach of every thread
+ * on every path.  Registers and memory of a stopped thread are read/written through here too. */
+#ifndef VC_PTRACE_H
+#define VC_PTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+enum tracee_state {
+    TRACEE_STOPPED = 0, /* in a ptrace-stop: registers may be read/written */
+    TRACEE_RUNNING,     /* seized and interrupted, stop not yet seen, or resumed by us */
+    TRACEE_GONE,        /* exited (or could not be seized because it exited) */
+    TRACEE_DETACHED,
+};
+
+struct tracee {
+    pid_t tid;
+    enum tracee_state state;
+    uint64_t pending_sigs; /* bit (sig-1): signals intercepted by us, re-delivered at detach */
+    int group_stop;        /* the stop was a group-stop for this signal (job control) */
+    int in_signal_stop;    /* last stop was a signal-delivery-stop (it is not a safe point) */
+};
+
+struct tracee_group {
+    pid_t pid;
+    struct tracee *t;
+    size_t n, cap;
+};
+
+/* Monotonic clock in nanoseconds (deadlines are absolute values of it). */
+int64_t pt_now_ns(void);
+
+/* Seizes and stops every thread of pid, re-listing /proc/PID/task until no new thread shows
+ * up.  On failure, threads seized so far stay in the group (the caller detaches them).
+ * 0, or -errno: -EPERM (may not trace), -ESRCH (process gone), -ETIMEDOUT. */
+int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns);
+
+/* Waits (bounded) for the next stop of t, recording what kind of stop it was. 0, -ETIMEDOUT,
+ * -ESRCH (thread exited: t->state is TRACEE_GONE).  *status receives the raw wait status. */
+int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status);
+
+/* Detaches one thread (re-delivering the signals it had pending); a running thread is
+ * interrupted first.  Bounded; returns 0 or -errno. */
+int pt_detach(struct tracee_group *g, struct tracee *t);
+/* Detaches every thread still attached; returns the number that could not be detached. */
+int pt_detach_all(struct tracee_group *g);
+/* Detaches all, then frees the group. */
+void pt_release(struct tracee_group *g);
+
+int pt_getregs(pid_t tid, struct user_regs_struct *r);
+int pt_setregs(pid_t tid, const struct user_regs_struct *r);
+
+/* Extended FPU/vector state (XSAVE area, or the FXSAVE area where XSAVE is unavailable). */
+struct pt_fpstate {
+    int kind; /* 0 none, 1 xstate, 2 fpregs */
+    size_t len;
+    unsigned char buf[16384] __attribute__((aligned(64)));
+};
+int pt_get_fpstate(pid_t tid, struct pt_fpstate *fp);
+int pt_set_fpstate(pid_t tid, const struct pt_fpstate *fp);
+
+/* Target memory, through process_vm_{readv,writev} with a PTRACE_PEEK/POKE fallback (which
+ * also writes read-only text).  0 or -errno. */
+int pt_read(pid_t tid, uint64_t addr, void *buf, size_t len);
+int pt_write(pid_t tid, uint64_t addr, const void *buf, size_t len);
+/* Writes code: always through PTRACE_POKETEXT (text is read-only to process_vm_writev). */
+int pt_poke_text(pid_t tid, uint64_t addr, const void *buf, size_t len);
+
+#endif /* VC_PTRACE_H */

@@ -1,0 +1,23 @@
+/* safepoint.h — choose the thread to run the injected calls on: one whose stack holds no lock
+ * the calls could need (loader, malloc arenas, stdio, low-level locks, fork/exit/thread
+ * creation, nss), preferably one blocked in a syscall.  Uses libunwind-ptrace on threads that
+ * are already stopped (ptrace.h). */
+#ifndef VC_SAFEPOINT_H
+#define VC_SAFEPOINT_H
+
+#include <stddef.h>
+
+#include "proc.h"
+#include "ptrace.h"
+
+/* Picks the best stopped thread of g.  Returns its index in g->t, or -1 when no thread is at a
+ * safe point; why receives the reason (for the chosen thread: where it is). */
+int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int verbose,
+                     char *why, size_t whylen);
+
+/* The classification of one symbol/module name (exposed for tests and diagnostics): a reason
+ * string if a frame in it makes the thread unsafe, else NULL. */
+const char *safepoint_unsafe_symbol(const char *name);
+const char *safepoint_unsafe_module(const char *path);
+
+#endif /* VC_SAFEPOINT_H */

@@ -1,0 +1,312 @@
+/* session.c — control socket (server) and status socket (client) of the controller; see
+ * session.h for the protocol and common/protocol.h for the framing.
+ *
+ * Why the checks: the control socket's directory is 0700 and handed only to the target's
+ * user, and the accepted peer must be the target process itself (SO_PEERCRED reports the
+ * thread group id of the connecting thread, which is the target's pid), so no other process
+ * can feed us a trace or read the config.
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preflight.h"
+
+/* Poll slice while waiting: how quickly a Ctrl-C or a dead target is noticed. */
+#define SLICE_MS 100
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void session_init(struct session *s)
+{
+    memset(s, 0, sizeof *s);
+    s->listen_fd = -1;
+    s->fd = -1;
+}
+
+int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid, char *err,
+                   size_t errlen)
+{
+    s->pid = pid;
+    /* $TMPDIR may be private to the operator (e.g. under /root): only use it when the agent
+     * will connect as the operator's own user. */
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp || target_uid != geteuid() || strlen(tmp) > 60)
+        tmp = "/tmp";
+    snprintf(s->dir, sizeof s->dir, "%s/vcattach-XXXXXX", tmp);
+    if (!mkdtemp(s->dir)) {
+        snprintf(err, errlen, "cannot create a private directory in %s: %s (set TMPDIR to a "
+                              "writable directory)", tmp, strerror(errno));
+        s->dir[0] = '\0';
+        return -1;
+    }
+    if ((size_t)snprintf(s->path, sizeof s->path, "%s/ctl", s->dir) >= sizeof s->path) {
+        snprintf(err, errlen, "control socket path too long under %s: set TMPDIR to a short "
+                              "directory", tmp);
+        return -1;
+    }
+    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s->listen_fd < 0) {
+        snprintf(err, errlen, "cannot create the control socket: %s", strerror(errno));
+        return -1;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
+    if (bind(s->listen_fd, (struct sockaddr *)&addr, sizeof addr) < 0 ||
+        listen(s->listen_fd, 4) < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", s->path, strerror(errno));
+        return -1;
+    }
+    if (chmod(s->path, 0600) < 0 ||
+        (target_uid != geteuid() && (chown(s->path, target_uid, target_gid) < 0 ||
+                                     chown(s->dir, target_uid, target_gid) < 0))) {
+        snprintf(err, errlen, "cannot hand the control socket %s to uid %u: %s", s->path,
+                 (unsigned)target_uid, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int peer_pid(int fd, pid_t *pid)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return -1;
+    *pid = cred.pid;
+    return 0;
+}
+
+int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
+                   size_t errlen)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    while (s->fd < 0) {
+        if (cancel && *cancel) {
+            snprintf(err, errlen, "interrupted while waiting for the agent to connect");
+            return -1;
+        }
+        if (!pf_alive(s->pid)) {
+            snprintf(err, errlen, "pid %d exited before the agent connected", (int)s->pid);
+            return -1;
+        }
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            snprintf(err, errlen,
+                     "agent did not connect within %d s: it may have failed to load in pid %d "
+                     "(see the target's stderr) or be waiting for the GIL",
+                     timeout_ms / 1000, (int)s->pid);
+            return -1;
+        }
+        struct pollfd p = {.fd = s->listen_fd, .events = POLLIN};
+        int r = poll(&p, 1, left < SLICE_MS ? (int)left : SLICE_MS);
+        if (r <= 0)
+            continue; /* timeout slice or EINTR: re-check cancel, target, deadline */
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        pid_t peer = 0;
+        if (peer_pid(fd, &peer) < 0 || peer != s->pid) {
+            /* Not the target (nobody else can reach the 0700 directory, but be sure). */
+            fprintf(stderr, "vcattach: ignoring a connection from pid %d (expected %d)\n",
+                    (int)peer, (int)s->pid);
+            close(fd);
+            continue;
+        }
+        s->fd = fd;
+    }
+    uint32_t type;
+    long n = vc_msg_recv(s->fd, &type, s->hello, sizeof s->hello, 5000);
+    if (n < 0 || type != VC_MSG_HELLO) {
+        snprintf(err, errlen, "agent connected but sent no greeting: %s",
+                 n < 0 ? strerror(errno) : "unexpected message");
+        return -1;
+    }
+    return 0;
+}
+
+/* Receives one frame, waiting in slices so that *cancel is honoured.
+ * Returns the payload length, or -1 with errno (ECANCELED when cancelled). */
+static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms,
+                       volatile sig_atomic_t *cancel)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        if (cancel && *cancel) {
+            errno = ECANCELED;
+            return -1;
+        }
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left < SLICE_MS ? (int)left : SLICE_MS) > 0)
+            return vc_msg_recv(fd, type, buf, cap, (int)(deadline - now_ms() > 0 ? deadline - now_ms() : 1));
+    }
+}
+
+static void describe_recv_error(char *err, size_t errlen, const char *when, pid_t pid)
+{
+    if (errno == ECONNRESET && !pf_alive(pid))
+        snprintf(err, errlen, "target process %d exited %s", (int)pid, when);
+    else if (errno == ECONNRESET)
+        snprintf(err, errlen, "the agent closed the connection %s", when);
+    else if (errno == ETIMEDOUT)
+        snprintf(err, errlen, "the agent did not answer %s (timed out)", when);
+    else if (errno == ECANCELED)
+        snprintf(err, errlen, "interrupted %s", when);
+    else
+        snprintf(err, errlen, "control socket error %s: %s", when, strerror(errno));
+}
+
+int session_configure(struct session *s, const char *config, char *reply, size_t cap,
+                      int timeout_ms, char *err, size_t errlen)
+{
+    if (vc_msg_send(s->fd, VC_MSG_CONFIG, config, strlen(config), 5000) < 0) {
+        describe_recv_error(err, errlen, "while sending the config", s->pid);
+        return -1;
+    }
+    for (;;) {
+        uint32_t type;
+        long n = recv_frame(s->fd, &type, reply, cap, timeout_ms, NULL);
+        if (n < 0) {
+            describe_recv_error(err, errlen, "while starting", s->pid);
+            return -1;
+        }
+        if (type == VC_MSG_STARTED)
+            return 0;
+        if (type == VC_MSG_ERROR) {
+            snprintf(err, errlen, "the agent refused to start: %s", reply);
+            return -1;
+        }
+        /* anything else (a STATUS answer) is not for us here */
+    }
+}
+
+int session_receive(struct session *s,
+                    int (*write_chunk)(void *ctx, const void *buf, size_t len, char *err,
+                                       size_t errlen),
+                    void *ctx, char *end_text, size_t cap, int frame_timeout_ms,
+                    volatile sig_atomic_t *cancel, char *err, size_t errlen)
+{
+    char *buf = malloc(VC_MSG_MAX + 1);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory for the trace buffer");
+        return -1;
+    }
+    int rc = -1;
+    for (;;) {
+        uint32_t type;
+        long n = recv_frame(s->fd, &type, buf, VC_MSG_MAX + 1, frame_timeout_ms, cancel);
+        if (n < 0) {
+            describe_recv_error(err, errlen, "while sending the trace", s->pid);
+            break;
+        }
+        if (type == VC_MSG_DATA) {
+            if (write_chunk(ctx, buf, (size_t)n, err, errlen) < 0)
+                break;
+        } else if (type == VC_MSG_END) {
+            snprintf(end_text, cap, "%s", buf);
+            rc = 0;
+            break;
+        } else if (type == VC_MSG_ERROR) {
+            snprintf(err, errlen, "the agent failed to emit the trace: %s", buf);
+            break;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+void session_close(struct session *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    s->fd = s->listen_fd = -1;
+    if (s->path[0])
+        unlink(s->path);
+    if (s->dir[0])
+        rmdir(s->dir);
+    s->path[0] = s->dir[0] = '\0';
+}
+
+int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
+                  char *err, size_t errlen)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, VC_AGENT_SOCKET_FMT,
+                       (int)pid);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create a socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect(fd, (struct sockaddr *)&addr, alen) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == ECONNREFUSED || e == ENOENT)
+            return 0;
+        snprintf(err, errlen, "cannot reach the session socket of pid %d: %s", (int)pid,
+                 strerror(e));
+        return -1;
+    }
+    pid_t peer = 0;
+    if (peer_pid(fd, &peer) < 0 || peer != pid) {
+        close(fd);
+        snprintf(err, errlen,
+                 "the session socket of pid %d is held by pid %d, not by the target: refusing "
+                 "to talk to it",
+                 (int)pid, (int)peer);
+        return -1;
+    }
+    int rc = -1;
+    uint32_t want = request == VC_MSG_STOP ? VC_MSG_END : VC_MSG_STATUS;
+    if (vc_msg_send(fd, request, NULL, 0, 2000) < 0) {
+        snprintf(err, errlen, "cannot send to the session in pid %d: %s", (int)pid,
+                 strerror(errno));
+        goto out;
+    }
+    for (;;) {
+        uint32_t type;
+        long n = recv_frame(fd, &type, reply, cap, timeout_ms, NULL);
+        if (n < 0) {
+            if (errno == ECONNRESET && request == VC_MSG_STATUS) {
+                rc = 0; /* the session ended between connect and answer */
+                goto out;
+            }
+            describe_recv_error(err, errlen,
+                                request == VC_MSG_STOP ? "after STOP" : "to STATUS", pid);
+            goto out;
+        }
+        if (type == want) {
+            rc = 1;
+            goto out;
+        }
+        if (type == VC_MSG_ERROR) {
+            snprintf(err, errlen, "the session in pid %d answered with an error: %s", (int)pid,
+                     reply);
+            goto out;
+        }
+    }
+out:
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* session.h — the controller's side of the control channel (common/protocol.h).
+ *
+ * Two sockets:
+ *   - the per-session control socket, which vcattach creates in a fresh 0700 directory before
+ *     injecting and the agent connects to: HELLO, CONFIG, STARTED, STOP, DATA*, END;
+ *   - the abstract status socket a running agent listens on (VC_AGENT_SOCKET_FMT), which
+ *     `vcattach status|stop` and the preflight use to find a session.
+ * Every wait is bounded; the peer of both is checked with SO_PEERCRED (pid = the target).
+ */
+#ifndef VC_SESSION_H
+#define VC_SESSION_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "protocol.h"
+
+struct session {
+    pid_t pid;                              /* the target: the only accepted peer */
+    char dir[PATH_MAX];                     /* the 0700 directory, "" once removed */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket in it */
+    int listen_fd;
+    int fd;                                 /* the agent's connection, -1 before accept */
+    char hello[512];                        /* the agent's HELLO text */
+};
+
+void session_init(struct session *s);
+
+/* Creates the directory (under $TMPDIR if the target runs as us, else /tmp), binds and
+ * listens.  When the target runs as another user (a root operator), the directory and the
+ * socket are handed to that user so that the agent can connect, and stay closed to others.
+ * Returns 0 or -1 with err. */
+int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid, char *err,
+                   size_t errlen);
+
+/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target, and
+ * reads its HELLO.  Gives up early if *cancel becomes non-zero or the target exits.
+ * Returns 0 or -1 with err. */
+int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
+                   size_t errlen);
+
+/* Sends CONFIG and waits up to timeout_ms for STARTED (its text into reply).  An ERROR from
+ * the agent, EOF or a timeout: -1 with err.  Returns 0. */
+int session_configure(struct session *s, const char *config, char *reply, size_t cap,
+                      int timeout_ms, char *err, size_t errlen);
+
+/* Closes the sockets and removes the socket and its directory (every exit path). */
+void session_close(struct session *s);
+
+/* Receives the trace after STOP (or the agent's own deadline): DATA frames go to
+ * write_chunk(ctx, …) until END, whose text goes into end_text.  frame_timeout_ms bounds the
+ * wait for each frame.  Returns 0; -1 with err on ERROR, EOF, timeout or a failed write.
+ * *cancel non-zero abandons the transfer (-1, err says so). */
+int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void *buf, size_t len,
+                                                          char *err, size_t errlen),
+                    void *ctx, char *end_text, size_t cap, int frame_timeout_ms,
+                    volatile sig_atomic_t *cancel, char *err, size_t errlen);
+
+/* Talks to a running session through its abstract status socket: sends `request`
+ * (VC_MSG_STATUS or VC_MSG_STOP) and waits up to timeout_ms for the answer (STATUS, or END
+ * after STOP), whose text goes into reply.  Returns 1 (answered), 0 (no session is running in
+ * pid), -1 with err (wrong peer, ERROR, timeout). */
+int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
+                  char *err, size_t errlen);
+
+#endif /* VC_SESSION_H */

@@ -1,0 +1,135 @@
+/* target_python.c — CPython detection and version of a live process (see target_python.h).
+ *
+ * Reads only /proc/PID/{exe,maps,mem} and the mapped ELF files (opened the target's way by
+ * proc.c, parsed by elf.c).  Nothing stops the process.
+ */
+#include "target_python.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elf.h"
+#include "proc.h"
+
+/* "libpython3.11.so.1.0", "libpython3.8d.so" → 3, 11.  Returns 0 or -1. */
+static int version_from_name(const char *base, const char *prefix, int *major, int *minor)
+{
+    size_t plen = strlen(prefix);
+    if (strncmp(base, prefix, plen))
+        return -1;
+    const char *p = base + plen;
+    char *end;
+    long ma = strtol(p, &end, 10);
+    if (end == p || *end != '.')
+        return -1;
+    p = end + 1;
+    long mi = strtol(p, &end, 10);
+    if (end == p || ma != 3 || mi < 0 || mi > 99)
+        return -1;
+    *major = (int)ma;
+    *minor = (int)mi;
+    return 0;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int is_libpython(const char *base)
+{
+    return !strncmp(base, "libpython3.", 11) && strstr(base, ".so") != NULL;
+}
+
+/* Reads the PY_VERSION_HEX stored in Py_Version (3.11+) from the live process.
+ * Returns 0 and *hex, or -1 when the symbol is absent or memory cannot be read. */
+static int read_py_version(pid_t pid, const struct elf_file *ef, const struct proc_map *m,
+                           uint64_t *hex)
+{
+    uint64_t vaddr;
+    if (!m || elf_lookup(ef, "Py_Version", &vaddr) < 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    int mem = open(path, O_RDONLY | O_CLOEXEC);
+    if (mem < 0)
+        return -1;
+    ssize_t n = pread(mem, hex, sizeof *hex, (off_t)(elf_load_bias(ef, m->start) + vaddr));
+    close(mem);
+    return n == (ssize_t)sizeof *hex ? 0 : -1;
+}
+
+int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t errlen)
+{
+    char path[64], exe[PATH_MAX];
+    memset(py, 0, sizeof *py);
+    py->micro = -1;
+
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    if (n < 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    exe[n] = '\0';
+    struct proc_maps maps;
+    int rc = proc_read_maps(pid, &maps);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-rc));
+        return -1;
+    }
+
+    /* The C-API lives in libpythonX.Y.so if one is mapped, else in the executable. */
+    const struct proc_map *lib = proc_find_module(&maps, is_libpython);
+    const struct proc_map *capi = lib ? lib : proc_find_path(&maps, exe);
+    int fd = capi ? proc_open_mapped(pid, capi) : open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(py->capi_file, sizeof py->capi_file, "%s", lib ? lib->path : exe);
+
+    struct elf_file ef;
+    int have_elf = fd >= 0 && elf_open_fd(fd, &ef) == 0;
+    if (fd >= 0)
+        close(fd); /* the mapping stays valid */
+    uint64_t unused;
+    int exports_capi = have_elf && (elf_lookup(&ef, "Py_Version", &unused) == 0 ||
+                                    elf_lookup(&ef, "_PyRuntime", &unused) == 0 ||
+                                    elf_lookup(&ef, "PyGILState_Ensure", &unused) == 0);
+    if (!lib && !exports_capi) {
+        snprintf(err, errlen, "%s maps no libpython and exports no Python C-API", exe);
+        if (have_elf)
+            elf_close(&ef);
+        proc_free_maps(&maps);
+        return 0;
+    }
+
+    /* 3.11+: the running interpreter's own PY_VERSION_HEX. */
+    uint64_t hex;
+    if (have_elf && read_py_version(pid, &ef, capi, &hex) == 0 && ((hex >> 24) & 0xff) == 3) {
+        py->major = 3;
+        py->minor = (int)((hex >> 16) & 0xff);
+        py->micro = (int)((hex >> 8) & 0xff);
+        snprintf(py->how, sizeof py->how, "Py_Version");
+    }
+    if (have_elf)
+        elf_close(&ef);
+    if (!py->major && lib &&
+        version_from_name(base_name(lib->path), "libpython", &py->major, &py->minor) == 0)
+        snprintf(py->how, sizeof py->how, "soname");
+    if (!py->major && version_from_name(base_name(exe), "python", &py->major, &py->minor) == 0)
+        snprintf(py->how, sizeof py->how, "executable name");
+    proc_free_maps(&maps);
+    if (!py->major) {
+        snprintf(err, errlen,
+                 "%s looks like CPython but its version is unknown (no Py_Version symbol, "
+                 "no libpythonX.Y mapping, executable not named pythonX.Y)",
+                 exe);
+        return -1;
+    }
+    return 1;
+}

@@ -1,0 +1,250 @@
+/* trace_load.c — reads a trace file into a vc_trace (trace_model.h).
+ *
+ * Two inputs, told apart by their first byte: a .cvf (a u64 version 1, so 0x01) through the
+ * bounded codec reader, and Chrome-trace JSON ('{' or '[', what `vcattach convert` and
+ * VizTracer write) through jansson, so `summary` and the exporters also work on a JSON trace.
+ * Only what the summary and exports use is kept: complete (X) events, thread names, and the
+ * drop count the agent reports as an instant event with args.dropped.
+ */
+#include "trace_model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cvf_reader.h"
+
+/* ---- the "dropped" instant event (shared by both inputs) --------------------------------- */
+
+/* Adds the count of an event like {"ph":"i","name":"vcattach.dropped","args":{"dropped":N}}.
+ * Any non-X event with a numeric args.dropped counts: the agent's name may evolve. */
+static void note_drops(vc_trace *t, json_t *event)
+{
+    json_t *args = json_object_get(event, "args");
+    json_t *dropped = json_object_get(args, "dropped");
+    if (json_is_integer(dropped) && json_integer_value(dropped) >= 0)
+        vc_trace_add_drops(t, (uint64_t)json_integer_value(dropped));
+    else if (json_is_real(dropped) && json_real_value(dropped) >= 0)
+        vc_trace_add_drops(t, (uint64_t)json_real_value(dropped));
+}
+
+/* ---- Chrome-trace JSON ------------------------------------------------------------------- */
+
+static int json_u64(json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_real(v) && isfinite(json_real_value(v))) {
+        *out = (uint64_t)(int64_t)json_real_value(v);
+        return 0;
+    }
+    return -1;
+}
+
+static int json_us_ticks(json_t *v, double *ticks)
+{
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return -1;
+    *ticks = nearbyint(json_number_value(v) * VC_TICKS_PER_US);
+    return *ticks >= -9.2e18 && *ticks <= 9.2e18 ? 0 : -1;
+}
+
+static int load_json(const char *path, vc_trace *t, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        snprintf(err, errlen, "%s: not valid JSON at line %d column %d: %s", path, jerr.line,
+                 jerr.column, jerr.text);
+        return -1;
+    }
+    json_t *events = json_is_array(root) ? root : json_object_get(root, "traceEvents");
+    if (!json_is_array(events)) {
+        snprintf(err, errlen, "%s: JSON without a traceEvents list: not a Chrome trace", path);
+        json_decref(root);
+        return -1;
+    }
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        uint64_t pid = 0, tid = 0;
+        json_u64(json_object_get(ev, "pid"), &pid);
+        json_u64(json_object_get(ev, "tid"), &tid);
+        if (!ph)
+            continue;
+        if (ph[0] == 'X') {
+            double ts, dur;
+            uint32_t func;
+            vc_thread *th;
+            if (!name || json_us_ticks(json_object_get(ev, "ts"), &ts) < 0 ||
+                json_us_ticks(json_object_get(ev, "dur"), &dur) < 0) {
+                snprintf(err, errlen,
+                         "%s: traceEvents[%zu] is an X event without a name, numeric ts or dur",
+                         path, i);
+                json_decref(root);
+                return -1;
+            }
+            if (vc_trace_intern(t, name, &func) < 0 || !(th = vc_trace_thread(t, pid, tid)) ||
+                vc_trace_add_event(t, th, (int64_t)ts, dur > 0 ? (uint64_t)dur : 0, func) < 0)
+                goto nomem;
+        } else if (ph[0] == 'M' && name && !strcmp(name, "thread_name")) {
+            const char *tname = json_string_value(json_object_get(json_object_get(ev, "args"),
+                                                                  "name"));
+            if (tname && vc_trace_set_thread_name(t, pid, tid, tname) < 0)
+                goto nomem;
+        } else if (ph[0] != 'M' && ph[0] != 'C') {
+            note_drops(t, ev);
+        }
+    }
+    json_decref(root);
+    return 0;
+nomem:
+    snprintf(err, errlen, "%s: out of memory while loading the trace", path);
+    json_decref(root);
+    return -1;
+}
+
+/* ---- .cvf --------------------------------------------------------------------------------- */
+
+typedef struct cvf_load_ctx {
+    vc_trace *t;
+    cvf_error *err;
+} cvf_load_ctx;
+
+static int cvf_nomem(cvf_load_ctx *c, uint64_t offset)
+{
+    snprintf(c->err->msg, sizeof c->err->msg,
+             "out of memory while loading the record at offset %llu", (unsigned long long)offset);
+    return -1;
+}
+
+static int on_cvf_thread_name(void *ctx, uint64_t pid, uint64_t tid, const char *name)
+{
+    cvf_load_ctx *c = ctx;
+    return vc_trace_set_thread_name(c->t, pid, tid, name) < 0 ? cvf_nomem(c, 0) : 0;
+}
+
+static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
+{
+    cvf_load_ctx *c = ctx;
+    uint32_t func;
+    vc_thread *th;
+    if (vc_trace_intern(c->t, g->name, &func) < 0 || !(th = vc_trace_thread(c->t, g->pid, g->tid)))
+        return cvf_nomem(c, g->offset);
+    for (size_t i = 0; i < g->count; i++)
+        if (vc_trace_add_event(c->t, th, g->ts[i], g->dur[i], func) < 0)
+            return cvf_nomem(c, g->offset);
+    return 0;
+}
+
+/* Other events are few (instants, unfinished calls); only the ones mentioning "dropped" are
+ * parsed. */
+static int on_cvf_other(void *ctx, const cvf_json_record *r)
+{
+    cvf_load_ctx *c = ctx;
+    for (size_t i = 0; i < r->nitems; i++) {
+        const char *item = r->json + r->items[i].off;
+        size_t len = r->items[i].len;
+        if (!memmem(item, len, "\"dropped\"", 9))
+            continue;
+        json_t *ev = json_loadb(item, len, JSON_DECODE_ANY, NULL);
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        if (ph && ph[0] != 'X' && ph[0] != 'M' && ph[0] != 'C')
+            note_drops(c->t, ev);
+        json_decref(ev);
+    }
+    return 0;
+}
+
+static int load_cvf(const void *data, size_t size, vc_trace *t, cvf_error *cerr)
+{
+    static const cvf_visitor visitor = {
+        .thread_name = on_cvf_thread_name,
+        .fee_group = on_cvf_fee,
+        .other_events = on_cvf_other,
+    };
+    cvf_load_ctx c = {t, cerr};
+    return cvf_read(data, size, &visitor, &c, 0, cerr) != 0 ? -1 : 0;
+}
+
+int vc_trace_from_cvf(const void *data, size_t size, vc_trace **out, cvf_error *err)
+{
+    *out = NULL;
+    vc_trace *t = vc_trace_new();
+    if (!t) {
+        err->offset = 0;
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return -1;
+    }
+    if (load_cvf(data, size, t, err) < 0) {
+        vc_trace_free(t);
+        return -1;
+    }
+    vc_trace_finish(t);
+    *out = t;
+    return 0;
+}
+
+/* ---- entry point ------------------------------------------------------------------------- */
+
+int vc_trace_load(const char *path, vc_trace **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int first;
+    do
+        first = fgetc(f);
+    while (first == ' ' || first == '\n' || first == '\r' || first == '\t');
+    int read_errno = ferror(f) ? errno : 0;
+    fclose(f);
+    if (read_errno) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(read_errno));
+        return -1;
+    }
+
+    vc_trace *t = vc_trace_new();
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc;
+    if (first == '{' || first == '[') {
+        rc = load_json(path, t, err, errlen);
+    } else if (first == EOF) {
+        snprintf(err, errlen, "%s is empty: not a .cvf trace (a .cvf is at least 35 bytes)",
+                 path);
+        rc = -1;
+    } else {
+        cvf_error cerr = {0};
+        void *data = NULL;
+        size_t size = 0;
+        if (cvf_map_file(path, &data, &size, &cerr) != 0) {
+            snprintf(err, errlen, "%s: %s", path, cerr.msg);
+            rc = -1;
+        } else {
+            rc = load_cvf(data, size, t, &cerr);
+            cvf_unmap_file(data, size);
+            if (rc < 0)
+                snprintf(err, errlen, "%s is not a readable .cvf trace: %s", path, cerr.msg);
+        }
+    }
+    if (rc < 0) {
+        vc_trace_free(t);
+        return -1;
+    }
+    vc_trace_finish(t);
+    *out = t;
+    return 0;
+}

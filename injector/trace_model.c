@@ -1,0 +1,279 @@
+/* trace_model.c — per-thread sorted events, interned names, and the nesting walk.
+ *
+ * Owns the in-memory shape every trace reader of the CLI (summary, speedscope and collapsed
+ * export) works on; loading from a file lives in trace_load.c.  Memory is a handful of flat
+ * arrays so a million-event trace costs ~24 MB and one qsort per thread.
+ */
+#include "trace_model.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+vc_trace *vc_trace_new(void)
+{
+    return calloc(1, sizeof(vc_trace));
+}
+
+void vc_trace_free(vc_trace *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nfuncs; i++)
+        free(t->funcs[i]);
+    free(t->funcs);
+    free(t->func_slots);
+    for (size_t i = 0; i < t->nthreads; i++) {
+        free(t->threads[i].name);
+        free(t->threads[i].events);
+    }
+    free(t->threads);
+    free(t);
+}
+
+/* FNV-1a: names are short and interned once per .cvf group, so simplicity wins. */
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static int grow_func_slots(vc_trace *t)
+{
+    size_t cap = t->func_slots_cap ? t->func_slots_cap * 2 : 256;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t id = 0; id < t->nfuncs; id++) {
+        size_t i = hash_name(t->funcs[id]) & (cap - 1);
+        while (slots[i])
+            i = (i + 1) & (cap - 1);
+        slots[i] = (uint32_t)id + 1;
+    }
+    free(t->func_slots);
+    t->func_slots = slots;
+    t->func_slots_cap = cap;
+    return 0;
+}
+
+int vc_trace_intern(vc_trace *t, const char *name, uint32_t *id)
+{
+    /* keep the table at most half full */
+    if ((t->nfuncs + 1) * 2 > t->func_slots_cap && grow_func_slots(t) < 0)
+        return -1;
+    size_t mask = t->func_slots_cap - 1;
+    size_t i = hash_name(name) & mask;
+    for (; t->func_slots[i]; i = (i + 1) & mask) {
+        uint32_t cand = t->func_slots[i] - 1;
+        if (!strcmp(t->funcs[cand], name)) {
+            *id = cand;
+            return 0;
+        }
+    }
+    if (t->nfuncs >= UINT32_MAX - 1)
+        return -1;
+    if (t->nfuncs == t->funcs_cap) {
+        size_t cap = t->funcs_cap ? t->funcs_cap * 2 : 256;
+        char **funcs = realloc(t->funcs, cap * sizeof *funcs);
+        if (!funcs)
+            return -1;
+        t->funcs = funcs;
+        t->funcs_cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    t->funcs[t->nfuncs] = copy;
+    t->func_slots[i] = (uint32_t)t->nfuncs + 1;
+    *id = (uint32_t)t->nfuncs++;
+    return 0;
+}
+
+vc_thread *vc_trace_thread(vc_trace *t, uint64_t pid, uint64_t tid)
+{
+    if (t->last_thread < t->nthreads && t->threads[t->last_thread].pid == pid &&
+        t->threads[t->last_thread].tid == tid)
+        return &t->threads[t->last_thread];
+    /* a trace has tens of threads, not thousands: a linear scan is enough */
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].pid == pid && t->threads[i].tid == tid) {
+            t->last_thread = i;
+            return &t->threads[i];
+        }
+    if (t->nthreads == t->threads_cap) {
+        size_t cap = t->threads_cap ? t->threads_cap * 2 : 16;
+        vc_thread *threads = realloc(t->threads, cap * sizeof *threads);
+        if (!threads)
+            return NULL;
+        t->threads = threads;
+        t->threads_cap = cap;
+    }
+    vc_thread *th = &t->threads[t->nthreads];
+    memset(th, 0, sizeof *th);
+    th->pid = pid;
+    th->tid = tid;
+    t->last_thread = t->nthreads++;
+    return th;
+}
+
+int vc_trace_set_thread_name(vc_trace *t, uint64_t pid, uint64_t tid, const char *name)
+{
+    vc_thread *th = vc_trace_thread(t, pid, tid);
+    if (!th)
+        return -1;
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    free(th->name); /* the last name wins, as in VizTracer's reader */
+    th->name = copy;
+    return 0;
+}
+
+int vc_trace_add_event(vc_trace *t, vc_thread *th, int64_t ts, uint64_t dur, uint32_t func)
+{
+    if (th->nevents == th->cap) {
+        size_t cap = th->cap ? th->cap * 2 : 1024;
+        vc_event *events = realloc(th->events, cap * sizeof *events);
+        if (!events)
+            return -1;
+        th->events = events;
+        th->cap = cap;
+    }
+    vc_event *ev = &th->events[th->nevents++];
+    ev->ts = ts;
+    /* a corrupt dur must not wrap the end around to the past */
+    ev->end = (ts >= 0 ? dur > (uint64_t)(INT64_MAX - ts) : dur > (uint64_t)INT64_MAX)
+                  ? INT64_MAX
+                  : ts + (int64_t)dur;
+    ev->func = func;
+    ev->seq = (uint32_t)th->nevents;
+    if (!t->nevents || ts < t->min_ts)
+        t->min_ts = ts;
+    if (!t->nevents || ev->end > t->max_end)
+        t->max_end = ev->end;
+    t->nevents++;
+    return 0;
+}
+
+void vc_trace_add_drops(vc_trace *t, uint64_t dropped)
+{
+    t->has_drops = 1;
+    t->dropped += dropped;
+}
+
+/* Parents first: earlier start, and at the same start the longer call encloses the shorter. */
+static int cmp_event(const void *a, const void *b)
+{
+    const vc_event *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    if (x->end != y->end)
+        return x->end > y->end ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Processes in pid order; in each, the main thread (tid == pid) first, then by tid. */
+static int cmp_thread(const void *a, const void *b)
+{
+    const vc_thread *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    int xmain = x->tid == x->pid, ymain = y->tid == y->pid;
+    if (xmain != ymain)
+        return ymain - xmain;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+void vc_trace_finish(vc_trace *t)
+{
+    for (size_t i = 0; i < t->nthreads; i++) {
+        vc_thread *th = &t->threads[i];
+        /* already sorted is common (one function per thread, small traces): skip the qsort */
+        int sorted = 1;
+        for (size_t k = 1; k < th->nevents && sorted; k++)
+            sorted = cmp_event(&th->events[k - 1], &th->events[k]) <= 0;
+        if (!sorted)
+            qsort(th->events, th->nevents, sizeof *th->events, cmp_event);
+    }
+    if (t->nthreads > 1)
+        qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
+    t->last_thread = 0;
+    t->nprocesses = 0;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (i == 0 || t->threads[i].pid != t->threads[i - 1].pid)
+            t->nprocesses++;
+}
+
+long vc_trace_find_thread(const vc_trace *t, const char *name_or_tid)
+{
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].name && !strcmp(t->threads[i].name, name_or_tid))
+            return (long)i;
+    char *endp;
+    unsigned long long tid = strtoull(name_or_tid, &endp, 10);
+    if (*name_or_tid && !*endp)
+        for (size_t i = 0; i < t->nthreads; i++)
+            if (t->threads[i].tid == tid)
+                return (long)i;
+    return -1;
+}
+
+const char *vc_thread_label(const vc_thread *th, char *buf, size_t buflen)
+{
+    if (th->name && *th->name)
+        snprintf(buf, buflen, "%s", th->name);
+    else
+        snprintf(buf, buflen, "thread %" PRIu64, th->tid);
+    return buf;
+}
+
+/* ---- the nesting walk ------------------------------------------------------------------- */
+
+typedef struct walk_frame {
+    const vc_event *ev;
+    int64_t start, end;  /* clipped */
+    int64_t child_ticks; /* sum of the direct children's clipped durations */
+} walk_frame;
+
+int vc_thread_walk(const vc_thread *th, const vc_walk_ops *ops, void *ctx)
+{
+    size_t cap = 64, depth = 0;
+    walk_frame *stack = malloc(cap * sizeof *stack);
+    if (!stack)
+        return -1;
+    for (size_t i = 0; i <= th->nevents; i++) {
+        const vc_event *ev = i < th->nevents ? &th->events[i] : NULL;
+        /* close every call that ended before this one starts (all of them at the end) */
+        while (depth && (!ev || stack[depth - 1].end <= ev->ts)) {
+            walk_frame *f = &stack[--depth];
+            int64_t dur = f->end - f->start;
+            if (ops->close)
+                ops->close(ctx, f->ev, f->start, f->end, dur - f->child_ticks, depth);
+            if (depth)
+                stack[depth - 1].child_ticks += dur;
+        }
+        if (!ev)
+            break;
+        int64_t end = ev->end;
+        if (depth && end > stack[depth - 1].end)
+            end = stack[depth - 1].end;
+        if (depth == cap) {
+            walk_frame *bigger = realloc(stack, cap * 2 * sizeof *stack);
+            if (!bigger) {
+                free(stack);
+                return -1;
+            }
+            stack = bigger;
+            cap *= 2;
+        }
+        stack[depth] = (walk_frame){ev, ev->ts, end, 0};
+        if (ops->open)
+            ops->open(ctx, ev, ev->ts, end, depth);
+        depth++;
+    }
+    free(stack);
+    return 0;
+}

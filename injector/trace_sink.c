@@ -1,0 +1,267 @@
+/* trace_sink.c — the output of `vcattach trace`: atomic file or Unix socket (trace_sink.h). */
+#include "trace_sink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* How long a socket listener may stall the transfer before we give up on it. */
+#define SOCKET_STALL_MS 30000
+
+int sink_absolute_path(const char *out, char *abs, size_t cap, char *err, size_t errlen)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+        snprintf(err, errlen, "output '%s' names a directory: give a file name, like %s/trace.cvf",
+                 out, out);
+        return -1;
+    }
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == out)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
+    if (!realpath(dir, real)) {
+        snprintf(err, errlen, "cannot write %s: directory %s %s; create it or choose another -o",
+                 out, dir, errno == ENOENT ? "does not exist" : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cannot write %s: %s is not a directory", out, dir);
+        return -1;
+    }
+    if ((size_t)snprintf(abs, cap, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base) >= cap ||
+        strlen(abs) + 16 >= cap) {
+        snprintf(err, errlen, "output path too long: %s", out);
+        return -1;
+    }
+    return 0;
+}
+
+/* OUT must not exist (unless force) and must not be a directory. */
+static int check_existing(const char *abs, int force, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(abs, &st) < 0)
+        return 0;
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "output %s is a directory: give a file name inside it", abs);
+        return -1;
+    }
+    if (!force) {
+        snprintf(err, errlen, "output %s already exists: choose another name with -o, or pass "
+                              "--force to replace it",
+                 abs);
+        return -1;
+    }
+    return 0;
+}
+
+int sink_open_file(struct trace_sink *k, const char *out, int force, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    k->fd = -1;
+    k->force = force;
+    if (sink_absolute_path(out, k->path, sizeof k->path, err, errlen) < 0 ||
+        check_existing(k->path, force, err, errlen) < 0)
+        return -1;
+    snprintf(k->tmp_path, sizeof k->tmp_path, "%s.tmp", k->path);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        k->fd = open(k->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (k->fd >= 0)
+            break;
+        if (errno == EEXIST && force && attempt == 0 && unlink(k->tmp_path) == 0)
+            continue;
+        int e = errno;
+        if (e == EEXIST)
+            snprintf(err, errlen, "%s exists (left by an interrupted run?): remove it, or pass "
+                                  "--force",
+                     k->tmp_path);
+        else if (e == EACCES || e == EPERM || e == EROFS)
+            snprintf(err, errlen, "cannot write in the directory of %s: %s; choose a directory "
+                                  "you can write to with -o",
+                     k->path, strerror(e));
+        else
+            snprintf(err, errlen, "cannot create %s: %s", k->tmp_path, strerror(e));
+        k->tmp_path[0] = '\0';
+        return -1;
+    }
+    fchmod(k->fd, 0644); /* the operator's file, readable like any other output */
+    return 0;
+}
+
+int sink_open_socket(struct trace_sink *k, const char *path, char *err, size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    k->is_socket = 1;
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (!*path || strlen(path) >= sizeof addr.sun_path) {
+        snprintf(err, errlen, "bad socket path '%s': give unix:/path (at most %zu bytes)", path,
+                 sizeof addr.sun_path - 1);
+        k->fd = -1;
+        return -1;
+    }
+    snprintf(k->path, sizeof k->path, "%s", path);
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    k->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (k->fd < 0 || connect(k->fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        snprintf(err, errlen, "cannot connect to unix:%s: %s; start the listener first", path,
+                 strerror(errno));
+        if (k->fd >= 0)
+            close(k->fd);
+        k->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+static int write_socket(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pfd, 1, SOCKET_STALL_MS);
+        if (r == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int write_file(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int sink_write(void *ctx, const void *buf, size_t len, char *err, size_t errlen)
+{
+    struct trace_sink *k = ctx;
+    int rc = k->is_socket ? write_socket(k->fd, buf, len) : write_file(k->fd, buf, len);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot write the trace to %s%s: %s", k->is_socket ? "unix:" : "",
+                 k->is_socket ? k->path : k->tmp_path, strerror(errno));
+        return -1;
+    }
+    k->bytes += len;
+    return 0;
+}
+
+int sink_commit(struct trace_sink *k, char *err, size_t errlen)
+{
+    if (k->is_socket) {
+        shutdown(k->fd, SHUT_WR);
+        close(k->fd);
+        k->fd = -1;
+        return 0;
+    }
+    if (fsync(k->fd) < 0 || close(k->fd) < 0) {
+        k->fd = -1;
+        snprintf(err, errlen, "cannot write %s: %s", k->tmp_path, strerror(errno));
+        return -1;
+    }
+    k->fd = -1;
+    int rc = k->force ? rename(k->tmp_path, k->path)
+                      : renameat2(AT_FDCWD, k->tmp_path, AT_FDCWD, k->path, RENAME_NOREPLACE);
+    if (rc < 0 && !k->force && errno == EINVAL) { /* filesystem without RENAME_NOREPLACE */
+        rc = link(k->tmp_path, k->path);
+        if (rc == 0)
+            unlink(k->tmp_path);
+    }
+    if (rc < 0) {
+        int e = errno;
+        if (e == EEXIST)
+            snprintf(err, errlen, "%s appeared while tracing: the trace is kept in %s", k->path,
+                     k->tmp_path);
+        else
+            snprintf(err, errlen, "cannot rename %s to %s: %s (the trace is kept in %s)",
+                     k->tmp_path, k->path, strerror(e), k->tmp_path);
+        k->tmp_path[0] = '\0'; /* keep the data: never remove it on this path */
+        return -1;
+    }
+    k->tmp_path[0] = '\0';
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", k->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        slash[slash == dir ? 1 : 0] = '\0';
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd); /* the rename itself survives a power cut */
+            close(dfd);
+        }
+    }
+    return 0;
+}
+
+void sink_abort(struct trace_sink *k)
+{
+    if (k->fd >= 0)
+        close(k->fd);
+    k->fd = -1;
+    if (!k->is_socket && k->tmp_path[0])
+        unlink(k->tmp_path);
+    k->tmp_path[0] = '\0';
+}
+
+int sink_check_remote_file(const char *out, uid_t target_uid, int force, char *abs, size_t cap,
+                           char *err, size_t errlen)
+{
+    if (sink_absolute_path(out, abs, cap, err, errlen) < 0 ||
+        check_existing(abs, force, err, errlen) < 0)
+        return -1;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", abs);
+    char *slash = strrchr(dir, '/');
+    slash[slash == dir ? 1 : 0] = '\0';
+    struct stat st;
+    if (stat(dir, &st) < 0) {
+        snprintf(err, errlen, "cannot check %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    /* The agent writes as the target's user; group membership is not resolved (owner or
+     * others only), root writes anywhere. */
+    int writable = target_uid == 0 || (st.st_uid == target_uid && (st.st_mode & S_IWUSR)) ||
+                   (st.st_mode & S_IWOTH);
+    if (!writable) {
+        snprintf(err, errlen,
+                 "the target's user (uid %u) cannot write in %s, and with `start` the target "
+                 "writes the trace itself: choose a directory it can write to with -o",
+                 (unsigned)target_uid, dir);
+        return -1;
+    }
+    return 0;
+}

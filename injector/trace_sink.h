@@ -1,0 +1,51 @@
+/* trace_sink.h — where `vcattach trace` puts the .cvf bytes the agent sends: a file written
+ * atomically (OUT.tmp, fsync, rename: a crash never leaves a half-written OUT), or a listening
+ * Unix stream socket (-o unix:/path).
+ *
+ * The sink is opened during preflight, before the target is touched, so that an unwritable
+ * or already existing OUT is reported with nothing done to the target.
+ */
+#ifndef VC_TRACE_SINK_H
+#define VC_TRACE_SINK_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct trace_sink {
+    int is_socket;
+    int fd;
+    int force;
+    uint64_t bytes;
+    char path[PATH_MAX];     /* absolute OUT, or the socket path */
+    char tmp_path[PATH_MAX + 8]; /* OUT.tmp while writing, "" once renamed or removed */
+};
+
+/* Resolves `out` to an absolute path (OUT's directory must exist) into abs. 0 or -1 + err. */
+int sink_absolute_path(const char *out, char *abs, size_t cap, char *err, size_t errlen);
+
+/* Creates OUT.tmp exclusively (O_EXCL|O_NOFOLLOW, mode 0644).  Refuses an existing OUT
+ * unless force.  Returns 0 or -1 with err (cause and fix). */
+int sink_open_file(struct trace_sink *k, const char *out, int force, char *err, size_t errlen);
+
+/* Connects to the listening Unix socket at path.  Returns 0 or -1 with err. */
+int sink_open_socket(struct trace_sink *k, const char *path, char *err, size_t errlen);
+
+/* Appends bytes (the signature fits session_receive's write_chunk; ctx is the sink). */
+int sink_write(void *ctx, const void *buf, size_t len, char *err, size_t errlen);
+
+/* File: fsync, rename OUT.tmp to OUT (never replacing an OUT that appeared meanwhile unless
+ * force), fsync the directory.  Socket: shut down the write side.  Returns 0 or -1 + err. */
+int sink_commit(struct trace_sink *k, char *err, size_t errlen);
+
+/* Closes and removes OUT.tmp if it is still there (every failure path). */
+void sink_abort(struct trace_sink *k);
+
+/* OUT is acceptable for a file that the target itself will write (vcattach start): its
+ * directory exists and the target's user can write there, OUT absent unless force.
+ * abs receives the absolute path.  Returns 0 or -1 with err. */
+int sink_check_remote_file(const char *out, uid_t target_uid, int force, char *abs, size_t cap,
+                           char *err, size_t errlen);
+
+#endif /* VC_TRACE_SINK_H */

@@ -1,0 +1,358 @@
+"""End-to-end tests of the in-process agent (agent/, python/vcattach/__init__.py).
+
+Each interpreter of the matrix runs one target script (TARGET below) that traces itself with
+the Python API several times in the same process — main workload with threads, generators,
+asyncio and exceptions; the same workload with the legacy hook on 3.12+; a tiny buffer;
+foreign profilers — and reports what it saw (results, hooks left behind) as JSON.  Every
+.cvf is decoded by both readers (the C decoder through `vcattach convert`, and
+vcattach.cvf), which must agree; the assertions run on the decoded events.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import BUILD, PYTHONS, ROOT, VCATTACH, agent_path, python_params
+
+N_LEAF = 100000
+
+TARGET = textwrap.dedent(r'''
+    import asyncio, json, os, sys, threading, time
+    import vcattach
+
+    OUT = sys.argv[1]
+    N = %(n)d
+    report = {"version": list(sys.version_info[:3])}
+
+    def leaf():
+        return 1
+
+    def inner():
+        return len("abc") + len("x".upper())
+
+    def middle():
+        return inner() + inner()
+
+    def outer():
+        return middle()
+
+    def gen(n):
+        for i in range(n):
+            yield i
+
+    def raiser(i):
+        raise ValueError(i)
+
+    def catcher(k):
+        caught = 0
+        for i in range(k):
+            try:
+                raiser(i)
+            except ValueError:
+                caught += 1
+        return caught
+
+    async def coro_leaf(i):
+        await asyncio.sleep(0)
+        return i
+
+    async def coro_main():
+        return sum(await asyncio.gather(*[coro_leaf(i) for i in range(10)]))
+
+    def early_body():
+        return 2
+
+    def late_body():
+        return 3
+
+    def early_thread(ev):
+        ev.wait()
+        for _ in range(1000):
+            early_body()
+
+    def late_thread():
+        for _ in range(500):
+            late_body()
+
+    def workload():
+        for _ in range(N):
+            leaf()
+        for _ in range(10):
+            outer()
+        list(gen(5))
+        catcher(7)
+        asyncio.run(coro_main())
+
+    def hooks_state():
+        st = {"getprofile": repr(sys.getprofile()),
+              "threading_profile_hook": repr(threading._profile_hook)}
+        if hasattr(sys, "monitoring"):
+            st["tools"] = [sys.monitoring.get_tool(i) for i in range(6)]
+        return st
+
+    def session(path, hook, **kw):
+        ev = threading.Event()
+        early = threading.Thread(target=early_thread, args=(ev,), name="early-worker")
+        early.start()
+        before = hooks_state()
+        with vcattach.trace(path, hook=hook, **kw) as t:
+            ev.set()
+            late = threading.Thread(target=late_thread, name="late-worker")
+            late.start()
+            workload()
+            late.join()
+            early.join()
+        return {"result": t.result._asdict(), "before": before, "after": hooks_state()}
+
+    report["main"] = session(OUT + ".main.cvf", "auto")
+    if sys.version_info >= (3, 12):
+        report["profile"] = session(OUT + ".profile.cvf", "profile")
+
+    # Drops: the same single-thread workload with a large and a tiny buffer.
+    def drop_run(path, mb):
+        with vcattach.trace(path, buffer_mb=mb) as t:
+            for _ in range(N):
+                leaf()
+        return t.result._asdict()
+    report["big"] = drop_run(OUT + ".big.cvf", 64)
+    report["small"] = drop_run(OUT + ".small.cvf", 1)
+
+    # Foreign profilers: a clear refusal, and the foreign profiler keeps working.
+    calls = []
+    def pyprof(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "leaf":
+            calls.append(1)
+    sys.setprofile(pyprof)
+    try:
+        vcattach.start(OUT + ".refused1.cvf")
+        report["setprofile_refusal"] = None
+        vcattach.stop()
+    except vcattach.VcattachError as e:
+        report["setprofile_refusal"] = str(e)
+    leaf(); leaf()
+    report["setprofile_still"] = [len(calls), sys.getprofile() is pyprof]
+    sys.setprofile(None)
+
+    import cProfile, pstats, io
+    pr = cProfile.Profile()
+    pr.enable()
+    try:
+        vcattach.start(OUT + ".refused2.cvf")
+        report["cprofile_refusal"] = None
+        vcattach.stop()
+    except vcattach.VcattachError as e:
+        report["cprofile_refusal"] = str(e)
+    for _ in range(3):
+        leaf()
+    pr.disable()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).print_stats("leaf")
+    report["cprofile_still"] = s.getvalue()
+    report["refused_files"] = [os.path.exists(OUT + ".refused%%d.cvf" %% i) for i in (1, 2)]
+    report["final"] = hooks_state()
+
+    # After everything, tracing works again.
+    with vcattach.trace(OUT + ".last.cvf") as t:
+        leaf()
+    report["last"] = t.result._asdict()
+    print(json.dumps(report))
+''') % {"n": N_LEAF}
+
+
+def _decode(path):
+    """Decodes a .cvf with the C decoder and the Python reader; asserts they agree."""
+    from vcattach import cvf
+    out = path + ".json"
+    r = subprocess.run([VCATTACH, "convert", path, "-o", out], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    with open(out) as f:
+        c_events = json.load(f)["traceEvents"]
+    py_events = cvf.load(path)["traceEvents"]
+
+    def canon(evs):
+        return sorted(json.dumps(e, sort_keys=True) for e in evs)
+    assert len(c_events) == len(py_events)
+    assert canon(c_events) == canon(py_events), "C decoder and Python reader disagree"
+    return py_events
+
+
+def _x(events):
+    return [e for e in events if e["ph"] == "X"]
+
+
+def _check_nesting(events):
+    """Per thread: any two X events are disjoint or one contains the other."""
+    by_tid = {}
+    for e in _x(events):
+        by_tid.setdefault(e["tid"], []).append((round(e["ts"] * 100), round(e["dur"] * 100), e["name"]))
+    for tid, evs in by_tid.items():
+        evs.sort(key=lambda v: (v[0], -v[1]))
+        stack = []
+        for ts, dur, name in evs:
+            assert dur >= 0
+            while stack and stack[-1][0] + stack[-1][1] <= ts:
+                stack.pop()
+            if stack:
+                pts, pdur, pname = stack[-1]
+                assert ts + dur <= pts + pdur, "%s overlaps its parent %s on tid %s" % (name, pname, tid)
+            stack.append((ts, dur, name))
+    return by_tid
+
+
+def _count(events, name):
+    return sum(1 for e in _x(events) if e["name"] == name)
+
+
+def _named(events, prefix):
+    return [e for e in _x(events) if e["name"].startswith(prefix + " (")]
+
+
+_RUNS = {}
+
+
+@pytest.fixture(params=python_params())
+def run(request, tmp_path_factory):
+    py = request.param
+    if not os.path.exists(agent_path(py["minor"])):
+        pytest.fail("agent not built for %s: run make" % py["id"])
+    if py["id"] not in _RUNS:
+        d = tmp_path_factory.mktemp("agent-" + py["id"])
+        script = d / "target.py"
+        script.write_text(TARGET)
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        env.pop("VCATTACH_AGENT", None)
+        p = subprocess.run([py["path"], str(script), str(d / "trace")], capture_output=True,
+                           text=True, timeout=300, env=env, cwd=str(d))
+        assert p.returncode == 0, "target failed on %s:\n%s\n%s" % (py["id"], p.stdout, p.stderr)
+        rep = json.loads(p.stdout.strip().splitlines()[-1])
+        _RUNS[py["id"]] = (py, str(d / "trace"), rep, {})
+    py, base, rep, cache = _RUNS[py["id"]]
+
+    def events(kind):
+        if kind not in cache:
+            cache[kind] = _decode(base + "." + kind + ".cvf")
+        return cache[kind]
+    return py, rep, events
+
+
+def _check_main(rep, ev, name_of_session):
+    res = rep[name_of_session]["result"]
+    assert res["status"] == 0 and res["dropped"] == 0
+    leaf = _named(ev, "leaf")
+    assert len(leaf) == N_LEAF
+    assert all(e["name"].endswith("target.py:9)") for e in leaf)
+    by_tid = _check_nesting(ev)
+    # nested calls: every inner() lies inside a middle(), every middle() inside an outer()
+    outer, middle, inner = _named(ev, "outer"), _named(ev, "middle"), _named(ev, "inner")
+    assert (len(outer), len(middle), len(inner)) == (10, 10, 20)
+    for child_list, parent_list in ((inner, middle), (middle, outer)):
+        for c in child_list:
+            assert any(p["ts"] <= c["ts"] and c["ts"] + c["dur"] <= p["ts"] + p["dur"] + 1e-9
+                       for p in parent_list)
+    # C calls named as VizTracer names them
+    assert _count(ev, "builtins.len") >= 40
+    assert _count(ev, "str.upper") == 20
+    # result agrees with the trace
+    assert res["events"] == len(_x(ev))
+    assert res["threads"] == len(by_tid)
+    # threads: started before and during tracing, each on its own tid with its name
+    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    tids = {}
+    for fn, tname, n in (("early_body", "early-worker", 1000), ("late_body", "late-worker", 500),
+                         ("leaf", "MainThread", N_LEAF)):
+        evs = _named(ev, fn)
+        assert len(evs) == n, fn
+        tid_set = {e["tid"] for e in evs}
+        assert len(tid_set) == 1, fn
+        tid = tid_set.pop()
+        assert names.get(tid) == tname
+        tids[tname] = tid
+    assert len(set(tids.values())) == 3
+    assert tids["MainThread"] == ev[0]["pid"] if ev[0]["ph"] == "M" else True
+    # generators: one event per resume (5 yields + the final return)
+    assert len(_named(ev, "gen")) == 6
+    # exceptions raised and caught: every raiser() paired, inside catcher()
+    assert len(_named(ev, "raiser")) == 7 and len(_named(ev, "catcher")) == 1
+    # asyncio coroutines: each coroutine resumed and paired
+    assert len(_named(ev, "coro_main")) >= 2
+    assert len(_named(ev, "coro_leaf")) >= 20
+    # attach/detach instants
+    inst = [e for e in ev if e["ph"] == "i"]
+    assert {e["name"] for e in inst} >= {"vcattach attach", "vcattach detach"}
+
+
+@pytest.mark.parametrize("dummy", [0], ids=[""])
+def test_agent_main_trace(run, dummy):
+    py, rep, events = run
+    _check_main(rep, events("main"), "main")
+
+
+def test_agent_hook_profile_on_312(run):
+    py, rep, events = run
+    if tuple(rep["version"][:2]) < (3, 12):
+        pytest.skip("before 3.12 the legacy profile hook is the default: covered by the main trace")
+    _check_main(rep, events("profile"), "profile")
+    inst = [e for e in events("profile") if e["name"] == "vcattach attach"]
+    assert inst[0]["args"]["backend"] == "profile"
+
+
+def test_agent_cleanup_and_second_trace(run):
+    py, rep, events = run
+    for key in ("main", "profile"):
+        if key not in rep:
+            continue
+        before, after = rep[key]["before"], rep[key]["after"]
+        assert after["getprofile"] == "None"
+        assert after["threading_profile_hook"] == before["threading_profile_hook"] == "None"
+        if "tools" in after:
+            assert "vcattach" not in after["tools"] and after["tools"] == before["tools"]
+    assert rep["final"]["getprofile"] == "None"
+    assert rep["final"]["threading_profile_hook"] == "None"
+    assert "tools" not in rep["final"] or all(t is None for t in rep["final"]["tools"])
+    last = events("last")
+    assert _named(last, "leaf") and rep["last"]["status"] == 0
+
+
+def test_agent_drops(run):
+    py, rep, events = run
+    big, small = rep["big"], rep["small"]
+    assert big["dropped"] == 0 and small["dropped"] > 0
+    ev_big, ev_small = events("big"), events("small")
+    assert len(_x(ev_big)) == big["events"] and len(_x(ev_small)) == small["events"]
+    # exactly the lost records are missing
+    assert small["events"] + small["dropped"] == big["events"]
+    detach = [e for e in ev_small if e["name"] == "vcattach detach"][0]
+    assert detach["args"]["dropped"] == small["dropped"]
+    _check_nesting(ev_small)
+    leaf_small = _named(ev_small, "leaf")
+    assert 0 < len(leaf_small) < N_LEAF
+    # the newest calls are kept: the last leaf call of both traces is there
+    assert max(e["ts"] for e in leaf_small) >= max(e["ts"] for e in _named(ev_small, "leaf"))
+    assert small["records_bytes"] <= 1 << 20
+
+
+def test_agent_foreign_profiler_refused(run):
+    py, rep, events = run
+    assert rep["setprofile_refusal"] and "another profiler" in rep["setprofile_refusal"]
+    assert rep["setprofile_still"] == [2, True]
+    assert rep["cprofile_refusal"] and "profiler" in rep["cprofile_refusal"]
+    assert re.search(r"^\s+3\s.*\(leaf\)$", rep["cprofile_still"], re.M), rep["cprofile_still"]
+    assert rep["refused_files"] == [False, False]
+
+
+def test_agent_builds_not_linked_to_libpython():
+    minors = sorted({p["minor"] for p in PYTHONS})
+    for m in minors:
+        path = agent_path(m)
+        assert os.path.exists(path), "missing %s: run make" % path
+        r = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True)
+        assert "libpython" not in r.stdout
+        r = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True,
+                           check=True)
+        exported = {l.split()[-1] for l in r.stdout.splitlines() if " T " in l}
+        assert exported and all(n.startswith("vc_") for n in exported), exported

@@ -1,0 +1,325 @@
+"""End to end: `vcattach` against a live multi-threaded service (targets/busy_service.py) on
+every interpreter of the matrix, with the real agent and the real injection.
+
+What "unharmed" means here, checked after every attach: the service's computation equals a
+never-traced run of the same rounds; no thread raised; no time.sleep returned early; the
+blocked accept() and Lock.acquire() completed normally at the end; the process is not left
+stopped or traced; attaching again after a detach works."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import BUILD, PYTHONS
+from targets.harness import Service, proc_state, run_vcattach, tracer_pid, VCATTACH
+
+from vcattach import cvf
+
+THREADS = {"MainThread", "sleeper", "acceptor", "locker", "late-starter"}
+SUMMARY = re.compile(r"^vcattach: pid (\d+) in [\d.]+s: (\d+) events, (\d+) threads, "
+                     r"(\d+) dropped.*, .* -> (.+)$")
+
+
+@pytest.fixture(autouse=True)
+def agents_present():
+    missing = [p["minor"] for p in PYTHONS
+               if not os.path.exists(os.path.join(BUILD, "libvcagent-py%d.so" % p["minor"]))]
+    assert not missing, "agent builds missing for %s: run make" % missing
+
+
+@pytest.fixture
+def service(tmp_path):
+    started = []
+
+    def start(python, name="svc"):
+        s = Service(python, tmp_path / name)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.close()
+
+
+def wait_session(pid, running=True, timeout=15, proc=None):
+    """Polls `vcattach status` until a session is (or is no longer) running in pid; gives up
+    early (returns) if the vcattach process `proc` has already exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return
+        r = run_vcattach("status", "--pid", pid, "-q")
+        if (r.returncode == 0) == running:
+            return
+        time.sleep(0.05)
+    raise AssertionError("session in %d did not become %s" % (
+        pid, "running" if running else "idle"))
+
+
+def thread_names(trace):
+    return {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+            if e.get("ph") == "M" and e.get("name") == "thread_name"}
+
+
+def x_events(trace):
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+
+
+def assert_alive_and_running(pid):
+    assert proc_state(pid) in ("R", "S", "D"), "target state %r" % proc_state(pid)
+    assert tracer_pid(pid) == 0
+
+
+def assert_unharmed(svc, report):
+    assert report["exceptions"] == [], report["exceptions"]
+    assert report["early_sleeps"] == 0, report
+    assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
+    assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
+        "computation differs from an untraced run"
+
+
+def check_summary(r, out):
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    m = SUMMARY.match(r.stdout.strip())
+    assert m, r.stdout
+    assert m.group(5) == str(out)
+    return int(m.group(2)), int(m.group(3)), int(m.group(4))
+
+
+def method_params():
+    """ptrace on every interpreter; gdb on one shared-libpython and the static one."""
+    params = [pytest.param(p, "ptrace", id=p["id"] + "-ptrace") for p in PYTHONS]
+    shared = [p for p in PYTHONS if p["kind"] == "shared"][-1:]
+    static = [p for p in PYTHONS if p["kind"] == "static"]
+    params += [pytest.param(p, "gdb", id=p["id"] + "-gdb") for p in shared + static]
+    return params
+
+
+@pytest.mark.parametrize("python,method", method_params())
+def test_trace_service(python, method, service, tmp_path):
+    svc = service(python)
+    out = tmp_path / "trace.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "1.5s", "-o", str(out),
+                             "--method", method], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_session(svc.pid, proc=proc)
+        svc.start_late_thread()  # a thread born while the hooks are installed
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if method == "gdb" and "built without the gdb method" in stderr:
+        pytest.skip("this build has no gdb injection (injector/inject_gdb.c absent)")
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    events, threads, drops = check_summary(r, out)
+    assert not os.path.exists(str(out) + ".tmp")
+    assert oct(os.stat(out).st_mode & 0o777) == oct(0o644)
+    assert_alive_and_running(svc.pid)
+
+    trace = cvf.load(str(out))
+    names = thread_names(trace)
+    assert THREADS <= set(names.values()), names
+    xs = x_events(trace)
+    assert len(xs) == events and events > 0
+    by_name = {}
+    for e in xs:
+        by_name.setdefault(names.get(e["tid"]), []).append(e["name"])
+    for t in ("MainThread", "sleeper", "late-starter"):
+        assert by_name.get(t), "no events on thread %s" % t
+    assert any("one_round" in n for n in by_name["MainThread"])
+    assert any("fib" in n for n in by_name["late-starter"])
+    assert any("sleep" in n for n in by_name["sleeper"])
+
+    # A second attach after the detach: the agent is reused, the trace is complete again.
+    out2 = tmp_path / "again.cvf"
+    r2 = run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2, "--method", method)
+    check_summary(r2, out2)
+    assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out2))).values())
+    assert_alive_and_running(svc.pid)
+
+    report = svc.finish()
+    assert report["late_ran"]
+    assert_unharmed(svc, report)
+
+
+def cycle_params():
+    """50 cycles on one interpreter (Debian's static 3.11 when present), 5 on the others."""
+    static = [p for p in PYTHONS if p["kind"] == "static"]
+    long_one = static[0] if static else PYTHONS[0]
+    return [pytest.param(p, 50 if p is long_one else 5, id="%s-x%d" % (
+        p["id"], 50 if p is long_one else 5)) for p in PYTHONS]
+
+
+@pytest.mark.parametrize("python,cycles", cycle_params())
+def test_attach_detach_cycles(python, cycles, service, tmp_path):
+    svc = service(python)
+    for i in range(cycles):
+        out = tmp_path / ("c%02d.cvf" % i)
+        r = run_vcattach("--pid", svc.pid, "-t", "100ms", "-o", out, timeout=60)
+        assert r.returncode == 0, "cycle %d: %s" % (i, r.stderr)
+        assert r.stdout.startswith("vcattach: pid %d" % svc.pid)
+        trace = cvf.load(str(out))
+        assert "MainThread" in thread_names(trace).values(), "cycle %d" % i
+        assert_alive_and_running(svc.pid)
+        os.unlink(out)
+    assert_unharmed(svc, svc.finish())
+
+
+FAULT_PYTHONS = [p for p in PYTHONS if p["kind"] == "static"][:1] + \
+    [p for p in PYTHONS if p["minor"] >= 312][:1]
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_sigint_stops_early_and_writes(python, service, tmp_path):
+    svc = service(python)
+    out = tmp_path / "int.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "60s", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_session(svc.pid)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 30
+    check_summary(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out)
+    assert "MainThread" in thread_names(cvf.load(str(out))).values()
+    wait_session(svc.pid, running=False)
+    assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_second_sigint_abandons_to_fallback(python, service, tmp_path):
+    svc = service(python)
+    out = tmp_path / "abandon.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "60s", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_session(svc.pid)
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 1, stderr
+    assert "trace abandoned" in stderr and "abandon.partial.cvf" in stderr
+    assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+    partial = tmp_path / "abandon.partial.cvf"
+    deadline = time.monotonic() + 20
+    while not partial.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    wait_session(svc.pid, running=False)
+    assert "MainThread" in thread_names(cvf.load(str(partial))).values()
+    assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_kill9_of_vcattach_leaves_partial_trace(python, service, tmp_path):
+    svc = service(python)
+    out = tmp_path / "killed.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "3s", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_session(svc.pid)
+    time.sleep(0.3)
+    proc.kill()
+    proc.wait()
+    partial = tmp_path / "killed.partial.cvf"
+    deadline = time.monotonic() + 20
+    while not partial.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert partial.exists(), "the agent wrote no fallback trace"
+    wait_session(svc.pid, running=False)  # hooks removed, session over
+    assert "MainThread" in thread_names(cvf.load(str(partial))).values()
+    assert not out.exists()
+    assert_alive_and_running(svc.pid)
+    # The stale OUT.tmp of the killed run is reported, and --force clears it.
+    r = run_vcattach("--pid", svc.pid, "-t", "200ms", "-o", out)
+    assert r.returncode == 2 and "killed.cvf.tmp exists" in r.stderr
+    r = run_vcattach("--pid", svc.pid, "-t", "200ms", "-o", out, "--force")
+    check_summary(r, out)
+    assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_target_exits_during_trace(python, tmp_path):
+    """Exit code 1 and a message; if the agent flushed at interpreter exit, that trace (up to
+    the exit) is kept and must be valid; never a half-written file."""
+    idle = subprocess.Popen([python["path"], "-c",
+                             "import time\nprint('ready', flush=True)\ntime.sleep(1.5)"],
+                            stdout=subprocess.PIPE, text=True)
+    assert idle.stdout.readline().strip() == "ready"
+    out = tmp_path / "gone.cvf"
+    r = run_vcattach("--pid", idle.pid, "-t", "20s", "-o", out, timeout=60)
+    idle.wait(10)
+    idle.stdout.close()
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "target process %d exited" % idle.pid in r.stderr, r.stderr
+    assert not os.path.exists(str(out) + ".tmp")
+    if out.exists():
+        assert "the trace up to its exit is in %s" % out in r.stderr
+        assert "MainThread" in thread_names(cvf.load(str(out))).values()
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_stream_to_unix_socket(python, service, tmp_path):
+    svc = service(python)
+    path = str(tmp_path / "sink.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    received = []
+
+    def drain():
+        conn, _ = listener.accept()
+        chunks = []
+        while True:
+            b = conn.recv(1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+        conn.close()
+        received.append(b"".join(chunks))
+    t = threading.Thread(target=drain)
+    t.start()
+    r = run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", "unix:" + path)
+    t.join(30)
+    listener.close()
+    assert r.returncode == 0, r.stderr
+    assert "-> unix:%s" % path in r.stdout
+    assert received and "MainThread" in thread_names(cvf.loads(received[0])).values()
+    assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_start_status_stop(python, service, tmp_path):
+    svc = service(python)
+    out = tmp_path / "detached.cvf"
+    r = run_vcattach("start", "--pid", svc.pid, "-t", "30s", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "the agent writes %s" % out in r.stdout
+    st = run_vcattach("status", "--pid", svc.pid)
+    assert st.returncode == 0 and "session running in pid %d" % svc.pid in st.stdout, st
+    assert str(out) in st.stdout
+    again = run_vcattach("--pid", svc.pid, "-t", "1s", "-o", tmp_path / "other.cvf")
+    assert again.returncode == 2 and "already running" in again.stderr
+    assert "vcattach stop --pid %d" % svc.pid in again.stderr
+    stop = run_vcattach("stop", "--pid", svc.pid)
+    assert stop.returncode == 0, stop.stderr
+    assert "events" in stop.stdout and str(out) in stop.stdout
+    assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out))).values())
+    st = run_vcattach("status", "--pid", svc.pid)
+    assert st.returncode == 1 and "no session" in st.stdout
+
+    # A detached session also ends by itself at its deadline and writes its file.
+    out2 = tmp_path / "deadline.cvf"
+    r = run_vcattach("start", "--pid", svc.pid, "-t", "500ms", "-o", out2)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 20
+    while not out2.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    wait_session(svc.pid, running=False)
+    assert "MainThread" in thread_names(cvf.load(str(out2))).values()
+    assert_alive_and_running(svc.pid)
+    assert_unharmed(svc, svc.finish())

@@ -1,0 +1,296 @@
+"""Injection methods (injector/inject_ptrace.c, injector/inject_gdb.c) against real targets.
+
+Every interpreter of the matrix (tests/conftest.py) runs tests/inject_fixture/target.py: a busy
+(or idle) main thread, a thread in time.sleep, a ticker, one blocked in socket.accept, one
+waiting on a threading.Lock.  build/inject-test injects build/inject_fixture/libvcfixture.so,
+whose vc_agent_connect(path) reports back over a Unix socket (or appends to a file) from a new
+thread.  After each injection every task of the target must be running and untraced; at the
+end the target reports what its threads saw (exceptions, early sleeps, its computation).
+"""
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, PYTHONS, ROOT, python_params
+
+INJECT_TEST = os.path.join(BUILD, "inject-test")
+FIXTURE = os.path.join(BUILD, "inject_fixture", "libvcfixture.so")
+TARGET = os.path.join(ROOT, "tests", "inject_fixture", "target.py")
+
+
+@pytest.fixture(autouse=True)
+def built():
+    for f in (INJECT_TEST, FIXTURE):
+        if not os.path.exists(f):
+            pytest.skip("%s is not built: run `make`" % f)
+
+
+def reference_result(py):
+    out = subprocess.run([py["path"], TARGET, "--reference"], capture_output=True, text=True,
+                         timeout=60, check=True)
+    return out.stdout.strip()
+
+
+class Target:
+    """A running target.py; always killed at the end of the test."""
+
+    def __init__(self, py, *args):
+        self.proc = subprocess.Popen([py["path"], TARGET] + list(args), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self._readline(30)
+        assert line.startswith("READY "), "target did not start: %r %s" % (
+            line, self.proc.stderr.read() if self.proc.poll() is not None else "")
+        _, pid, port = line.split()
+        self.pid, self.port = int(pid), int(port)
+
+    def _readline(self, timeout):
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return self.proc.stdout.readline() if r else ""
+
+    def report(self):
+        assert self.proc.poll() is None, "target died: rc=%s stderr=%s" % (
+            self.proc.returncode, self.proc.stderr.read())
+        self.proc.stdin.write("report\n")
+        self.proc.stdin.flush()
+        line = self._readline(60)
+        assert line, "target gave no report; stderr: %s" % self.proc.stderr.read()
+        self.proc.wait(30)
+        return json.loads(line)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()
+
+
+@pytest.fixture
+def target_factory():
+    made = []
+
+    def make(py, *args):
+        t = Target(py, *args)
+        made.append(t)
+        return t
+    yield make
+    for t in made:
+        t.close()
+
+
+class Listener:
+    """The control socket stand-in: the fixture agent connects and sends one line."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(4)
+        self.sock.settimeout(10)
+
+    def receive(self):
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+        return data.decode()
+
+    def close(self):
+        self.sock.close()
+        os.unlink(self.path)
+
+
+def inject(method, pid, control, agent=FIXTURE, timeout_ms=5000, env=None, extra=()):
+    """Runs build/inject-test once; returns (exit code, [(status, elapsed_us, err), ...])."""
+    cmd = [INJECT_TEST, method, str(pid), agent, control, "--timeout-ms", str(timeout_ms)]
+    p = subprocess.run(cmd + list(extra), capture_output=True, text=True, timeout=120, env=env)
+    rows = []
+    for line in p.stdout.splitlines():
+        st, el, err = line.split(" ", 2)
+        rows.append((int(st.split("=")[1]), int(el.split("=")[1]), err[len("err="):]))
+    return p.returncode, rows
+
+
+def assert_running_untraced(pid):
+    tasks = os.listdir("/proc/%d/task" % pid)
+    assert tasks, "target %d has no threads" % pid
+    for tid in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile
+        assert state not in ("T", "t"), "thread %s of %d left stopped (%s)" % (tid, pid, state)
+        assert tracer == "0", "thread %s of %d still traced by %s" % (tid, pid, tracer)
+
+
+def assert_target_unharmed(report, ref, sleep_s, busy=True):
+    assert report["errors"] == [], report
+    assert report["alive_threads"] == [], report
+    assert report["sleep_measured"] >= sleep_s, "time.sleep(%s) returned early: %s" % (
+        sleep_s, report["sleep_measured"])
+    assert report["accept_ok"] and report["lock_ok"], report
+    if busy:
+        assert report["rounds"] > 0 and report["results"] == [ref], (report["results"], ref)
+
+
+def fixture_line_ok(line, pid, call):
+    return ("vc-fixture pid=%d " % pid) in line and (" call=%d " % call) in line \
+        and " loads=1 " in line
+
+
+@pytest.mark.parametrize("py", python_params())
+def test_inject_busy_target_ptrace_twice_then_gdb(py, target_factory, tmp_path):
+    """Both methods, a re-injection into the same process, and the target's view of it."""
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "5")
+    for call, method in enumerate(("ptrace", "ptrace", "gdb"), start=1):
+        lst = Listener(str(tmp_path / ("c%d.sock" % call)))
+        try:
+            rc, rows = inject(method, t.pid, lst.path, timeout_ms=20000)
+            assert rc == 0 and rows[0][0] == 0, (method, rows)
+            assert fixture_line_ok(lst.receive(), t.pid, call)
+        finally:
+            lst.close()
+        assert_running_untraced(t.pid)
+    rep = t.report()
+    assert_target_unharmed(rep, ref, 5.0)
+    print("%s: ticker's longest gap %.1f ms over the run" % (py["id"], rep["max_gap_ms"]))
+
+
+@pytest.mark.parametrize("py", python_params())
+def test_inject_idle_target(py, target_factory, tmp_path):
+    """Every thread blocked (main in read(), others in sleep/accept/lock/futex)."""
+    t = target_factory(py, "--idle", "--sleep", "2")
+    for call, method in enumerate(("ptrace", "gdb"), start=1):
+        lst = Listener(str(tmp_path / ("i%d.sock" % call)))
+        try:
+            rc, rows = inject(method, t.pid, lst.path, timeout_ms=20000)
+            assert rc == 0, (method, rows)
+            assert fixture_line_ok(lst.receive(), t.pid, call)
+        finally:
+            lst.close()
+        assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), None, 2.0, busy=False)
+
+
+@pytest.mark.parametrize("py", python_params())
+def test_ptrace_twenty_in_a_row(py, target_factory, tmp_path):
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "1")
+    marker = tmp_path / "marker"
+    rc, rows = inject("ptrace", t.pid, "file:%s" % marker, extra=("--repeat", "20"))
+    assert rc == 0 and len(rows) == 20 and all(r[0] == 0 for r in rows), rows
+    assert_running_untraced(t.pid)
+    deadline = time.time() + 10
+    while time.time() < deadline:  # the fixture's threads write asynchronously
+        lines = marker.read_text().splitlines() if marker.exists() else []
+        if len(lines) == 20:
+            break
+        time.sleep(0.05)
+    assert sorted(int(l.split(" call=")[1].split()[0]) for l in lines) == list(range(1, 21))
+    assert_target_unharmed(t.report(), ref, 1.0)
+    us = sorted(r[1] for r in rows)
+    print("%s: 20 ptrace injections, median %.1f ms, max %.1f ms" % (
+        py["id"], us[10] / 1000, us[-1] / 1000))
+
+
+def _one_python():
+    static = [p for p in PYTHONS if p["kind"] == "static"]
+    return (static or PYTHONS)[0]
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_untouched_errors(method, tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rc, rows = inject(method, gone.pid, "file:%s" % (tmp_path / "m"))
+    assert rc == 1 and "no process" in rows[0][2], rows
+    rc, rows = inject(method, 2, "file:%s" % (tmp_path / "m"))  # kthreadd: nothing to trace
+    assert rc == 1 and "kernel thread" in rows[0][2], rows
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_missing_agent_and_failures_leave_target_unharmed(method, target_factory, tmp_path):
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "3")
+    rc, rows = inject(method, t.pid, "file:%s" % (tmp_path / "m"),
+                      agent=str(tmp_path / "no-such-agent.so"))
+    assert rc == 1 and "not found" in rows[0][2], rows
+    rc, rows = inject(method, t.pid, "file:x", agent="/etc/passwd")  # not an ELF: dlerror text
+    assert rc == 2 and "invalid ELF header" in rows[0][2], rows
+    rc, rows = inject(method, t.pid, "fail:x")
+    assert rc == 2 and "-22" in rows[0][2], rows
+    rc, rows = inject(method, t.pid, "crash:x", timeout_ms=20000)
+    assert rc == 2 and ("SIGSEGV" in rows[0][2] or "Segmentation" in rows[0][2]), rows
+    assert_running_untraced(t.pid)
+    marker = tmp_path / "after"
+    rc, rows = inject(method, t.pid, "file:%s" % marker, timeout_ms=20000)  # still injectable
+    assert rc == 0, rows
+    assert_target_unharmed(t.report(), ref, 3.0)
+    assert "vc-fixture pid=%d " % t.pid in marker.read_text()
+
+
+def test_ptrace_call_timeout_takes_thread_back(target_factory, tmp_path):
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "2")
+    rc, rows = inject("ptrace", t.pid, "hang:x", timeout_ms=1000)
+    assert rc == 2 and "did not return" in rows[0][2], rows
+    assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), ref, 2.0)
+
+
+def test_ptrace_permission_denied(target_factory, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to another uid")
+    py = _one_python()
+    t = target_factory(py, "--sleep", "1")
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:/nonexistent/m"],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode == 3 or "status=" not in p.stdout:
+        pytest.skip("cannot run inject-test as uid 65534: %s" % p.stderr.strip())
+    assert p.returncode == 1, p.stdout
+    assert "permission denied" in p.stdout.lower() or "not permitted" in p.stdout, p.stdout
+    assert_running_untraced(t.pid)
+
+
+def test_gdb_absent(target_factory, tmp_path):
+    t = target_factory(_one_python(), "--sleep", "1")
+    rc, rows = inject("gdb", t.pid, "file:x", env={"PATH": str(tmp_path)})
+    assert rc == 1 and rows[0][2] == "gdb not found: install gdb or use --method ptrace", rows
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_sigterm_mid_injection(method, target_factory, tmp_path):
+    """SIGTERM to the injecting process at various moments: the target never stays stopped or
+    traced, and still works."""
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "3")
+    delays = (0.0, 0.002, 0.005, 0.01, 0.03) if method == "ptrace" else (0.05, 0.2, 0.35)
+    for delay in delays:
+        p = subprocess.Popen([INJECT_TEST, method, str(t.pid), FIXTURE,
+                              "file:%s" % (tmp_path / "m"), "--timeout-ms", "20000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+        assert p.returncode in (0, 1, -signal.SIGTERM), p.returncode
+        assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), ref, 3.0)

@@ -1,0 +1,336 @@
+"""`vcattach summary`: self/total/calls/mean/max per function, per thread or merged.
+
+Traces are real .cvf files written here byte by byte (cvf-format.md sections 3-5: version,
+thread names, FEE groups, the other-events zblob), so the numbers are known in advance:
+  MainThread: A(0..100 ms) contains B(10..40) contains A(15..20)   (recursion through B)
+  worker:     C(0..50) contains D(10..20) and D(30..35)
+plus the agent's drop report, an instant event with args.dropped = 7.
+Larger traces (random, and the VizTracer corpus) are checked against an independent Python
+computation of the same definitions.  Helpers here are imported by test_export/test_viewer.
+"""
+import json
+import os
+import random
+import re
+import struct
+import subprocess
+import zlib
+
+import pytest
+
+from conftest import CORPUS, VCATTACH, corpus_names
+
+MS = 100_000  # ticks (10 ns) per millisecond
+
+
+# ---- writing .cvf files (the format, straight from cvf-format.md) -------------------------
+
+def _varint(v):
+    if v <= 0x3F:
+        return struct.pack("<B", v << 2)
+    if v <= 0x3FFF:
+        return struct.pack("<H", (v << 2) | 1)
+    if v <= 0x3FFFFFFF:
+        return struct.pack("<I", (v << 2) | 2)
+    return struct.pack("<Q", (v << 2) | 3)
+
+
+def _zblob(obj):
+    raw = json.dumps(obj).encode()
+    packed = zlib.compress(raw)
+    return struct.pack("<QQ", len(raw), len(packed)) + packed
+
+
+def write_cvf(path, events, thread_names=None, other_events=()):
+    """events: (pid, tid, name, ts_ticks, dur_ticks); thread_names: {(pid, tid): name}."""
+    groups = {}
+    for pid, tid, name, ts, dur in events:
+        groups.setdefault((pid, tid, name), []).append((ts, dur))
+    out = [struct.pack("<Q", 1)]
+    for (pid, tid), name in (thread_names or {}).items():
+        out.append(b"\x03" + struct.pack("<QQ", pid, tid) + name.encode() + b"\0")
+    for (pid, tid, name), evs in groups.items():
+        evs.sort()
+        body = [b"\x01", struct.pack("<QQ", pid, tid), name.encode(), b"\0",
+                struct.pack("<QQq", len(evs), 0, evs[0][0]), _varint(evs[0][1])]
+        for (prev_ts, _), (ts, dur) in zip(evs, evs[1:]):
+            body += [_varint(ts - prev_ts), _varint(dur)]
+        out.append(b"".join(body))
+    out.append(b"\x05" + _zblob(list(other_events)))
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+    return path
+
+
+DROPS = {"ph": "i", "name": "vcattach.dropped", "cat": "INSTANT", "s": "g", "pid": 1, "tid": 1,
+         "ts": 0.0, "args": {"dropped": 7}}
+
+KNOWN_EVENTS = [
+    (1, 1, "A", 0, 100 * MS), (1, 1, "B", 10 * MS, 30 * MS), (1, 1, "A", 15 * MS, 5 * MS),
+    (1, 2, "C", 0, 50 * MS), (1, 2, "D", 10 * MS, 10 * MS), (1, 2, "D", 30 * MS, 5 * MS),
+]
+KNOWN_NAMES = {(1, 1): "MainThread", (1, 2): "worker"}
+
+
+def known_trace(tmp_path):
+    return write_cvf(str(tmp_path / "known.cvf"), KNOWN_EVENTS, KNOWN_NAMES, [DROPS])
+
+
+def random_events(n, nthreads=3, nfuncs=6, seed=7):
+    """Nested calls with few names, so recursion (direct and through others) is common."""
+    rnd = random.Random(seed)
+    events = []
+    for t in range(nthreads):
+        tid, now, count = 100 + t, rnd.randrange(1000), 0
+
+        def call(depth, start):
+            nonlocal count
+            count += 1
+            name = "f%d (/srv/app.py:%d)" % (rnd.randrange(nfuncs), 10)
+            cur = start + rnd.randrange(0, 40)
+            slot = len(events)
+            events.append(None)
+            if depth < 9:
+                for _ in range(rnd.randrange(0, 4)):
+                    if count >= n // nthreads:
+                        break
+                    cur = call(depth + 1, cur) + rnd.randrange(0, 15)
+            end = cur + rnd.randrange(0, 40)
+            events[slot] = (1, tid, name, start, end - start)
+            return end
+
+        while count < n // nthreads:
+            now = call(0, now) + rnd.randrange(1, 100)
+    return events
+
+
+# ---- an independent computation of the summary's definitions ------------------------------
+
+def oracle(events):
+    """{(pid, tid): {name: dict(self, total, calls, max, sum)}} in ticks, {(pid, tid): busy}."""
+    per_thread = {}
+    for pid, tid, name, ts, dur in events:
+        per_thread.setdefault((pid, tid), []).append((ts, ts + dur, name))
+    result, busy = {}, {}
+    for tid, evs in per_thread.items():
+        evs.sort(key=lambda e: (e[0], -e[1]))
+        stats, stack, busy[tid] = {}, [], 0  # stack: [start, end, name, child_ticks]
+
+        def close():
+            start, end, name, child = stack.pop()
+            stats[name]["self"] += (end - start) - child
+            if stack:
+                stack[-1][3] += end - start
+
+        for ts, end, name in evs:
+            while stack and stack[-1][1] <= ts:
+                close()
+            if stack:
+                end = min(end, stack[-1][1])
+            s = stats.setdefault(name, dict(self=0, total=0, calls=0, max=0, sum=0))
+            s["calls"] += 1
+            s["sum"] += end - ts
+            s["max"] = max(s["max"], end - ts)
+            if all(frame[2] != name for frame in stack):
+                s["total"] += end - ts
+            if not stack:
+                busy[tid] += end - ts
+            stack.append([ts, end, name, 0])
+        while stack:
+            close()
+        result[tid] = stats
+    return result, busy
+
+
+# ---- running and parsing the command ------------------------------------------------------
+
+ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+)\s+([\d.]+)"
+                 r"\s+([\d.]+)  (.*)$")
+SECTION = re.compile(r"^(\S.*): ([\d,]+) calls?, (.*) in calls$")
+
+
+def summary(*args, check=True):
+    proc = subprocess.run([VCATTACH, "summary"] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=60)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == ""
+    return proc
+
+
+def parse(stdout):
+    """(header line, {section title: [(name, row dict) in printed order]}, more-counts)."""
+    lines = stdout.splitlines()
+    sections, more, current = {}, {}, None
+    for line in lines[1:]:
+        m = SECTION.match(line)
+        if m:
+            current = m.group(1)
+            sections[current] = []
+            continue
+        m = ROW.match(line)
+        if m:
+            sections[current].append((m.group(8), dict(
+                self_ms=float(m.group(1)), self_pct=float(m.group(2)),
+                total_ms=float(m.group(3)), total_pct=float(m.group(4)),
+                calls=int(m.group(5).replace(",", "")), mean_us=float(m.group(6)),
+                max_us=float(m.group(7)))))
+            continue
+        m = re.match(r"^  … (\d+) more functions?", line)
+        if m:
+            more[current] = int(m.group(1))
+    return lines[0], sections, more
+
+
+# ---- the known trace ----------------------------------------------------------------------
+
+def test_known_trace_per_thread(tmp_path):
+    path = known_trace(tmp_path)
+    header, sections, more = parse(summary(path).stdout)
+    assert header == ("%s: 100.000 ms span, 6 calls, 2 threads, 7 calls dropped (agent "
+                      "buffers were full: the trace is incomplete)" % path)
+    assert list(sections) == ["MainThread (pid 1, tid 1)", "worker (pid 1, tid 2)"]
+    main = dict(sections["MainThread (pid 1, tid 1)"])
+    # A: outer self 100 - 30 (B) = 70, inner self 5; total 100, the recursion counted once
+    assert main["A"] == dict(self_ms=75.0, self_pct=75.0, total_ms=100.0, total_pct=100.0,
+                             calls=2, mean_us=52500.0, max_us=100000.0)
+    assert main["B"] == dict(self_ms=25.0, self_pct=25.0, total_ms=30.0, total_pct=30.0,
+                             calls=1, mean_us=30000.0, max_us=30000.0)
+    assert [name for name, _ in sections["MainThread (pid 1, tid 1)"]] == ["A", "B"]
+    worker = dict(sections["worker (pid 1, tid 2)"])
+    assert worker["C"]["self_ms"] == 35.0 and worker["C"]["total_ms"] == 50.0
+    assert worker["D"] == dict(self_ms=15.0, self_pct=30.0, total_ms=15.0, total_pct=30.0,
+                               calls=2, mean_us=7500.0, max_us=10000.0)
+    assert more == {}
+
+
+def test_known_trace_merged_sorts_and_top(tmp_path):
+    path = known_trace(tmp_path)
+    _, sections, more = parse(summary(path, "--merged", "--sort", "total").stdout)
+    rows = sections["all 2 threads merged"]
+    # totals 100 (A), 50 (C), 30 (B), 15 (D); busy 150 ms
+    assert [name for name, _ in rows] == ["A", "C", "B", "D"]
+    assert dict(rows)["A"]["self_pct"] == 50.0
+    _, sections, _ = parse(summary(path, "--merged", "--sort", "calls").stdout)
+    assert [r["calls"] for _, r in sections["all 2 threads merged"]] == [2, 2, 1, 1]
+    _, sections, more = parse(summary(path, "--merged", "--top", "1").stdout)
+    assert [name for name, _ in sections["all 2 threads merged"]] == ["A"]
+    assert more == {"all 2 threads merged": 3}
+
+
+def test_thread_selection_by_name_and_tid(tmp_path):
+    path = known_trace(tmp_path)
+    by_name = parse(summary(path, "--thread", "worker").stdout)[1]
+    by_tid = parse(summary(path, "--thread", "2").stdout)[1]
+    assert list(by_name) == list(by_tid) == ["worker (pid 1, tid 2)"]
+    assert by_name == by_tid
+
+
+def test_json_input_gives_the_same_tables(tmp_path):
+    """A Chrome-trace JSON of the same events summarises identically."""
+    events = [{"ph": "M", "name": "thread_name", "pid": p, "tid": t, "args": {"name": n}}
+              for (p, t), n in KNOWN_NAMES.items()]
+    events += [{"ph": "X", "name": n, "cat": "FEE", "pid": p, "tid": t, "ts": ts / 100,
+                "dur": d / 100} for p, t, n, ts, d in KNOWN_EVENTS]
+    events.append(DROPS)
+    jpath = tmp_path / "known.json"
+    jpath.write_text(json.dumps({"traceEvents": events}))
+    from_cvf = summary(known_trace(tmp_path)).stdout.split("\n", 1)[1]
+    from_json = summary(jpath).stdout.split("\n", 1)[1]
+    assert from_cvf == from_json
+
+
+def test_overlapping_calls_are_clipped_to_their_parent(tmp_path):
+    """P(0..10) and Q(5..15) overlap without nesting: Q counts as P's child up to 10."""
+    path = write_cvf(str(tmp_path / "overlap.cvf"),
+                     [(1, 1, "P", 0, 10 * MS), (1, 1, "Q", 5 * MS, 10 * MS)])
+    header, sections, _ = parse(summary(path).stdout)
+    assert "no drop count recorded" in header
+    rows = dict(sections["thread 1 (pid 1, tid 1)"])
+    assert rows["P"]["self_ms"] == 5.0 and rows["Q"]["self_ms"] == 5.0
+    assert rows["Q"]["max_us"] == 5000.0
+
+
+def test_control_characters_in_names_stay_on_one_row(tmp_path):
+    path = write_cvf(str(tmp_path / "names.cvf"), [(1, 1, "evil\nname\x1b[2J", 0, MS)])
+    out = summary(path).stdout
+    assert "evil?name?[2J" in out and "\x1b" not in out
+
+
+# ---- agreement with an independent computation --------------------------------------------
+
+def check_against_oracle(path, events):
+    expected, busy = oracle(events)
+    _, sections, more = parse(summary(path, "--top", "100000").stdout)
+    assert more == {}
+    titles = {tuple(map(int, re.search(r"\(pid (\d+), tid (\d+)\)$", t).groups())): t
+              for t in sections}
+    assert set(titles) == set(expected)
+    for tid, stats in expected.items():
+        rows = dict(sections[titles[tid]])
+        assert set(rows) == set(stats)
+        for name, s in stats.items():
+            r = rows[name]
+            assert r["calls"] == s["calls"], name
+            assert r["self_ms"] == pytest.approx(s["self"] / MS, abs=0.0006), name
+            assert r["total_ms"] == pytest.approx(s["total"] / MS, abs=0.0006), name
+            assert r["max_us"] == pytest.approx(s["max"] / 100, abs=0.006), name
+            assert r["mean_us"] == pytest.approx(s["sum"] / s["calls"] / 100, abs=0.006), name
+            assert r["total_ms"] <= busy[tid] / MS + 0.0006
+
+
+def test_random_recursive_trace_matches_oracle(tmp_path):
+    events = random_events(20000)
+    path = write_cvf(str(tmp_path / "random.cvf"), events)
+    check_against_oracle(path, events)
+
+
+@pytest.mark.parametrize("name", corpus_names() or ["(corpus absent)"])
+def test_corpus_traces_match_oracle(name, corpus_dir):
+    with open(os.path.join(corpus_dir, name + ".expected.json")) as f:
+        data = json.load(f)
+    events = [(e["pid"], e["tid"], e["name"], round(e["ts"] * 100), round(e["dur"] * 100))
+              for e in data["traceEvents"] if e["ph"] == "X"]
+    if not events:
+        pytest.skip("%s has no complete events" % name)
+    check_against_oracle(os.path.join(corpus_dir, name + ".cvf"), events)
+
+
+# ---- bad input ----------------------------------------------------------------------------
+
+def _one_line_error(proc, code, *words):
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("vcattach summary: ")
+    for w in words:
+        assert w in proc.stderr
+
+
+def test_unreadable_and_corrupt_files(tmp_path):
+    good = open(known_trace(tmp_path), "rb").read()
+    (tmp_path / "truncated.cvf").write_bytes(good[:40])
+    (tmp_path / "empty.cvf").write_bytes(b"")
+    (tmp_path / "version2.cvf").write_bytes(struct.pack("<Q", 2) + good[8:])
+    (tmp_path / "garbage.cvf").write_bytes(os.urandom(64).replace(b"{", b"x").replace(b"[", b"x"))
+    (tmp_path / "bad.json").write_text('{"traceEvents": [')
+    _one_line_error(summary(tmp_path / "missing.cvf", check=False), 1, "missing.cvf",
+                    "No such file")
+    _one_line_error(summary(tmp_path, check=False), 1, "directory")
+    _one_line_error(summary(tmp_path / "truncated.cvf", check=False), 1, "offset")
+    _one_line_error(summary(tmp_path / "empty.cvf", check=False), 1, "empty")
+    _one_line_error(summary(tmp_path / "version2.cvf", check=False), 1, "version")
+    _one_line_error(summary(tmp_path / "garbage.cvf", check=False), 1, "garbage.cvf")
+    _one_line_error(summary(tmp_path / "bad.json", check=False), 1, "JSON")
+
+
+def test_usage_errors(tmp_path):
+    path = known_trace(tmp_path)
+    _one_line_error(summary(check=False), 2, "which trace")
+    _one_line_error(summary(path, path, check=False), 2, "one trace")
+    _one_line_error(summary(path, "--top", "0", check=False), 2, "--top")
+    _one_line_error(summary(path, "--top", "x", check=False), 2, "--top")
+    _one_line_error(summary(path, "--sort", "name", check=False), 2, "--sort")
+    _one_line_error(summary(path, "--bogus", check=False), 2, "--bogus")
+    _one_line_error(summary(path, "--merged", "--thread", "worker", check=False), 2, "exclude")
+    _one_line_error(summary(path, "--thread", "nope", check=False), 2, "MainThread", "worker")
+    assert summary("--help").stdout.startswith("usage: vcattach summary")
