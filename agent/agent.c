@@ -39,6 +39,9 @@ static int g_stop_reason;            /* enum vc_stop_reason requested, 0 none */
 static int g_ran;                    /* a session has finished at least once */
 static int g_wake[2] = {-1, -1};     /* written to wake the agent thread's poll */
 static struct vc_result g_result;
+static pid_t g_session_pid;          /* the process that started the session */
+static int g_fork_cleanup;           /* a fork child inherited a running session */
+static int g_cond_ready_reset;       /* a fork child must re-create the condition variable */
 static char g_error[512];
 static uint32_t g_gen;
 
@@ -59,12 +62,15 @@ static pthread_cond_t *cond(void)
 {
     /* The condition variable waits on CLOCK_MONOTONIC (set up once). */
     static int ready;
+    if (g_cond_ready_reset) {
+        g_cond_ready_reset = 0;
+        ready = 0;
+    }
     if (!ready) {
         pthread_condattr_t a;
         pthread_condattr_init(&a);
         pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_destroy(&g_cond);
-        pthread_cond_init(&g_cond, &a);
+        pthread_cond_init(&g_cond, &a); /* never waited on yet (or a fork child's copy) */
         pthread_condattr_destroy(&a);
         ready = 1;
     }
@@ -161,6 +167,8 @@ void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c
 
 static PyObject *atexit_stop(PyObject *self, PyObject *unused)
 {
+    if (getpid() != g_session_pid)
+        Py_RETURN_NONE; /* a fork child: it has no agent thread to wait for */
     Py_BEGIN_ALLOW_THREADS
     vc_request_stop(VC_STOP_ATEXIT);
     pthread_mutex_lock(&g_lock);
@@ -201,6 +209,82 @@ static void atexit_unregister(vc_session *s, int from_atexit)
     Py_CLEAR(s->atexit_cb);
 }
 
+/* ---- fork: the child inherits the hooks but not the agent thread -------------------------
+ * pthread_atfork keeps our lock usable in the child and notes that a session was running;
+ * os.register_at_fork(after_in_child=…) (registered once per process: os has no unregister;
+ * it does nothing unless a session was running at the fork) then removes, in the child and
+ * under its GIL, every hook the child inherited, so it runs on untraced and leaves no trace. */
+
+static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+
+static void atfork_child(void)
+{
+    pthread_mutex_init(&g_lock, NULL);
+    g_cond_ready_reset = 1;
+    if (g_state != VC_IDLE)
+        g_fork_cleanup = 1;
+    g_state = VC_IDLE;
+    g_ran = 0;
+    g_wake[0] = g_wake[1] = -1; /* the parent's pipe: closed below, never written */
+}
+
+static PyObject *after_fork_child(PyObject *self, PyObject *unused)
+{
+    vc_session *s = &g_vc;
+    if (!g_fork_cleanup)
+        Py_RETURN_NONE;
+    g_fork_cleanup = 0;
+    if (s->backend == VC_BACKEND_PROFILE)
+        vc_profile_remove_all(s);
+    else if (s->backend == VC_BACKEND_MONITORING)
+        vc_monitoring_remove(s);
+    s->backend = 0;
+    vc_threading_restore(s);
+    atexit_unregister(s, 0);
+    uint32_t n = 0;
+    char **names = vc_pins_resolve_and_release(&s->pins, &n);
+    vc_names_free(names, n);
+    vc_pool_destroy(&s->pool);
+    vc_thread_free_all(s);
+    if (s->control_fd >= 0)
+        close(s->control_fd);
+    if (s->status_fd >= 0)
+        close(s->status_fd);
+    if (s->status_client_fd >= 0)
+        close(s->status_client_fd);
+    s->control_fd = s->status_fd = s->status_client_fd = -1;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef after_fork_def = {"_vcattach_after_fork_child", after_fork_child, METH_NOARGS,
+                                     "vcattach: removes inherited trace hooks in a fork child"};
+
+static void register_fork_handlers(void)
+{
+    static int done;
+    if (done)
+        return;
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *fn = os ? PyCFunction_New(&after_fork_def, NULL) : NULL;
+    PyObject *reg = os ? PyObject_GetAttrString(os, "register_at_fork") : NULL;
+    PyObject *kw = fn ? Py_BuildValue("{s:O}", "after_in_child", fn) : NULL;
+    PyObject *args = PyTuple_New(0);
+    PyObject *r = (reg && kw && args) ? PyObject_Call(reg, args, kw) : NULL;
+    if (r != NULL) {
+        done = 1;
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(reg);
+    Py_XDECREF(fn);
+    Py_XDECREF(os);
+    PyErr_Clear();
+}
+
 /* ---- start (under the GIL) --------------------------------------------------------------- */
 
 static int install_under_gil(vc_session *s, char *err, size_t errlen)
@@ -238,7 +322,7 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
         }
     } else {
         /* Existing threads get a state now (seeded), bound to their TLS on their first event. */
-        PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+        PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
         uint64_t now = vc_clock_now();
         for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
             if (ts == s->agent_tstate)
@@ -256,6 +340,7 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
         PyErr_Clear(); /* new threads are still found by the periodic scan */
     vc_threads_capture_names(s);
     atexit_register(s);
+    register_fork_handlers();
     return 0;
 }
 
@@ -512,6 +597,7 @@ static int launch(void)
     if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0)
         return -errno;
     g_vc.gen = ++g_gen;
+    g_session_pid = getpid();
     g_vc.tool_id = -1;
     g_vc.status_fd = g_vc.status_client_fd = -1;
     g_vc.threads_untraced = 0;

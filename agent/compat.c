@@ -51,12 +51,15 @@ int vc_compat_set_profile(PyThreadState *ts, Py_tracefunc func, PyObject *obj)
 #endif
 }
 
-int vc_compat_thread_codes(PyThreadState *ts, PyObject **codes, int max)
+int vc_compat_thread_codes(PyThreadState *ts, PyObject **codes, const void **frames, int max)
 {
     int n = 0;
 #if PY_VERSION_HEX >= 0x03090000
     PyFrameObject *f = PyThreadState_GetFrame(ts); /* new reference or NULL */
     while (f != NULL && n < max) {
+        /* The frame object stays owned by its interpreter frame: the same object is what the
+         * profile hook receives when this frame returns. */
+        frames[n] = f;
         codes[n++] = (PyObject *)PyFrame_GetCode(f);
         PyFrameObject *back = PyFrame_GetBack(f);
         Py_DECREF(f);
@@ -66,6 +69,7 @@ int vc_compat_thread_codes(PyThreadState *ts, PyObject **codes, int max)
 #else
     for (PyFrameObject *f = ts->frame; f != NULL && n < max; f = f->f_back) {
         Py_INCREF(f->f_code);
+        frames[n] = f;
         codes[n++] = (PyObject *)f->f_code;
     }
 #endif

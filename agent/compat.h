@@ -47,8 +47,9 @@ static inline PyCodeObject *vc_compat_frame_code(PyFrameObject *frame)
 }
 
 /* Fills codes[] with new references to the code objects of the Python frames running on ts,
- * innermost first, at most max.  Returns how many. */
-int vc_compat_thread_codes(PyThreadState *ts, PyObject **codes, int max);
+ * innermost first, at most max, and frames[] with the (borrowed, identity only) frame objects.
+ * Returns how many. */
+int vc_compat_thread_codes(PyThreadState *ts, PyObject **codes, const void **frames, int max);
 
 /* The name VizTracer shows for a code object: co_qualname on 3.11+, co_name before.
  * Borrowed. */

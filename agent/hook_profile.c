@@ -48,12 +48,13 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     PyObject *qual;
     switch (what) {
     case PyTrace_CALL: {
+        /* The frame identifies the call (no second code lookup at return); the code is the key. */
         PyCodeObject *co = vc_compat_frame_code(frame);
-        vc_record_enter(s, t, co, co, NULL, 0);
+        vc_record_enter(s, t, frame, co, NULL, 0);
         break;
     }
     case PyTrace_RETURN:
-        vc_record_exit(s, t, vc_compat_frame_code(frame), 0);
+        vc_record_exit(s, t, frame, 0);
         break;
     case PyTrace_C_CALL:
         if (vc_cfunc_key(arg, NULL, &ml, &qual))
@@ -110,7 +111,7 @@ static int install_on(vc_session *s, PyThreadState *ts, uint64_t now)
 
 int vc_profile_foreign(vc_session *s, char *err, size_t errlen)
 {
-    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         if (ts == s->agent_tstate)
             continue;
@@ -127,7 +128,7 @@ int vc_profile_foreign(vc_session *s, char *err, size_t errlen)
 
 int vc_profile_install_all(vc_session *s, char *err, size_t errlen)
 {
-    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     uint64_t now = vc_clock_now();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         if (ts == s->agent_tstate || vc_compat_profile_func(ts) != NULL)
@@ -152,7 +153,7 @@ int vc_profile_install_current(vc_session *s, PyThreadState *ts)
 
 int vc_profile_scan_new_threads(vc_session *s)
 {
-    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     uint64_t now = vc_clock_now();
     int added = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
@@ -168,7 +169,7 @@ int vc_profile_scan_new_threads(vc_session *s)
 
 void vc_profile_remove_all(vc_session *s)
 {
-    PyInterpreterState *interp = vc_compat_tstate_interp(s->agent_tstate);
+    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         if (is_ours(vc_compat_profile_func(ts))) {
             if (vc_compat_set_profile(ts, NULL, NULL) != 0)

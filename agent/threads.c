@@ -55,12 +55,15 @@ vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts)
 void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now)
 {
     PyObject *codes[VC_STACK_DEPTH];
-    int n = vc_compat_thread_codes(ts, codes, VC_STACK_DEPTH);
+    const void *frames[VC_STACK_DEPTH];
+    int n = vc_compat_thread_codes(ts, codes, frames, VC_STACK_DEPTH);
+    /* The legacy hook identifies a running call by its frame, sys.monitoring by its code. */
+    int by_frame = s->backend == VC_BACKEND_PROFILE;
     /* codes[] is innermost first: push the outermost first. */
     for (int i = n - 1; i >= 0; i--) {
         uint32_t d = t->depth++;
         vc_frame *f = &t->stack[d];
-        f->match = codes[i];
+        f->match = by_frame ? frames[i] : (const void *)codes[i];
         f->id = vc_pins_lookup(&s->pins, codes[i], NULL, 0);
         f->is_c = 0;
         f->start = now;

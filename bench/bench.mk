@@ -1,2 +1,23 @@
 # bench/ — benchmarks; each prints ratios measured side by side in one run.
 bench: all $(BENCH_TARGETS)
+
+# --- agent overhead (bench/overhead; owned by the agent work) ---
+# Prints, per interpreter and workload: untraced time, traced / null-hook / cProfile ratios,
+# buffer bytes per call and GIL hold at stop.  Not asserted.
+.PHONY: bench-overhead
+bench-overhead: all
+	bench/overhead/run
+BENCH_TARGETS += bench-overhead
+
+# --- codec (bench/codec; owned by the codec work) ---
+# Prints convert JSON<->.cvf events/s, MB/s, peak RSS and size ratios on the corpus and a
+# synthetic 1M-event trace, next to Python's json.load and zlib -6; then the encoder/decoder
+# core rates (goal: encoder >= 20 M events/s).  Not asserted.
+$(BUILD)/bench/codec_core: bench/codec/bench_core.c $(BUILD)/libvccommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< $(BUILD)/libvccommon.a -lz -lm
+.PHONY: bench-codec
+bench-codec: all $(BUILD)/bench/codec_core
+	bench/codec/run
+BENCH_TARGETS += bench-codec
+bench: bench-codec

@@ -124,6 +124,10 @@ void cvf_unmap_file(void *data, size_t size);
 int cvf_json_scan(const char *text, size_t len, cvf_span **items, size_t *nitems,
                   size_t *err_pos, const char **err_what);
 
+/* Finds the end of the one strict-JSON value (RFC 8259: no NaN/Infinity) that starts at
+ * t[pos] (whitespace before it allowed): *end is the index just after it.  0 or -1. */
+int cvf_json_skip(const char *t, size_t len, size_t pos, size_t *end);
+
 /* Checks that s[0 .. len) is valid UTF-8 (no overlongs, no surrogates). */
 int cvf_utf8_valid(const char *s, size_t len);
 

@@ -118,12 +118,12 @@ static int scan_string(const char *t, size_t len, size_t *pi, const char **what)
     return 0;
 }
 
-static int scan_number(const char *t, size_t len, size_t *pi, const char **what)
+static int scan_number(const char *t, size_t len, size_t *pi, bool strict, const char **what)
 {
     size_t i = *pi;
     if (i < len && t[i] == '-')
         i++;
-    if (len - i >= 8 && !memcmp(t + i, "Infinity", 8)) {
+    if (!strict && len - i >= 8 && !memcmp(t + i, "Infinity", 8)) {
         *pi = i + 8;
         return 0;
     }
@@ -157,10 +157,10 @@ bad:
     return -1;
 }
 
-static int scan_literal(const char *t, size_t len, size_t *pi, const char **what)
+static int scan_literal(const char *t, size_t len, size_t *pi, bool strict, const char **what)
 {
     static const char *const words[] = {"true", "false", "null", "NaN"};
-    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
+    for (size_t k = 0; k < sizeof words / sizeof words[0] - (strict ? 1 : 0); k++) {
         size_t n = strlen(words[k]);
         if (len - *pi >= n && !memcmp(t + *pi, words[k], n)) {
             *pi += n;
@@ -186,12 +186,15 @@ static int push_span(cvf_span **arr, size_t *n, size_t *cap, size_t off, size_t 
     return 0;
 }
 
-int cvf_json_scan(const char *t, size_t len, cvf_span **items, size_t *nitems, size_t *err_pos,
-                  const char **err_what)
+/* Scans one JSON value starting at t[*pi] (after optional whitespace).  whole: the value must
+ * end the text (trailing whitespace allowed); otherwise *pi is left just after the value.
+ * strict: RFC 8259 only (no NaN/Infinity). */
+static int scan_core(const char *t, size_t len, size_t *pi, bool strict, bool whole,
+                     cvf_span **items, size_t *nitems, size_t *err_pos, const char **err_what)
 {
     char stack[JSON_MAX_DEPTH]; /* '[' or '{' per open container */
     int depth = 0;
-    size_t i = skip_ws(t, 0, len);
+    size_t i = skip_ws(t, *pi, len);
     const char *what = NULL;
     cvf_span *spans = NULL;
     size_t nspans = 0, cap = 0, item_start = 0;
@@ -238,9 +241,9 @@ int cvf_json_scan(const char *t, size_t len, cvf_span **items, size_t *nitems, s
             if (scan_string(t, len, &i, &what) != 0)
                 goto fail;
         } else if (c == '-' || (c >= '0' && c <= '9') || c == 'I') {
-            if (scan_number(t, len, &i, &what) != 0)
+            if (scan_number(t, len, &i, strict, &what) != 0)
                 goto fail;
-        } else if (scan_literal(t, len, &i, &what) != 0) {
+        } else if (scan_literal(t, len, &i, strict, &what) != 0) {
             goto fail;
         }
     after_value:
@@ -252,6 +255,10 @@ int cvf_json_scan(const char *t, size_t len, cvf_span **items, size_t *nitems, s
         /* a container closed at depth 1 completes an item too */
         for (;;) {
             if (depth == 0) {
+                if (!whole) {
+                    *pi = i;
+                    return 0;
+                }
                 i = skip_ws(t, i, len);
                 if (i != len) {
                     what = "trailing data after JSON value";
@@ -313,6 +320,24 @@ fail:
     *err_pos = i < len ? i : len;
     *err_what = what ? what : "invalid JSON";
     return -1;
+}
+
+int cvf_json_scan(const char *t, size_t len, cvf_span **items, size_t *nitems, size_t *err_pos,
+                  const char **err_what)
+{
+    size_t i = 0;
+    return scan_core(t, len, &i, false, true, items, nitems, err_pos, err_what);
+}
+
+int cvf_json_skip(const char *t, size_t len, size_t pos, size_t *end)
+{
+    size_t err_pos;
+    const char *what;
+    size_t i = pos;
+    if (scan_core(t, len, &i, true, false, NULL, NULL, &err_pos, &what) != 0)
+        return -1;
+    *end = i;
+    return 0;
 }
 
 int cvf_map_file(const char *path, void **data, size_t *size, cvf_error *err)

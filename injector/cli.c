@@ -48,7 +48,7 @@ static void print_help(enum cli_mode mode)
             "  -q, --quiet           no status line and no summary\n"
             "  -v, --verbose         progress of the injection on stderr\n"
             "  -h, --help            this text\n\n"
-            "Ctrl-C stops early and still writes the trace; a second Ctrl-C abandons it (the\n"
+            "Ctrl-C (or SIGTERM) stops early and still writes the trace; a second one abandons it (the\n"
             "agent then writes OUT.partial.cvf itself).  If vcattach is killed, the agent stops\n"
             "at the deadline and writes OUT.partial.cvf.\n\n"
             "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"

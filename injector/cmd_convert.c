@@ -120,6 +120,10 @@ static enum input_kind sniff(const unsigned char *d, size_t n)
         i++;
     if (i < n && (d[i] == '{' || d[i] == '['))
         return INPUT_JSON;
+    /* a small version word other than 1: a .cvf the reader will reject by its version */
+    static const unsigned char zeros[7];
+    if (n >= 8 && d[0] != 0 && !memcmp(d + 1, zeros, 7))
+        return INPUT_CVF;
     return INPUT_UNKNOWN;
 }
 

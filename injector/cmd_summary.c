@@ -109,20 +109,21 @@ static double pct(int64_t part, int64_t whole)
     return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-/* A function name on one table row: control characters (a newline in a name would break
- * the table, an escape sequence would drive the terminal) are shown as '?'. */
-static void put_terminal_name(const char *s)
+/* A name from the trace, on the terminal: control characters (a newline in a name would
+ * break the table, an escape sequence would drive the terminal) are shown as '?'. */
+static void put_terminal_text(const char *s)
 {
     for (; *s; s++)
         putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
-    putchar('\n');
 }
 
 /* Prints the section accumulated in `a`, then resets it for the next one. */
 static void print_section(summary_acc *a, const char *title, size_t top)
 {
     char b1[32], b2[32];
-    printf("\n%s: %s call%s, %s in calls\n", title, grouped(a->calls, b1, sizeof b1),
+    putchar('\n');
+    put_terminal_text(title);
+    printf(": %s call%s, %s in calls\n", grouped(a->calls, b1, sizeof b1),
            a->calls == 1 ? "" : "s", human_span(a->busy, b2, sizeof b2));
     qsort_r(a->touched, a->ntouched, sizeof *a->touched, cmp_funcs, a);
     size_t shown = a->ntouched < top ? a->ntouched : top;
@@ -137,7 +138,8 @@ static void print_section(summary_acc *a, const char *title, size_t top)
                grouped(s->calls, b1, sizeof b1),
                (double)s->sum_dur / (double)s->calls / VC_TICKS_PER_US,
                (double)s->max_dur / VC_TICKS_PER_US);
-        put_terminal_name(a->trace->funcs[a->touched[i]]);
+        put_terminal_text(a->trace->funcs[a->touched[i]]);
+        putchar('\n');
     }
     if (a->ntouched > shown)
         printf("  … %zu more function%s (--top N shows more)\n", a->ntouched - shown,
@@ -147,6 +149,42 @@ static void print_section(summary_acc *a, const char *title, size_t top)
     a->ntouched = 0;
     a->calls = 0;
     a->busy = 0;
+}
+
+/* Which threads get a table when there are more than --max-threads: the ones with the most
+ * calls (a thread-per-request server has hundreds of tiny threads).  Returns a malloc'd flag
+ * per thread (1 = shown), or NULL with *failed set on allocation failure; NULL and !*failed
+ * when every thread fits. */
+static int cmp_busiest(const void *x, const void *y, void *ctx)
+{
+    const vc_trace *t = ctx;
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    size_t na = t->threads[a].nevents, nb = t->threads[b].nevents;
+    if (na != nb)
+        return na > nb ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static unsigned char *pick_busiest_threads(const vc_trace *t, size_t max_threads, int *failed)
+{
+    *failed = 0;
+    if (t->nthreads <= max_threads)
+        return NULL;
+    size_t *order = malloc(t->nthreads * sizeof *order);
+    unsigned char *shown = calloc(t->nthreads, 1);
+    if (!order || !shown) {
+        free(order);
+        free(shown);
+        *failed = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < t->nthreads; i++)
+        order[i] = i;
+    qsort_r(order, t->nthreads, sizeof *order, cmp_busiest, (void *)t);
+    for (size_t i = 0; i < max_threads; i++)
+        shown[order[i]] = 1;
+    free(order);
+    return shown;
 }
 
 static void print_header(const char *path, const vc_trace *t)
@@ -168,12 +206,13 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: vcattach summary FILE [--top N] [--thread NAME|TID] [--sort self|total|calls]"
-            " [--merged]\n"
+            " [--merged] [--max-threads N]\n"
             "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
-            "  --top N        functions shown per thread (default 20)\n"
-            "  --thread X     only the thread named X (or with tid X)\n"
-            "  --sort KEY     self (default), total (inclusive, recursion counted once), calls\n"
-            "  --merged       one table for all threads together\n");
+            "  --top N          functions shown per thread (default 20)\n"
+            "  --thread X       only the thread named X (or with tid X)\n"
+            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
+            "  --merged         one table for all threads together\n"
+            "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n");
 }
 
 int cmd_summary(int argc, char **argv)
@@ -181,9 +220,10 @@ int cmd_summary(int argc, char **argv)
     static const struct option longopts[] = {
         {"top", required_argument, NULL, 'n'},    {"thread", required_argument, NULL, 't'},
         {"sort", required_argument, NULL, 's'},   {"merged", no_argument, NULL, 'm'},
+        {"max-threads", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
-    size_t top = 20;
+    size_t top = 20, max_threads = 12;
     const char *thread_arg = NULL;
     enum sort_key sort = SORT_SELF;
     int merged = 0, opt;
@@ -191,15 +231,21 @@ int cmd_summary(int argc, char **argv)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'n': {
+        case 'n':
+        case 'T': {
             char *endp;
             unsigned long long v = strtoull(optarg, &endp, 10);
-            if (!*optarg || *endp || v == 0 || optarg[0] == '-') {
-                fprintf(stderr, "vcattach summary: --top needs a positive number, not '%s'\n",
-                        optarg);
+            if (!*optarg || *endp || optarg[0] == '-' || (v == 0 && opt == 'n')) {
+                fprintf(stderr, "vcattach summary: %s needs a %s number, not '%s'\n",
+                        opt == 'n' ? "--top" : "--max-threads",
+                        opt == 'n' ? "positive" : "whole", optarg);
                 return VC_EXIT_USAGE;
             }
-            top = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+            size_t value = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+            if (opt == 'n')
+                top = value;
+            else
+                max_threads = value ? value : SIZE_MAX;
             break;
         }
         case 't': thread_arg = optarg; break;
@@ -246,6 +292,10 @@ int cmd_summary(int argc, char **argv)
     if (thread_arg && (only = vc_trace_find_thread(t, thread_arg)) < 0) {
         fprintf(stderr, "vcattach summary: no thread '%s' in %s; threads:", thread_arg, path);
         for (size_t i = 0; i < t->nthreads; i++) {
+            if (i == 20) {
+                fprintf(stderr, " … (%zu more)", t->nthreads - i);
+                break;
+            }
             char label[64];
             fprintf(stderr, "%s %s (tid %" PRIu64 ")", i ? "," : "",
                     vc_thread_label(&t->threads[i], label, sizeof label), t->threads[i].tid);
@@ -256,6 +306,7 @@ int cmd_summary(int argc, char **argv)
     }
 
     summary_acc acc = {.trace = t, .sort = sort};
+    unsigned char *shown = NULL; /* threads that get a table, when not all of them do */
     size_t nf = t->nfuncs ? t->nfuncs : 1;
     acc.stats = calloc(nf, sizeof *acc.stats);
     acc.active = calloc(nf, sizeof *acc.active);
@@ -268,10 +319,25 @@ int cmd_summary(int argc, char **argv)
     }
     static const vc_walk_ops ops = {on_open, on_close};
     print_header(path, t);
+    size_t hidden = 0;
+    uint64_t hidden_calls = 0;
+    int failed = 0;
+    if (!merged && only < 0)
+        shown = pick_busiest_threads(t, max_threads, &failed);
+    if (failed) {
+        fprintf(stderr, "vcattach summary: out of memory\n");
+        rc = VC_EXIT_FAIL;
+        goto out;
+    }
     for (size_t i = 0; i < t->nthreads; i++) {
         const vc_thread *th = &t->threads[i];
         if ((only >= 0 && (long)i != only) || (!th->nevents && only < 0))
             continue;
+        if (shown && !shown[i]) {
+            hidden++;
+            hidden_calls += th->nevents;
+            continue;
+        }
         if (vc_thread_walk(th, &ops, &acc) < 0) {
             fprintf(stderr, "vcattach summary: out of memory\n");
             rc = VC_EXIT_FAIL;
@@ -289,6 +355,12 @@ int cmd_summary(int argc, char **argv)
         snprintf(title, sizeof title, "all %zu threads merged", t->nthreads);
         print_section(&acc, title, top);
     }
+    if (hidden) {
+        char b1[32];
+        printf("\n… %zu more thread%s with %s calls: --thread NAME shows one, --max-threads 0 all, "
+               "--merged all in one table\n", hidden, hidden == 1 ? "" : "s",
+               grouped(hidden_calls, b1, sizeof b1));
+    }
     if (!t->nevents)
         printf("\n(no complete calls in this trace)\n");
     if (fflush(stdout) != 0) {
@@ -296,6 +368,7 @@ int cmd_summary(int argc, char **argv)
         rc = VC_EXIT_FAIL;
     }
 out:
+    free(shown);
     free(acc.stats);
     free(acc.active);
     free(acc.touched);

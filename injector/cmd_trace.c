@@ -113,10 +113,29 @@ static void fallback_for(const char *abs_out, char *buf, size_t cap)
     snprintf(buf, cap, "%.*s.partial.cvf", (int)n, abs_out);
 }
 
+/* Is the directory of the absolute path `file` the same directory for the target? */
+static int dir_shared_with_target(pid_t pid, const char *file)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return 0;
+    slash[slash == dir ? 1 : 0] = '\0';
+    return pf_same_in_target(pid, dir);
+}
+
 static unsigned long long kv_u64(const char *text, const char *key)
 {
     char v[32];
     return vc_kv_get(text, key, v, sizeof v) >= 0 ? strtoull(v, NULL, 10) : 0;
+}
+
+/* The agent's status in END: 0, or a negative errno. */
+static long end_status(const char *end_text)
+{
+    char v[32];
+    return vc_kv_get(end_text, "status", v, sizeof v) > 0 ? strtol(v, NULL, 10) : 0;
 }
 
 /* One line from an END text: "12345 events, 5 threads, 0 dropped, 1.2 MiB -> OUT". */
@@ -237,25 +256,16 @@ static int build_config(const struct cli_options *opt, const char *output, const
     return rc ? -1 : 0;
 }
 
-/* The gdb method may be absent from a build (it lands separately): a weak reference keeps the
- * CLI linkable and turns its absence into an error message instead of a link failure. */
-#pragma weak inject_gdb
-
 static int inject(const struct cli_options *opt, const struct target_info *t,
                   const struct session *s, char *err, size_t errlen)
 {
     struct inject_request req = {
         .pid = t->pid,
         .agent_path = t->agent,
-        .control_path = s->path,
+        .control_path = s->target_path,
         .timeout_ms = INJECT_TIMEOUT_MS,
         .verbose = opt->verbose,
     };
-    if (opt->method == CLI_METHOD_GDB && !inject_gdb) {
-        snprintf(err, errlen, "this vcattach was built without the gdb method: use --method "
-                              "ptrace (the target was not changed)");
-        return -1;
-    }
     sigset_t old;
     signals_block(1, &old);
     int st = opt->method == CLI_METHOD_GDB ? inject_gdb(&req, err, errlen)
@@ -264,6 +274,122 @@ static int inject(const struct cli_options *opt, const struct target_info *t,
     if (st == INJECT_UNTOUCHED && strlen(err) + 32 < errlen)
         strcat(err, " (the target was not changed)");
     return st == INJECT_OK ? 0 : -1;
+}
+
+/* Where the trace goes, settled before the target is touched. */
+struct output_plan {
+    struct trace_sink sink;          /* trace: the file or socket we write (unused by start) */
+    char out_abs[PATH_MAX];          /* absolute OUT (start: written by the agent) */
+    char fallback[PATH_MAX + 16];    /* what the agent writes if we vanish, in its own view */
+    const char *fallback_note;       /* "" or where that path lives */
+    char where[PATH_MAX + 8];        /* OUT or unix:/path, for messages */
+};
+
+/* Opens the sink (trace) or checks OUT (start), and derives the fallback.  Returns 0, or -1
+ * after printing the reason (a preflight failure: nothing was touched). */
+static int plan_output(const char *cmd, const struct cli_options *opt, const struct target_info *t,
+                       struct output_plan *p)
+{
+    char err[1024], name[96];
+    memset(p, 0, sizeof *p);
+    p->sink.fd = -1;
+    p->fallback_note = "";
+    const char *out = opt->output;
+    if (!out) {
+        default_output(opt->pid, name, sizeof name);
+        out = name;
+    }
+    int streaming = !strncmp(out, "unix:", 5);
+    int ok;
+    if (opt->mode == CLI_START)
+        ok = sink_check_remote_file(out, t->uid, opt->force, p->out_abs, sizeof p->out_abs, err,
+                                    sizeof err) == 0;
+    else if (streaming)
+        ok = sink_open_socket(&p->sink, out + 5, err, sizeof err) == 0;
+    else
+        ok = sink_open_file(&p->sink, out, opt->force, err, sizeof err) == 0;
+    if (!ok) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+        return -1;
+    }
+    if (streaming) { /* the fallback gets a default name in the current directory */
+        default_output(opt->pid, name, sizeof name);
+        if (!getcwd(p->out_abs, sizeof p->out_abs - sizeof name - 1))
+            snprintf(p->out_abs, sizeof p->out_abs, "/tmp");
+        strcat(p->out_abs, "/");
+        strcat(p->out_abs, name);
+        snprintf(p->where, sizeof p->where, "unix:%s", p->sink.path);
+    } else {
+        if (opt->mode == CLI_TRACE)
+            snprintf(p->out_abs, sizeof p->out_abs, "%s", p->sink.path);
+        snprintf(p->where, sizeof p->where, "%s", p->out_abs);
+    }
+    fallback_for(p->out_abs, p->fallback, sizeof p->fallback);
+
+    /* The agent writes the fallback (and, for start, OUT) in its own mount namespace. */
+    if (t->foreign_mnt_ns && !dir_shared_with_target(t->pid, p->out_abs)) {
+        if (opt->mode == CLI_START) {
+            fprintf(stderr, "%s: with start the target writes %s itself, but that directory is "
+                            "not the same in its mount namespace: choose a directory shared "
+                            "with it\n", cmd, p->out_abs);
+            return -1;
+        }
+        const char *base = strrchr(p->fallback, '/');
+        char moved[sizeof p->fallback + 8];
+        snprintf(moved, sizeof moved, "/tmp/%s", base ? base + 1 : p->fallback);
+        if (strlen(moved) >= sizeof p->fallback) {
+            fprintf(stderr, "%s: output name too long: %s\n", cmd, p->out_abs);
+            sink_abort(&p->sink);
+            return -1;
+        }
+        memcpy(p->fallback, moved, strlen(moved) + 1);
+        p->fallback_note = " (in the target's mount namespace)";
+    }
+    return 0;
+}
+
+/* After STOP (or the agent stopping by itself): DATA into the sink, END, commit, summary.
+ * Returns an exit code. */
+static int collect_trace(const char *cmd, const struct cli_options *opt, struct session *s,
+                         struct output_plan *p, int agent_stopped, int64_t traced, int show)
+{
+    char err[1024], end_text[1024];
+    if (show)
+        fprintf(stderr, "vcattach: stopping and collecting the trace...");
+    if (!agent_stopped) /* EPIPE means the agent just stopped on its own; END still follows */
+        vc_msg_send(s->fd, VC_MSG_STOP, NULL, 0, 5000);
+    int received = session_receive(s, sink_write, &p->sink, end_text, sizeof end_text,
+                                   FRAME_TIMEOUT_MS, &abandon, err, sizeof err);
+    status_line_clear(show);
+    if (received < 0) {
+        if (abandon)
+            return VC_EXIT_FAIL; /* the caller reports it */
+        int alive = pf_alive(s->pid);
+        fprintf(stderr, "%s: %s; no trace was written%s%s%s\n", cmd, err,
+                alive ? "; the agent writes its fallback " : "", alive ? p->fallback : "",
+                alive ? p->fallback_note : "");
+        return VC_EXIT_FAIL;
+    }
+    long agent_status = end_status(end_text);
+    if (agent_status) {
+        fprintf(stderr, "%s: the agent failed to send the whole trace (%s); nothing was written "
+                        "to %s; the agent tried its fallback %s%s\n",
+                cmd, strerror((int)-agent_status), p->where, p->fallback, p->fallback_note);
+        return VC_EXIT_FAIL;
+    }
+    if (sink_commit(&p->sink, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+        return VC_EXIT_FAIL;
+    }
+    if (!opt->quiet)
+        print_summary(s->pid, end_text, p->where, p->sink.bytes, (uint64_t)traced);
+    if (agent_stopped && target_exits(s->pid)) {
+        fprintf(stderr, "%s: target process %d exited during the trace (after %.1fs); the "
+                        "trace up to its exit is in %s\n",
+                cmd, (int)s->pid, (double)traced / 1000.0, p->where);
+        return VC_EXIT_FAIL;
+    }
+    return VC_EXIT_OK;
 }
 
 static int run_attach(enum cli_mode mode, int argc, char **argv)
@@ -288,51 +414,20 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
         fprintf(stderr, "%s: pid %d (%s) is Python %s (from %s); agent %s\n", cmd, (int)t.pid,
                 t.comm, version, t.py.how, t.agent);
     }
-
-    /* The output is settled before the target is touched. */
-    char out_default[96], out_abs[PATH_MAX], fallback[PATH_MAX + 16], where[PATH_MAX + 8];
-    const char *out = opt.output;
-    if (!out) {
-        default_output(opt.pid, out_default, sizeof out_default);
-        out = out_default;
-    }
-    struct trace_sink sink;
-    memset(&sink, 0, sizeof sink);
-    sink.fd = -1;
-    int streaming = !strncmp(out, "unix:", 5);
-    int ok;
-    if (mode == CLI_START)
-        ok = sink_check_remote_file(out, t.uid, opt.force, out_abs, sizeof out_abs, err,
-                                    sizeof err) == 0;
-    else if (streaming)
-        ok = sink_open_socket(&sink, out + 5, err, sizeof err) == 0;
-    else
-        ok = sink_open_file(&sink, out, opt.force, err, sizeof err) == 0;
-    if (!ok) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+    if (!strcmp(opt.hook, "monitoring") && t.py.minor < 12) {
+        fprintf(stderr, "%s: --hook monitoring needs Python 3.12+ and pid %d runs %d.%d: use "
+                        "--hook profile (or auto)\n", cmd, (int)t.pid, t.py.major, t.py.minor);
         return VC_EXIT_USAGE;
     }
-    if (streaming) {
-        char name[96];
-        default_output(opt.pid, name, sizeof name);
-        if (!getcwd(out_abs, sizeof out_abs - sizeof name - 1))
-            snprintf(out_abs, sizeof out_abs, "/tmp");
-        strcat(out_abs, "/");
-        strcat(out_abs, name);
-        snprintf(where, sizeof where, "unix:%s", sink.path);
-    } else if (mode == CLI_TRACE) {
-        snprintf(out_abs, sizeof out_abs, "%s", sink.path);
-        snprintf(where, sizeof where, "%s", sink.path);
-    } else {
-        snprintf(where, sizeof where, "%s", out_abs);
-    }
-    fallback_for(out_abs, fallback, sizeof fallback);
-
+    static struct output_plan plan; /* large (paths): not on the stack */
+    if (plan_output(cmd, &opt, &t, &plan) < 0)
+        return VC_EXIT_USAGE;
     char cfg[PATH_MAX * 3];
-    if (build_config(&opt, mode == CLI_START ? out_abs : "control", fallback, cfg, sizeof cfg) <
-        0) {
-        fprintf(stderr, "%s: output path too long or contains a newline: %s\n", cmd, out_abs);
-        sink_abort(&sink);
+    if (build_config(&opt, mode == CLI_START ? plan.out_abs : "control", plan.fallback, cfg,
+                     sizeof cfg) < 0) {
+        fprintf(stderr, "%s: output path too long or contains a newline: %s\n", cmd,
+                plan.out_abs);
+        sink_abort(&plan.sink);
         return VC_EXIT_USAGE;
     }
 
@@ -345,7 +440,7 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
     char reply[1024];
     int show = !opt.quiet && isatty(STDERR_FILENO);
 
-    if (session_listen(&s, t.pid, t.uid, t.gid, err, sizeof err) < 0) {
+    if (session_listen(&s, t.pid, t.uid, t.gid, t.foreign_mnt_ns, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
@@ -353,7 +448,7 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
         fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.pid, err);
         goto out;
     }
-    if (session_accept(&s, ACCEPT_TIMEOUT_MS, NULL, err, sizeof err) < 0) {
+    if (session_accept(&s, ACCEPT_TIMEOUT_MS, &interrupts, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
@@ -379,58 +474,26 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
         if (!opt.quiet)
             printf("vcattach: tracing pid %d for %s (%llu threads); the agent writes %s at the "
                    "end (`vcattach stop --pid %d` stops it early)\n",
-                   (int)t.pid, dur, kv_u64(reply, "threads"), out_abs, (int)t.pid);
+                   (int)t.pid, dur, kv_u64(reply, "threads"), plan.out_abs, (int)t.pid);
         rc = VC_EXIT_OK;
         goto out;
     }
 
     int agent_stopped = wait_while_tracing(&s, &opt, show, t0, err, sizeof err);
+    status_line_clear(show);
     if (agent_stopped < 0) {
-        status_line_clear(show);
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
-    int64_t traced = now_ms() - t0;
-    status_line_clear(show);
+    if (!abandon)
+        rc = collect_trace(cmd, &opt, &s, &plan, agent_stopped, now_ms() - t0, show);
     if (abandon)
-        goto abandoned;
-    if (show)
-        fprintf(stderr, "vcattach: stopping and collecting the trace...");
-    if (!agent_stopped) /* EPIPE means the agent just stopped on its own; END still follows */
-        vc_msg_send(s.fd, VC_MSG_STOP, NULL, 0, 5000);
-    if (session_receive(&s, sink_write, &sink, reply, sizeof reply, FRAME_TIMEOUT_MS, &abandon,
-                        err, sizeof err) < 0) {
-        status_line_clear(show);
-        if (abandon)
-            goto abandoned;
-        fprintf(stderr, "%s: %s; no trace was written%s%s\n", cmd, err,
-                pf_alive(t.pid) ? "; the agent writes its fallback " : "",
-                pf_alive(t.pid) ? fallback : "");
-        goto out;
-    }
-    status_line_clear(show);
-    if (sink_commit(&sink, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
-        goto out;
-    }
-    if (!opt.quiet)
-        print_summary(t.pid, reply, where, sink.bytes, (uint64_t)traced);
-    rc = VC_EXIT_OK;
-    if (agent_stopped && target_exits(t.pid)) {
-        fprintf(stderr, "%s: target process %d exited during the trace (after %.1fs); the "
-                        "trace up to its exit is in %s\n",
-                cmd, (int)t.pid, (double)traced / 1000.0, where);
-        rc = VC_EXIT_FAIL;
-    }
-    goto out;
-
-abandoned:
-    fprintf(stderr, "%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
-                    "writes what it has to %s\n",
-            cmd, (int)t.pid, fallback);
+        fprintf(stderr, "%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
+                        "writes what it has to %s%s\n",
+                cmd, (int)t.pid, plan.fallback, plan.fallback_note);
 out:
     session_close(&s);
-    sink_abort(&sink);
+    sink_abort(&plan.sink);
     signals_restore(&saved);
     return rc;
 }
@@ -476,6 +539,13 @@ int cmd_stop(int argc, char **argv)
     }
     char output[PATH_MAX] = "?";
     vc_kv_get(reply, "output", output, sizeof output);
+    long agent_status = end_status(reply);
+    if (agent_status) {
+        fprintf(stderr, "vcattach stop: the agent in pid %d could not write %s (%s); look for "
+                        "its fallback file next to it (.partial.cvf)\n",
+                (int)opt.pid, output, strerror((int)-agent_status));
+        return VC_EXIT_FAIL;
+    }
     if (!opt.quiet)
         print_summary(opt.pid, reply, output, 0, 0);
     return VC_EXIT_OK;

@@ -78,11 +78,16 @@ static inline size_t fmt_u64(char *p, uint64_t v)
     return n;
 }
 
-/* v / 10^decimals as an exact decimal with at least one fractional digit ("1.0", "0.28",
- * "-5.5"): the same text Python's repr gives for the double v / 100.0 or v / 1000.0 when v is
- * below 2^53, and in every case a string that parses to the nearest double of the exact value. */
+static size_t fmt_double(char *p, double d);
+
+/* v / 10^decimals as the reference computes it, (double)v / 100.0 (or 1000.0).  Below 2^53
+ * the int → double conversion is exact, and the exact decimal ("1.0", "0.28", "-5.5") parses
+ * to that same double, so it is printed by hand; above, the conversion rounds, so we do the
+ * same double arithmetic and print the shortest text of the result. */
 static inline size_t fmt_fixed(char *p, int64_t v, unsigned decimals)
 {
+    if (v >= (INT64_C(1) << 53) || v <= -(INT64_C(1) << 53))
+        return fmt_double(p, (double)v / (decimals == 2 ? 100.0 : 1000.0));
     size_t n = 0;
     uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     if (v < 0)
@@ -241,9 +246,9 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
     for (size_t i = 0; i < g->count; i++) {
         size_t alen = g->args ? g->args[i].len : 0;
         if (alen > OUT_CAP / 4) {
-            out_need(c, plen + 64);
+            out_need(c, plen + 128);
         } else
-            out_need(c, plen + 64 + alen + 10);
+            out_need(c, plen + 128 + alen);
         char *p = c->buf + c->len;
         if (c->first_event) {
             c->first_event = false;

@@ -30,6 +30,7 @@
 
 #include "convert.h"
 #include "cvf.h"
+#include "cvf_reader.h"
 #include "json_text.h"
 
 /* ---- groups and their lookup ------------------------------------------------------------- */
@@ -558,6 +559,166 @@ out:
     return rc;
 }
 
+/* ---- fast path for plain "X" events ------------------------------------------------------
+ * Most of a trace is "X" events of one shape: {"pid": int, "tid": int, "ts": num, "dur": num,
+ * "name": "plain string", "ph": "X", "cat": ..., "args": {...}?}.  Parsing each into a jansson
+ * tree costs ~85% of the conversion, so such events are read here directly from the text:
+ * every value is still fully validated (cvf_json_skip: strict JSON, UTF-8), args are copied
+ * as text with the whitespace outside strings dropped.  Anything unusual (escapes in the name
+ * or keys, non-integer pid, a different ph, numbers jansson would reject) returns "not
+ * handled" and the event goes through jansson, which also produces the error messages. */
+
+static bool plain_string(const char *t, size_t len, size_t i, size_t *end)
+{
+    /* t[i] == '"'; no escapes, no control characters, valid UTF-8 */
+    size_t j = i + 1;
+    while (j < len && t[j] != '"') {
+        unsigned char ch = (unsigned char)t[j];
+        if (ch == '\\' || ch < 0x20)
+            return false;
+        j++;
+    }
+    if (j >= len || !cvf_utf8_valid(t + i + 1, j - i - 1))
+        return false;
+    *end = j + 1;
+    return true;
+}
+
+/* Appends t[a .. b) minus the whitespace outside strings. */
+static int put_minified(jtext *out, const char *t, size_t a, size_t b)
+{
+    size_t run = a;
+    bool in_str = false;
+    for (size_t i = a; i < b; i++) {
+        char ch = t[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"')
+            in_str = true;
+        else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+            if (jtext_put(out, t + run, i - run))
+                return -1;
+            run = i + 1;
+        }
+    }
+    return jtext_put(out, t + run, b - run);
+}
+
+enum { FAST_NOT_HANDLED = 0, FAST_DONE = 1, FAST_ERROR = -1 };
+
+static int fast_x_event(conv *c, const char *t, size_t len, size_t *pos)
+{
+    size_t i = *pos + 1; /* t[*pos] == '{' */
+    const char *name = NULL;
+    size_t name_len = 0, args_a = 0, args_b = 0;
+    bool is_x = false, have_pid = false, have_tid = false, have_ts = false, have_dur = false;
+    bool have_args = false;
+    uint64_t pid = 0, tid = 0;
+    double ts = 0, dur = 0;
+    for (;;) {
+        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
+            i++;
+        size_t ka = i, kb;
+        if (i >= len || t[i] != '"' || !plain_string(t, len, i, &kb))
+            return FAST_NOT_HANDLED;
+        const char *key = t + ka + 1;
+        size_t klen = kb - ka - 2;
+        i = kb;
+        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
+            i++;
+        if (i >= len || t[i] != ':')
+            return FAST_NOT_HANDLED;
+        i++;
+        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
+            i++;
+        size_t va = i, vb;
+        if (cvf_json_skip(t, len, va, &vb) != 0)
+            return FAST_NOT_HANDLED;
+        char k0 = klen ? key[0] : 0;
+        bool is_str = t[va] == '"';
+        bool is_num = t[va] == '-' || (t[va] >= '0' && t[va] <= '9');
+        if (klen == 2 && k0 == 'p' && key[1] == 'h') {
+            if (!is_str || vb - va < 3 || t[va + 1] != 'X')
+                return FAST_NOT_HANDLED;
+            size_t e;
+            if (!plain_string(t, len, va, &e))
+                return FAST_NOT_HANDLED;
+            is_x = true;
+        } else if (klen == 4 && !memcmp(key, "name", 4)) {
+            size_t e;
+            if (!is_str || !plain_string(t, len, va, &e))
+                return FAST_NOT_HANDLED;
+            name = t + va + 1;
+            name_len = vb - va - 2;
+        } else if ((klen == 3 && (!memcmp(key, "pid", 3) || !memcmp(key, "tid", 3)))) {
+            if (!is_num || memchr(t + va, '.', vb - va) || memchr(t + va, 'e', vb - va) ||
+                memchr(t + va, 'E', vb - va) || vb - va > 19)
+                return FAST_NOT_HANDLED; /* not an int64 literal for sure: let jansson judge */
+            char buf[24];
+            memcpy(buf, t + va, vb - va);
+            buf[vb - va] = 0;
+            errno = 0;
+            uint64_t v = (uint64_t)strtoll(buf, NULL, 10);
+            if (errno)
+                return FAST_NOT_HANDLED; /* beyond int64: jansson rejects it, with a message */
+            if (k0 == 'p')
+                pid = v, have_pid = true;
+            else
+                tid = v, have_tid = true;
+        } else if ((klen == 2 && k0 == 't' && key[1] == 's') ||
+                   (klen == 3 && !memcmp(key, "dur", 3))) {
+            if (!is_num || vb - va > 60)
+                return FAST_NOT_HANDLED;
+            char buf[64];
+            memcpy(buf, t + va, vb - va);
+            buf[vb - va] = 0;
+            double v = strtod(buf, NULL);
+            if (!isfinite(v))
+                return FAST_NOT_HANDLED; /* jansson rejects overflowing reals */
+            if (k0 == 't')
+                ts = v, have_ts = true;
+            else
+                dur = v, have_dur = true;
+        } else if (klen == 4 && !memcmp(key, "args", 4)) {
+            have_args = true;
+            args_a = va;
+            args_b = vb;
+        } /* other keys (cat, id, sf, ...): validated by cvf_json_skip, dropped like the
+             reference drops them */
+        i = vb;
+        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
+            i++;
+        if (i < len && t[i] == ',') {
+            i++;
+            continue;
+        }
+        if (i < len && t[i] == '}') {
+            i++;
+            break;
+        }
+        return FAST_NOT_HANDLED;
+    }
+    if (!is_x || !name || !have_pid || !have_tid || !have_ts || !have_dur)
+        return FAST_NOT_HANDLED;
+    group *g = set_get(&c->fee, pid, tid, name, name_len, have_args);
+    if (!g)
+        return oom(c);
+    fee_item it = {cvf_us_to_ticks(ts), cvf_dur_us_to_ticks(dur), g->n, 0, 0};
+    if (have_args) {
+        it.args_off = c->args.len;
+        if (put_minified(&c->args, t, args_a, args_b))
+            return oom(c);
+        it.args_len = c->args.len - it.args_off;
+    }
+    if (items_push(g, &it, sizeof it))
+        return oom(c);
+    *pos = i;
+    return FAST_DONE;
+}
+
 /* ---- the input walk ---------------------------------------------------------------------- */
 
 static size_t skip_ws(const char *s, size_t i, size_t len)
@@ -599,15 +760,20 @@ static int walk_events(conv *c, const char *json, size_t len, size_t *pos, size_
         return 0;
     }
     for (;;) {
-        char what[64];
-        snprintf(what, sizeof what, "event #%zu", *index);
-        json_t *ev = parse_at(c, json, len, &i, what);
-        if (!ev)
+        int fast = i < len && json[i] == '{' ? fast_x_event(c, json, len, &i) : FAST_NOT_HANDLED;
+        if (fast == FAST_ERROR)
             return -1;
-        int rc = add_event(c, *index, ev);
-        json_decref(ev);
-        if (rc)
-            return -1;
+        if (fast == FAST_NOT_HANDLED) {
+            char what[64];
+            snprintf(what, sizeof what, "event #%zu", *index);
+            json_t *ev = parse_at(c, json, len, &i, what);
+            if (!ev)
+                return -1;
+            int rc = add_event(c, *index, ev);
+            json_decref(ev);
+            if (rc)
+                return -1;
+        }
         (*index)++;
         if ((*index & 4095) == 0)
             progress(c, i / 2);

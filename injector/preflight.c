@@ -211,19 +211,45 @@ static int parse_ids(pid_t pid, const char *field, unsigned ids[4])
     return sscanf(v, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0 : -1;
 }
 
-static int check_namespace(pid_t pid, char *err, size_t errlen)
+int pf_same_in_target(pid_t pid, const char *path)
+{
+    char theirs[PATH_MAX + 64];
+    struct stat a, b;
+    if ((size_t)snprintf(theirs, sizeof theirs, "/proc/%d/root%s", (int)pid, path) >=
+        sizeof theirs)
+        return 0;
+    return stat(path, &a) == 0 && stat(theirs, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+/* A target in another mount namespace (a container, a systemd service with PrivateTmp) is
+ * supported when the agent is visible in it at the same path; the control socket is then
+ * created through /proc/PID/root (session.c), and output paths are checked the same way. */
+static int check_namespace(struct target_info *t, char *err, size_t errlen)
 {
     char theirs[64];
     struct stat a, b;
-    snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)pid);
+    snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)t->pid);
     if (stat(theirs, &a) < 0 || stat("/proc/self/ns/mnt", &b) < 0)
-        return 0; /* cannot tell (old kernel): the paths are checked again by the agent */
-    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        return 0; /* cannot tell (no namespaces): same view */
+    t->foreign_mnt_ns = a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+    if (t->foreign_mnt_ns && !pf_same_in_target(t->pid, t->agent)) {
         snprintf(err, errlen,
-                 "pid %d runs in a different mount namespace (a container, or a service with "
-                 "PrivateTmp): not supported yet; run vcattach inside the container "
-                 "(docker exec / kubectl debug --target)",
-                 (int)pid);
+                 "pid %d runs in a different mount namespace (a container?) where the agent %s "
+                 "is not visible: not supported yet; run vcattach inside the container "
+                 "(docker exec / kubectl debug --target), or bind-mount the vcattach install "
+                 "into it",
+                 (int)t->pid, t->agent);
+        return -1;
+    }
+    char tmp[64];
+    struct stat st;
+    snprintf(tmp, sizeof tmp, "/proc/%d/root/tmp", (int)t->pid);
+    if (t->foreign_mnt_ns && (stat(tmp, &st) < 0 || !S_ISDIR(st.st_mode))) {
+        snprintf(err, errlen,
+                 "pid %d runs in a different mount namespace without a /tmp for the control "
+                 "socket: run vcattach inside the container",
+                 (int)t->pid);
         return -1;
     }
     return 0;
@@ -300,6 +326,13 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
                  (int)pid, t->comm, why);
         return -1;
     }
+    if (t->py.free_threaded) {
+        snprintf(err, errlen,
+                 "pid %d runs a free-threaded CPython (%d.%dt), which vcattach does not support "
+                 "yet (GIL builds 3.%d to 3.%d only)",
+                 (int)pid, t->py.major, t->py.minor, PY_OLDEST_MINOR, PY_NEWEST_MINOR);
+        return -1;
+    }
     if (t->py.major != 3 || t->py.minor < PY_OLDEST_MINOR || t->py.minor > PY_NEWEST_MINOR) {
         snprintf(err, errlen,
                  "pid %d runs Python %d.%d, which vcattach does not support (3.%d to 3.%d)",
@@ -310,7 +343,7 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
         return -1;
     if (agent_check_safe(t->agent, t->uid, err, errlen) < 0)
         return -1;
-    if (check_namespace(pid, err, errlen) < 0)
+    if (check_namespace(t, err, errlen) < 0)
         return -1;
 
     char status[512];

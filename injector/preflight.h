@@ -21,18 +21,23 @@ struct target_info {
     char comm[64];
     struct target_python py;
     char agent[PATH_MAX];  /* absolute path of the agent build for the target's version */
+    int foreign_mnt_ns;    /* another mount namespace, in which the agent path is valid */
 };
 
 /* Checks, in order: the process exists; vcattach may ptrace it (uid / CAP_SYS_PTRACE, Yama
  * ptrace_scope, non-dumpable targets, ptrace blocked for vcattach itself by seccomp or an
  * LSM); it is not stopped and not already traced; it is CPython of a supported version with an
- * agent build that is safe to load; it shares our mount namespace; no vcattach session runs in
- * it.  Returns 0 with *t filled, or -1 with one line (cause and fix) in err. */
+ * agent build that is safe to load and visible at the same path in the target's mount
+ * namespace; no vcattach session runs in it.  Returns 0 with *t filled, or -1 with one line
+ * (cause and fix) in err. */
 int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen);
 
 /* A line of /proc/PID/status ("TracerPid", "Uid", …): copies the value (leading blanks
  * skipped) into out.  Returns 0, or -1 if the process or the field is absent. */
 int pf_status_field(pid_t pid, const char *field, char *out, size_t cap);
+
+/* 1 if path names the same file for us and for pid (through /proc/PID/root), else 0. */
+int pf_same_in_target(pid_t pid, const char *path);
 
 /* The process state letter from /proc/PID/stat ('R', 'S', 'T', 'Z', …), or 0 if gone. */
 char pf_state(pid_t pid);

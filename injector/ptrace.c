@@ -183,19 +183,10 @@ int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns)
     return -EAGAIN; /* threads are created faster than we can stop them */
 }
 
-static int lowest_signal(uint64_t set)
-{
-    for (int s = 1; s <= 64; s++)
-        if (set & (1ull << (s - 1)))
-            return s;
-    return 0;
-}
-
 int pt_detach(struct tracee_group *g, struct tracee *t)
 {
     if (t->state == TRACEE_GONE || t->state == TRACEE_DETACHED)
         return 0;
-    int first = lowest_signal(t->pending_sigs);
     for (int attempt = 0; attempt < 2; attempt++) {
         if (t->state == TRACEE_RUNNING) {
             /* resumed by us earlier: it must be in a ptrace-stop to be detached */
@@ -208,16 +199,15 @@ int pt_detach(struct tracee_group *g, struct tracee *t)
                 return 0;
             if (r < 0)
                 return r;
-            keep_signal(t); /* a signal that beat the INTERRUPT: hand it back at detach */
-            first = lowest_signal(t->pending_sigs);
+            keep_signal(t); /* a signal that beat the INTERRUPT: hand it back below */
         }
-        if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)first) == 0) {
+        /* Signals are handed back with tgkill after the detach, not through PTRACE_DETACH's
+         * data argument: the kernel honours that only in a signal-delivery-stop, and the
+         * thread may be in an interrupt- or group-stop now. */
+        if (ptrace(PTRACE_DETACH, t->tid, 0, 0) == 0) {
             t->state = TRACEE_DETACHED;
-            /* more than one intercepted signal: re-send the others (ordinary signals coalesce
-             * anyway; a real-time signal's payload is lost, which ptrace cannot avoid) */
-            uint64_t rest = t->pending_sigs & ~(first ? 1ull << (first - 1) : 0);
             for (int s = 1; s <= 64; s++)
-                if (rest & (1ull << (s - 1)))
+                if (t->pending_sigs & (1ull << (s - 1)))
                     syscall(SYS_tgkill, g->pid, t->tid, s);
             t->pending_sigs = 0;
             return 0;

@@ -126,6 +126,7 @@ static int idle_syscall(long nr)
     case SYS_epoll_pwait: case SYS_read: case SYS_accept: case SYS_accept4:
     case SYS_recvfrom: case SYS_recvmsg: case SYS_wait4: case SYS_waitid: case SYS_pause:
     case SYS_rt_sigtimedwait: case SYS_rt_sigsuspend:
+    case SYS_restart_syscall: /* a restarted sleep/poll/futex wait */
         return 1;
     default:
         return 0;

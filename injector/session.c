@@ -37,15 +37,23 @@ void session_init(struct session *s)
     s->fd = -1;
 }
 
-int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid, char *err,
-                   size_t errlen)
+int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid,
+                   int foreign_ns, char *err, size_t errlen)
 {
     s->pid = pid;
     /* $TMPDIR may be private to the operator (e.g. under /root): only use it when the agent
-     * will connect as the operator's own user. */
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp || target_uid != geteuid() || strlen(tmp) > 60)
-        tmp = "/tmp";
+     * will connect as the operator's own user, in our own mount namespace. */
+    char tmp[64];
+    const char *env = getenv("TMPDIR");
+    size_t root_len = 0;
+    if (foreign_ns) {
+        root_len = (size_t)snprintf(tmp, sizeof tmp, "/proc/%d/root", (int)pid);
+        snprintf(tmp + root_len, sizeof tmp - root_len, "/tmp");
+    } else if (env && *env && target_uid == geteuid() && strlen(env) <= 60) {
+        snprintf(tmp, sizeof tmp, "%s", env);
+    } else {
+        snprintf(tmp, sizeof tmp, "/tmp");
+    }
     snprintf(s->dir, sizeof s->dir, "%s/vcattach-XXXXXX", tmp);
     if (!mkdtemp(s->dir)) {
         snprintf(err, errlen, "cannot create a private directory in %s: %s (set TMPDIR to a "
@@ -58,6 +66,7 @@ int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_
                               "directory", tmp);
         return -1;
     }
+    snprintf(s->target_path, sizeof s->target_path, "%s", s->path + root_len);
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s->listen_fd < 0) {
         snprintf(err, errlen, "cannot create the control socket: %s", strerror(errno));
@@ -128,6 +137,13 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
         }
         s->fd = fd;
     }
+    /* Connected: the name is no longer needed.  Removing it now means that even a vcattach
+     * killed with -9 from here on leaves nothing behind in /tmp. */
+    close(s->listen_fd);
+    s->listen_fd = -1;
+    unlink(s->path);
+    rmdir(s->dir);
+    s->path[0] = s->dir[0] = s->target_path[0] = '\0';
     uint32_t type;
     long n = vc_msg_recv(s->fd, &type, s->hello, sizeof s->hello, 5000);
     if (n < 0 || type != VC_MSG_HELLO) {
@@ -247,12 +263,26 @@ void session_close(struct session *s)
     s->path[0] = s->dir[0] = '\0';
 }
 
+/* The target's pid as the target itself sees it (the last NSpid field: it differs from ours
+ * inside a pid namespace), which is the pid the agent puts in its socket's name. */
+static pid_t own_view_pid(pid_t pid)
+{
+    char v[256];
+    if (pf_status_field(pid, "NSpid", v, sizeof v) < 0)
+        return pid;
+    const char *last = strrchr(v, '\t');
+    last = last ? last + 1 : v;
+    const char *space = strrchr(last, ' ');
+    int inner = atoi(space ? space + 1 : last);
+    return inner > 0 ? (pid_t)inner : pid;
+}
+
 int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, VC_AGENT_SOCKET_FMT,
-                       (int)pid);
+                       (int)own_view_pid(pid));
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {

@@ -22,7 +22,8 @@
 struct session {
     pid_t pid;                              /* the target: the only accepted peer */
     char dir[PATH_MAX];                     /* the 0700 directory, "" once removed */
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket in it */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket in it (our view) */
+    char target_path[PATH_MAX];             /* the same socket as the target sees it */
     int listen_fd;
     int fd;                                 /* the agent's connection, -1 before accept */
     char hello[512];                        /* the agent's HELLO text */
@@ -33,13 +34,15 @@ void session_init(struct session *s);
 /* Creates the directory (under $TMPDIR if the target runs as us, else /tmp), binds and
  * listens.  When the target runs as another user (a root operator), the directory and the
  * socket are handed to that user so that the agent can connect, and stay closed to others.
+ * With foreign_ns (the target has its own mount namespace) the directory is created in the
+ * target's /tmp through /proc/PID/root, so that the path the agent gets is valid for it.
  * Returns 0 or -1 with err. */
-int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid, char *err,
-                   size_t errlen);
+int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid,
+                   int foreign_ns, char *err, size_t errlen);
 
-/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target, and
- * reads its HELLO.  Gives up early if *cancel becomes non-zero or the target exits.
- * Returns 0 or -1 with err. */
+/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target, removes
+ * the socket's name and directory (no longer needed once connected), and reads the HELLO.
+ * Gives up early if *cancel becomes non-zero or the target exits.  Returns 0 or -1 with err. */
 int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen);
 
@@ -60,7 +63,9 @@ int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void 
                     void *ctx, char *end_text, size_t cap, int frame_timeout_ms,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
-/* Talks to a running session through its abstract status socket: sends `request`
+/* Talks to a running session through its abstract status socket (named with the pid the
+ * target sees for itself, which differs inside a pid namespace; abstract sockets are per
+ * network namespace, so a target in another one is not found): sends `request`
  * (VC_MSG_STATUS or VC_MSG_STOP) and waits up to timeout_ms for the answer (STATUS, or END
  * after STOP), whose text goes into reply.  Returns 1 (answered), 0 (no session is running in
  * pid), -1 with err (wrong peer, ERROR, timeout). */

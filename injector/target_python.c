@@ -5,6 +5,7 @@
  */
 #include "target_python.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -17,23 +18,26 @@
 #include "elf.h"
 #include "proc.h"
 
-/* "libpython3.11.so.1.0", "libpython3.8d.so" → 3, 11.  Returns 0 or -1. */
-static int version_from_name(const char *base, const char *prefix, int *major, int *minor)
+/* "libpython3.11.so.1.0", "libpython3.8d.so", "python3.13t" → 3, 11 (and *abi_t = 1 for the
+ * free-threaded "t" builds).  Returns 0 or -1. */
+static int version_from_name(const char *base, const char *prefix, int *major, int *minor,
+                             int *abi_t)
 {
     size_t plen = strlen(prefix);
-    if (strncmp(base, prefix, plen))
+    if (strncmp(base, prefix, plen) || !isdigit((unsigned char)base[plen]))
         return -1;
     const char *p = base + plen;
     char *end;
     long ma = strtol(p, &end, 10);
-    if (end == p || *end != '.')
+    if (*end != '.' || !isdigit((unsigned char)end[1]))
         return -1;
     p = end + 1;
     long mi = strtol(p, &end, 10);
-    if (end == p || ma != 3 || mi < 0 || mi > 99)
+    if (ma != 3 || mi < 0 || mi > 99)
         return -1;
     *major = (int)ma;
     *minor = (int)mi;
+    *abi_t = *end == 't';
     return 0;
 }
 
@@ -118,11 +122,24 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
     }
     if (have_elf)
         elf_close(&ef);
-    if (!py->major && lib &&
-        version_from_name(base_name(lib->path), "libpython", &py->major, &py->minor) == 0)
+    /* The names also tell a free-threaded build (python3.13t, libpython3.13t.so), whose
+     * object layout the agent builds do not share. */
+    int lib_major = 0, lib_minor = 0, lib_t = 0, exe_major = 0, exe_minor = 0, exe_t = 0;
+    int lib_named = lib && version_from_name(base_name(lib->path), "libpython", &lib_major,
+                                             &lib_minor, &lib_t) == 0;
+    int exe_named = version_from_name(base_name(exe), "python", &exe_major, &exe_minor,
+                                      &exe_t) == 0;
+    py->free_threaded = (lib_named && lib_t) || (exe_named && exe_t);
+    if (!py->major && lib_named) {
+        py->major = lib_major;
+        py->minor = lib_minor;
         snprintf(py->how, sizeof py->how, "soname");
-    if (!py->major && version_from_name(base_name(exe), "python", &py->major, &py->minor) == 0)
+    }
+    if (!py->major && exe_named) {
+        py->major = exe_major;
+        py->minor = exe_minor;
         snprintf(py->how, sizeof py->how, "executable name");
+    }
     proc_free_maps(&maps);
     if (!py->major) {
         snprintf(err, errlen,

@@ -14,6 +14,7 @@
 
 struct target_python {
     int major, minor, micro;      /* micro = -1 when only the X.Y is known */
+    int free_threaded;            /* a "t" build (python3.13t): no GIL, another ABI */
     char capi_file[PATH_MAX];     /* the ELF exporting the C-API, as mapped (target's view) */
     char how[64];                 /* where the version came from: "Py_Version", "soname", … */
 };

@@ -188,7 +188,12 @@ int vc_trace_from_cvf(const void *data, size_t size, vc_trace **out, cvf_error *
         vc_trace_free(t);
         return -1;
     }
-    vc_trace_finish(t);
+    if (vc_trace_finish(t) < 0) {
+        err->offset = 0;
+        snprintf(err->msg, sizeof err->msg, "out of memory while sorting the events");
+        vc_trace_free(t);
+        return -1;
+    }
     *out = t;
     return 0;
 }
@@ -240,11 +245,14 @@ int vc_trace_load(const char *path, vc_trace **out, char *err, size_t errlen)
                 snprintf(err, errlen, "%s is not a readable .cvf trace: %s", path, cerr.msg);
         }
     }
+    if (rc == 0 && vc_trace_finish(t) < 0) {
+        snprintf(err, errlen, "%s: out of memory while sorting the events", path);
+        rc = -1;
+    }
     if (rc < 0) {
         vc_trace_free(t);
         return -1;
     }
-    vc_trace_finish(t);
     *out = t;
     return 0;
 }

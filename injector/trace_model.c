@@ -165,14 +165,66 @@ void vc_trace_add_drops(vc_trace *t, uint64_t dropped)
 }
 
 /* Parents first: earlier start, and at the same start the longer call encloses the shorter. */
-static int cmp_event(const void *a, const void *b)
+static inline int event_before(const vc_event *x, const vc_event *y)
 {
-    const vc_event *x = a, *y = b;
     if (x->ts != y->ts)
-        return x->ts < y->ts ? -1 : 1;
+        return x->ts < y->ts;
     if (x->end != y->end)
-        return x->end > y->end ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+        return x->end > y->end;
+    return x->seq < y->seq;
+}
+
+/* Natural merge sort.  A thread's events arrive as one sorted run per function (the .cvf
+ * groups them by name, ts-sorted), so merging the runs costs O(n log runs) — several times
+ * faster than qsort on a million events, with the comparison inlined.  Stable, and `seq`
+ * breaks every tie anyway.  Returns -1 if the scratch buffer cannot be allocated. */
+static int sort_events(vc_event *ev, size_t n)
+{
+    size_t nruns = 0, *runs = NULL; /* run i is [runs[i], runs[i + 1]) */
+    vc_event *tmp = NULL;
+    if (n < 2)
+        return 0;
+    runs = malloc((n + 1) * sizeof *runs);
+    if (!runs)
+        return -1;
+    runs[nruns++] = 0;
+    for (size_t i = 1; i < n; i++)
+        if (event_before(&ev[i], &ev[i - 1]))
+            runs[nruns++] = i;
+    runs[nruns] = n;
+    if (nruns == 1) {
+        free(runs);
+        return 0;
+    }
+    tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        free(runs);
+        return -1;
+    }
+    vc_event *src = ev, *dst = tmp;
+    while (nruns > 1) {
+        size_t merged = 0;
+        for (size_t r = 0; r < nruns; r += 2) {
+            size_t lo = runs[r], mid = runs[r + 1], hi = r + 2 <= nruns ? runs[r + 2] : mid;
+            size_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi)
+                dst[o++] = event_before(&src[b], &src[a]) ? src[b++] : src[a++];
+            memcpy(dst + o, src + a, (mid - a) * sizeof *dst);
+            o += mid - a;
+            memcpy(dst + o, src + b, (hi - b) * sizeof *dst);
+            runs[merged++] = lo;
+        }
+        runs[merged] = n;
+        nruns = merged;
+        vc_event *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != ev)
+        memcpy(ev, src, n * sizeof *ev);
+    free(tmp);
+    free(runs);
+    return 0;
 }
 
 /* Processes in pid order; in each, the main thread (tid == pid) first, then by tid. */
@@ -187,17 +239,11 @@ static int cmp_thread(const void *a, const void *b)
     return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
-void vc_trace_finish(vc_trace *t)
+int vc_trace_finish(vc_trace *t)
 {
-    for (size_t i = 0; i < t->nthreads; i++) {
-        vc_thread *th = &t->threads[i];
-        /* already sorted is common (one function per thread, small traces): skip the qsort */
-        int sorted = 1;
-        for (size_t k = 1; k < th->nevents && sorted; k++)
-            sorted = cmp_event(&th->events[k - 1], &th->events[k]) <= 0;
-        if (!sorted)
-            qsort(th->events, th->nevents, sizeof *th->events, cmp_event);
-    }
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
+            return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
     t->last_thread = 0;
@@ -205,6 +251,7 @@ void vc_trace_finish(vc_trace *t)
     for (size_t i = 0; i < t->nthreads; i++)
         if (i == 0 || t->threads[i].pid != t->threads[i - 1].pid)
             t->nprocesses++;
+    return 0;
 }
 
 long vc_trace_find_thread(const vc_trace *t, const char *name_or_tid)

@@ -61,8 +61,9 @@ int vc_trace_set_thread_name(vc_trace *t, uint64_t pid, uint64_t tid, const char
 /* Appends one complete event.  0, or -1 on allocation failure. */
 int vc_trace_add_event(vc_trace *t, vc_thread *th, int64_t ts, uint64_t dur, uint32_t func);
 void vc_trace_add_drops(vc_trace *t, uint64_t dropped);
-/* Sorts threads and their events; call once, after the last add and before any walk. */
-void vc_trace_finish(vc_trace *t);
+/* Sorts threads and their events; call once, after the last add and before any walk.
+ * 0, or -1 on allocation failure. */
+int vc_trace_finish(vc_trace *t);
 
 struct cvf_error;
 /* Builds a finished trace from a whole .cvf in memory.  0, or -1 with err (the reader's

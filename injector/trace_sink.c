@@ -229,6 +229,11 @@ int sink_commit(struct trace_sink *k, char *err, size_t errlen)
 
 void sink_abort(struct trace_sink *k)
 {
+    if (k->fd >= 0 && k->is_socket) {
+        /* Reset rather than close: the listener must not take a cut stream for a whole one. */
+        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(k->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    }
     if (k->fd >= 0)
         close(k->fd);
     k->fd = -1;

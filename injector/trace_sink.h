@@ -39,7 +39,8 @@ int sink_write(void *ctx, const void *buf, size_t len, char *err, size_t errlen)
  * force), fsync the directory.  Socket: shut down the write side.  Returns 0 or -1 + err. */
 int sink_commit(struct trace_sink *k, char *err, size_t errlen);
 
-/* Closes and removes OUT.tmp if it is still there (every failure path). */
+/* Closes and removes OUT.tmp if it is still there, or resets the socket so that the listener
+ * sees an error rather than a clean end (every failure path; a no-op after sink_commit). */
 void sink_abort(struct trace_sink *k);
 
 /* OUT is acceptable for a file that the target itself will write (vcattach start): its

@@ -26,11 +26,14 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 PY=${DEMO_PYTHON:-}
 if [[ -z $PY ]]; then
   if [[ -x /usr/bin/python3 ]]; then PY=/usr/bin/python3
-  else PY=$("$ROOT/scripts/find-pythons" | head -n1 | awk '{print $NF}'); fi
+  else PY=$("$ROOT/scripts/find-pythons" | head -n1 | awk '{print $2}'); fi
 fi
 [[ -n $PY && -x $PY ]] || die "no CPython found (install python3, or set DEMO_PYTHON=/path/to/python3)"
 
 mkdir -p "$OUT"
+# shorter paths in what is printed when the files are under the current directory
+SHOW=${OUT#"$PWD"/}
+CLI=${VCATTACH#"$PWD"/}
 rm -f "$OUT/port" "$OUT/demo.cvf" "$OUT/demo.json" "$OUT/demo.speedscope.json"
 
 SERVICE_PID=
@@ -38,7 +41,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   if [[ -n $SERVICE_PID ]] && kill -0 "$SERVICE_PID" 2>/dev/null; then
-    kill -TERM "$SERVICE_PID" 2>/dev/null || true
+    kill -TERM "$SERVICE_PID" 2>/dev/null || true # the service exits on SIGTERM
     for _ in $(seq 50); do kill -0 "$SERVICE_PID" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$SERVICE_PID" 2>/dev/null; then
       echo "demo: the service (pid $SERVICE_PID) did not stop on SIGTERM; killing it" >&2
@@ -49,20 +52,27 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+# Ctrl-C ends the demo (a vcattach that is tracing stops early and still writes its trace);
+# the service is stopped either way.
 trap 'echo; echo "demo: interrupted" >&2; exit 130' INT TERM
 
 # GET url, print the HTTP status; exits non-zero if the service does not answer.
 http_get() {
   "$PY" - "$1" <<'EOF'
 import sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
-    r.read()
-    print(r.status)
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+        r.read()
+        print(r.status)
+except OSError as e:
+    sys.exit("demo: GET %s failed: %s" % (sys.argv[1], e))
 EOF
 }
 
 say "Starting the demo service with $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
-"$PY" "$ROOT/examples/demo_service.py" --port-file "$OUT/port" >"$OUT/service.log" 2>&1 &
+# In a session of its own, so a Ctrl-C in this terminal reaches this script and vcattach but
+# not the service, which must stay up while attached; cleanup stops it.
+setsid "$PY" "$ROOT/examples/demo_service.py" --port-file "$OUT/port" >"$OUT/service.log" 2>&1 &
 SERVICE_PID=$!
 for _ in $(seq 100); do
   [[ -s $OUT/port ]] && break
@@ -71,31 +81,37 @@ for _ in $(seq 100); do
 done
 [[ -s $OUT/port ]] || die "the service did not start serving within 10 s; see $OUT/service.log"
 URL=http://127.0.0.1:$(cat "$OUT/port")
-echo "pid $SERVICE_PID serving on $URL (GET /health: HTTP $(http_get "$URL/health"))"
+status=$(http_get "$URL/health") || die "the service does not answer on $URL; see $OUT/service.log"
+echo "pid $SERVICE_PID serving on $URL (GET /health: HTTP $status)"
 sleep 1 # let the load generator warm the service up
 
-say "vcattach --pid $SERVICE_PID -t ${SECONDS_TO_TRACE}s -o $OUT/demo.cvf"
+say "$CLI --pid $SERVICE_PID -t ${SECONDS_TO_TRACE}s -o $SHOW/demo.cvf"
 "$VCATTACH" --pid "$SERVICE_PID" -t "${SECONDS_TO_TRACE}s" -o "$OUT/demo.cvf"
 
 say "After detach: is the service unharmed?"
 kill -0 "$SERVICE_PID" 2>/dev/null || die "the service is gone after the trace!"
-echo "pid $SERVICE_PID alive; GET /search?q=widget: HTTP $(http_get "$URL/search?q=widget")"
+status=$(http_get "$URL/search?q=widget") || die "the service stopped answering after the trace!"
+echo "pid $SERVICE_PID alive; GET /search?q=widget: HTTP $status"
 
-say "vcattach convert $OUT/demo.cvf -o $OUT/demo.json"
+say "$CLI convert $SHOW/demo.cvf -o $SHOW/demo.json"
 "$VCATTACH" convert "$OUT/demo.cvf" -o "$OUT/demo.json"
 "$VCATTACH" convert "$OUT/demo.cvf" --format speedscope -o "$OUT/demo.speedscope.json" ||
   echo "(speedscope export unavailable in this build; demo.json opens in speedscope too)"
-ls -l "$OUT"/demo.cvf "$OUT"/demo*.json | awk '{print "  " $5 " bytes  " $NF}'
+ls -l "$SHOW"/demo.cvf "$SHOW"/demo*.json | awk '{print "  " $5 " bytes  " $NF}'
 
-say "vcattach summary $OUT/demo.cvf --top 8"
-"$VCATTACH" summary "$OUT/demo.cvf" --top 8
+say "$CLI summary $SHOW/demo.cvf --merged --top 12"
+"$VCATTACH" summary "$SHOW/demo.cvf" --merged --top 12
 
+SPEEDSCOPE_FILE=$SHOW/demo.json
+[[ -s $OUT/demo.speedscope.json ]] && SPEEDSCOPE_FILE=$SHOW/demo.speedscope.json
 say "Open the trace"
 cat <<EOF
-  Perfetto:     https://ui.perfetto.dev -> "Open trace file" -> $OUT/demo.json
-  Chrome:       chrome://tracing -> "Load" -> $OUT/demo.json
-  speedscope:   https://www.speedscope.app -> "Browse" -> $OUT/demo.speedscope.json (or demo.json)
-  VizTracer:    vizviewer $OUT/demo.json
-  terminal:     $VCATTACH summary $OUT/demo.cvf --thread load-generator --sort total
-The slow path to look for: find_duplicate_skus (an O(n^2) loop under GET /report).
+  Perfetto:     https://ui.perfetto.dev -> "Open trace file" -> $SHOW/demo.json
+  Chrome:       chrome://tracing -> "Load" -> $SHOW/demo.json
+  speedscope:   https://www.speedscope.app -> "Browse" -> $SPEEDSCOPE_FILE
+  VizTracer:    vizviewer $SHOW/demo.json
+  per thread:   $CLI summary $SHOW/demo.cvf     (tables for the 12 busiest threads)
+                $CLI summary $SHOW/demo.cvf --thread load-generator --sort total
+The slow path to look for: find_duplicate_skus (an O(n^2) loop under GET /report): high
+self time, a few calls, a mean in milliseconds.  Waits (lock.acquire, poll) are idle time.
 EOF

@@ -46,7 +46,7 @@ def test_json_roundtrip_and_size(name, tmp_path):
     assert size <= 1.02 * ref, "our .cvf is %d bytes, VizTracer's %d" % (size, ref)
     convert(ours_cvf, back)
     got = load_json(back)
-    diff = events_diff(expected["traceEvents"], got["traceEvents"], 0.01 + 1e-6)
+    diff = events_diff(expected["traceEvents"], got["traceEvents"], 0.0101)
     assert diff is None, "round trip of %s differs:\n%s" % (name, diff)
     assert got.get("file_info") == expected.get("file_info")
     assert cvf.load(ours_cvf) == got, "C and Python decoders disagree on our .cvf"

@@ -122,26 +122,20 @@ def generate(seed, n_x=3000, with_file_info=True, bare_list=False):
     pids = [4321, -1]
     tids = {4321: [4321, 4400, 4401], -1: [7, -5]}
     # names: repeated (last wins), plus an M event of another kind (kept verbatim)
-    names = {}
     for pid in pids:
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
                        "args": {"name": "old name"}})
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
                        "args": {"name": "proc %d \u00e9" % pid}})
-        names[("process_name", pid, pid)] = "proc %d \u00e9" % pid
         for tid in tids[pid]:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                            "args": {"name": "Thread-%d" % tid}})
-            names[("thread_name", pid, tid)] = "Thread-%d" % tid
     sort_ev = {"ph": "M", "name": "thread_sort_index", "pid": 4321, "tid": 4400,
                "args": {"sort_index": 2}}
     events.append(sort_ev)
     expected.append(sort_ev)
-    for (kind, pid, tid), nm in names.items():
-        expected.append({"ph": "M", "name": kind, "pid": pid & U64, "tid": tid & U64,
-                         "args": {"name": nm}})
     # complete events: random order, ties, with and without args, negative ts, big deltas
-    base = rnd.choice([0.0, 1.5e8, 4.2e10])
+    base = [0.0, 1.5e8, 4.2e10, 1.7e15][seed % 4]  # 1.7e15: epoch-based µs, ticks > 2^53
     for i in range(n_x):
         pid = rnd.choice(pids)
         tid = rnd.choice(tids[pid])
@@ -197,6 +191,13 @@ def generate(seed, n_x=3000, with_file_info=True, bare_list=False):
         events.append(dict(ev))
         expected.append(dict(ev))
     rnd.shuffle(events)
+    names = {}  # the last name of each (pid, tid) wins, in the shuffled order
+    for ev in events:
+        if ev["ph"] == "M" and ev["name"] in ("process_name", "thread_name"):
+            names[(ev["name"], ev["pid"], ev["tid"])] = ev["args"]["name"]
+    for (kind, pid, tid), nm in names.items():
+        expected.append({"ph": "M", "name": kind, "pid": pid & U64, "tid": tid & U64,
+                         "args": {"name": nm}})
     file_info = None
     if bare_list:
         trace = events

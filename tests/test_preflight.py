@@ -5,16 +5,18 @@ running, unstopped and untraced.  Checks that come after the agent lookup are re
 directory of placeholder agent files (targets/harness.py DummyAgents), which these tests never
 get past: each of them fails in preflight by construction."""
 import os
+import platform
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
-from conftest import PYTHONS, python_params
+from conftest import PYTHONS, VCATTACH, python_params
 from targets.harness import DummyAgents, Idle, assert_untouched, proc_state, run_vcattach
 
 NOBODY = (65534, 65534)
@@ -215,14 +217,22 @@ def test_agent_unreadable_by_target_user(idle):
     assert_untouched(t.pid)
 
 
-def test_different_mount_namespace(idle, agents):
+PRIVATE_TMP = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs vc-private-tmp /tmp && exec "$0" "$@"')
+
+
+def test_agent_invisible_in_target_mount_namespace(idle, agents):
+    """A target with its own /tmp (like a container or systemd PrivateTmp) cannot see an agent
+    kept under our /tmp: refused, with the way out."""
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
-    t = idle(wrap=("unshare", "--mount", "--propagation", "private"))
+    t = idle(wrap=PRIVATE_TMP)
     with open("/proc/%d/cmdline" % t.pid) as f:
         assert "idle.py" in f.read()
+    assert os.readlink("/proc/%d/ns/mnt" % t.pid) != os.readlink("/proc/self/ns/mnt")
     err = one_line(run_vcattach("--pid", t.pid, "-t", "1s", env=agents.env))
-    assert "different mount namespace" in err and "run vcattach inside the container" in err
+    assert "different mount namespace" in err and "is not visible" in err
+    assert "run vcattach inside the container" in err
     assert_untouched(t.pid)
 
 
@@ -239,4 +249,43 @@ def test_session_socket_held_by_impostor(idle, agents):
         assert r.returncode == 1 and "not by the target" in r.stderr
     finally:
         squat.close()
+    assert_untouched(t.pid)
+
+
+def test_monitoring_hook_needs_312(idle, agents):
+    old = [p for p in PYTHONS if p["minor"] < 312]
+    if not old:
+        pytest.skip("no interpreter older than 3.12 in the matrix")
+    t = idle(old[-1])
+    err = one_line(run_vcattach("--pid", t.pid, "-t", "1s", "--hook", "monitoring",
+                                env=agents.env))
+    assert "--hook monitoring needs Python 3.12+" in err and "--hook profile" in err
+    assert_untouched(t.pid)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp helper is x86-64 only")
+def test_ptrace_blocked_by_seccomp(idle, agents):
+    """vcattach inside a seccomp filter that denies ptrace (Docker's old default profile)."""
+    t = idle()
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets",
+                          "seccomp_exec.py")
+    r = subprocess.run([sys.executable, helper, VCATTACH, "--pid", str(t.pid), "-t", "1s"],
+                       capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, **agents.env))
+    err = one_line(r)
+    assert "ptrace is blocked for vcattach itself (seccomp filter" in err
+    assert "--cap-add=SYS_PTRACE" in err and "kubectl debug --profile=general" in err
+    assert_untouched(t.pid)
+
+
+@pytest.mark.skipif(not STATIC, reason="Debian's /usr/bin/python3.11 is not installed")
+def test_free_threaded_build_refused(idle, agents, tmp_path):
+    """A free-threaded CPython is told by its name (python3.13t / libpython3.13t.so): another
+    ABI, refused before anything is touched.  A copy of the static interpreter named like one
+    stands in for it."""
+    fake = tmp_path / "python3.11t"
+    shutil.copy2(STATIC[0]["path"], fake)
+    t = idle(dict(STATIC[0], path=str(fake)))
+    err = one_line(run_vcattach("--pid", t.pid, "-t", "1s", env=agents.env))
+    assert "free-threaded CPython (3.11t)" in err and "not support" in err
     assert_untouched(t.pid)

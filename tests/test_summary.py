@@ -226,6 +226,23 @@ def test_thread_selection_by_name_and_tid(tmp_path):
     assert by_name == by_tid
 
 
+def test_many_threads_show_the_busiest(tmp_path):
+    """A thread-per-request server has hundreds of threads: tables for the busiest only."""
+    events = [(1, 100 + t, "work", i * MS, MS // 2) for t in range(25) for i in range(t + 1)]
+    path = write_cvf(str(tmp_path / "threads.cvf"), events)
+    out = summary(path).stdout
+    titles = list(parse(out)[1])
+    assert len(titles) == 12  # the default --max-threads, in thread order
+    assert titles[0] == "thread 113 (pid 1, tid 113)" and titles[-1].endswith("tid 124)")
+    assert out.rstrip().endswith("… 13 more threads with 91 calls: --thread NAME shows one, "
+                                 "--max-threads 0 all, --merged all in one table")
+    assert len(parse(summary(path, "--max-threads", "0").stdout)[1]) == 25
+    assert list(parse(summary(path, "--max-threads", "2").stdout)[1]) == [
+        "thread 123 (pid 1, tid 123)", "thread 124 (pid 1, tid 124)"]
+    err = summary(path, "--thread", "nope", check=False).stderr
+    assert err.count("(tid ") == 20 and err.rstrip().endswith("… (5 more)")
+
+
 def test_json_input_gives_the_same_tables(tmp_path):
     """A Chrome-trace JSON of the same events summarises identically."""
     events = [{"ph": "M", "name": "thread_name", "pid": p, "tid": t, "args": {"name": n}}
@@ -252,9 +269,11 @@ def test_overlapping_calls_are_clipped_to_their_parent(tmp_path):
 
 
 def test_control_characters_in_names_stay_on_one_row(tmp_path):
-    path = write_cvf(str(tmp_path / "names.cvf"), [(1, 1, "evil\nname\x1b[2J", 0, MS)])
+    path = write_cvf(str(tmp_path / "names.cvf"), [(1, 1, "evil\nname\x1b[2J", 0, MS)],
+                     {(1, 1): "bad\rthread"})
     out = summary(path).stdout
-    assert "evil?name?[2J" in out and "\x1b" not in out
+    assert "evil?name?[2J" in out and "\x1b" not in out and "\r" not in out
+    assert "\nbad?thread (pid 1, tid 1): 1 call, " in out
 
 
 # ---- agreement with an independent computation --------------------------------------------
@@ -330,6 +349,7 @@ def test_usage_errors(tmp_path):
     _one_line_error(summary(path, "--top", "0", check=False), 2, "--top")
     _one_line_error(summary(path, "--top", "x", check=False), 2, "--top")
     _one_line_error(summary(path, "--sort", "name", check=False), 2, "--sort")
+    _one_line_error(summary(path, "--max-threads", "-1", check=False), 2, "--max-threads")
     _one_line_error(summary(path, "--bogus", check=False), 2, "--bogus")
     _one_line_error(summary(path, "--merged", "--thread", "worker", check=False), 2, "exclude")
     _one_line_error(summary(path, "--thread", "nope", check=False), 2, "MainThread", "worker")

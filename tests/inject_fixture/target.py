@@ -5,16 +5,21 @@
       prints "READY <pid> <acceptor port>" once every thread is in place, then runs:
         main thread   work() rounds back to back (busy), or blocked on stdin with --idle
         sleeper       one time.sleep(S) (default 5), measured from inside
+        csleeper      one raw libc nanosleep(S) through ctypes: unlike time.sleep it does not
+                      retry on EINTR, so an interrupted syscall that is not restarted shows
         ticker        time.sleep(0.001) in a loop, recording the longest gap between ticks
         acceptor      blocked in socket.accept()
         locker        blocked in threading.Lock.acquire() (the lock is held by main)
         reader        blocked reading stdin; a line "report" ends the run (busy mode)
+        churner       with --churn: starts and joins short-lived threads back to back
+      SIGUSR1 is counted (a signal that arrives mid-injection must still be delivered).
       and on "report" prints one JSON line with what every thread saw, then exits.
 Any exception in any thread is recorded and reported, never printed and ignored.
 """
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import threading
@@ -48,11 +53,28 @@ def main():
     state = {"sleep_measured": None, "max_gap_ms": 0.0, "ticks": 0, "accept_ok": False,
              "lock_ok": False, "results": [], "rounds": 0}
     stop = threading.Event()
+    state["usr1"] = 0
+    state["churned"] = 0
+
+    def on_usr1(signum, frame):
+        state["usr1"] += 1
+    signal.signal(signal.SIGUSR1, on_usr1)
 
     def sleeper():
         t = time.monotonic()
         time.sleep(sleep_s)
         state["sleep_measured"] = time.monotonic() - t
+
+    def csleeper():
+        import ctypes
+
+        class timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+        libc = ctypes.CDLL(None, use_errno=True)
+        req = timespec(int(sleep_s), int((sleep_s % 1) * 1e9))
+        t = time.monotonic()
+        rc = libc.nanosleep(ctypes.byref(req), None)
+        state["csleep"] = [rc, ctypes.get_errno() if rc else 0, time.monotonic() - t]
 
     def ticker():
         last = time.monotonic()
@@ -75,6 +97,13 @@ def main():
     lock = threading.Lock()
     lock.acquire()
 
+    def churner():
+        while not stop.is_set():
+            t = threading.Thread(target=lambda: None)
+            t.start()
+            t.join()
+            state["churned"] += 1
+
     def locker():
         state["lock_ok"] = lock.acquire(timeout=120)
 
@@ -85,7 +114,9 @@ def main():
         stop.set()
 
     threads = [threading.Thread(target=guarded(f), name=f.__name__)
-               for f in (sleeper, ticker, acceptor, locker)]
+               for f in (sleeper, csleeper, ticker, acceptor, locker)]
+    if "--churn" in sys.argv:
+        threads.append(threading.Thread(target=guarded(churner), name="churner"))
     for t in threads:
         t.start()
     time.sleep(0.05)

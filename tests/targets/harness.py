@@ -57,6 +57,25 @@ def assert_untouched(pid):
     assert tracer_pid(pid) == 0
 
 
+def python_pid(pid):
+    """With a wrapper (unshare --fork) the Python process is a child of the wrapper."""
+    for _ in range(100):
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = f.read().split()
+        except OSError:
+            kids = []
+        if kids:
+            return int(kids[0])
+        try:
+            if "python" in os.readlink("/proc/%d/exe" % pid):
+                return pid
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return pid
+
+
 class Idle:
     """An idle interpreter (targets/idle.py), ready once its first line is printed."""
 
@@ -74,19 +93,7 @@ class Idle:
         self.pid = self.proc.pid if not wrap else self._python_child()
 
     def _python_child(self):
-        """With a wrapper (unshare) the Python process may be a child of the wrapper."""
-        for _ in range(50):
-            try:
-                with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
-                    kids = f.read().split()
-            except OSError:
-                kids = []
-            if kids:
-                return int(kids[0])
-            if "python" in os.readlink("/proc/%d/exe" % self.proc.pid):
-                return self.proc.pid
-            time.sleep(0.02)
-        return self.proc.pid
+        return python_pid(self.proc.pid)
 
     def close(self):
         if self.proc.poll() is None:
@@ -126,19 +133,28 @@ def agents_built():
 class Service:
     """targets/busy_service.py under one interpreter, in its own directory."""
 
-    def __init__(self, python, workdir):
+    def __init__(self, python, workdir, user=None, wrap=()):
         self.python = python
         self.dir = str(workdir)
         os.makedirs(self.dir, exist_ok=True)
         self.log = open(os.path.join(self.dir, "service.log"), "w")
-        self.proc = subprocess.Popen([python["path"], BUSY, self.dir], stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=self.dir)
-        self.pid = self.proc.pid
+        preexec = None
+        if user is not None:
+            os.chmod(self.dir, 0o777)
+
+            def preexec():
+                os.setgroups([])
+                os.setgid(user[1])
+                os.setuid(user[0])
+        self.proc = subprocess.Popen(list(wrap) + [python["path"], BUSY, self.dir],
+                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir,
+                                     preexec_fn=preexec)
         deadline = time.monotonic() + 30
         while not os.path.exists(os.path.join(self.dir, "ready")):
             assert self.proc.poll() is None, "service died: %s" % self.output()
             assert time.monotonic() < deadline, "service not ready"
             time.sleep(0.02)
+        self.pid = python_pid(self.proc.pid) if wrap else self.proc.pid
 
     def output(self):
         self.log.flush()

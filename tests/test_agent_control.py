@@ -1,0 +1,232 @@
+"""The agent's session life cycle outside the `with` API, on every interpreter of the matrix:
+the control channel (vc_agent_connect: HELLO → CONFIG → STARTED → STATUS → STOP → DATA* →
+END, as the injector drives it), the abstract status socket (`vcattach status|stop`), the
+duration deadline, the atexit stop when the process exits mid-session, and the errors a user
+sees (unwritable output, a second session).  Each target is a real process; each trace is
+decoded by both readers (test_agent._decode).
+"""
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT, agent_path, python_params
+from test_agent import _check_nesting, _decode, _named
+
+HELLO, CONFIG, STARTED, STOP, STATUS, DATA, END, ERROR = range(1, 9)
+
+PRELUDE = textwrap.dedent(r'''
+    import ctypes, json, os, sys, threading, time
+    import vcattach
+    from vcattach import _agent
+    def leaf():
+        return 1
+    def hooks_state():
+        st = {"getprofile": repr(sys.getprofile()),
+              "threading_profile_hook": repr(threading._profile_hook)}
+        if hasattr(sys, "monitoring"):
+            st["tools"] = [sys.monitoring.get_tool(i) for i in range(6)]
+        return st
+    def wait_inactive(lib, limit=30):
+        t0 = time.time()
+        while lib.vc_agent_active() and time.time() - t0 < limit:
+            leaf()
+            time.sleep(0.001)
+''')
+
+
+def _spawn(py, body, *args):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("VCATTACH_AGENT", None)
+    return subprocess.Popen([py["path"], "-c", PRELUDE + textwrap.dedent(body)] + list(args),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish(p, timeout=60):
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, "target failed (rc %s):\n%s\n%s" % (p.returncode, out, err)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("peer closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf
+
+
+def _recv(s):
+    t, n = struct.unpack("<II", _recv_exact(s, 8))
+    return t, _recv_exact(s, n)
+
+
+def _send(s, t, payload=b""):
+    s.sendall(struct.pack("<II", t, len(payload)) + payload)
+
+
+def _kv(payload):
+    return dict(l.split("=", 1) for l in payload.decode().splitlines() if "=" in l)
+
+
+@pytest.fixture(params=python_params())
+def py(request):
+    p = request.param
+    if not os.path.exists(agent_path(p["minor"])):
+        pytest.fail("agent not built for %s: run make" % p["id"])
+    return p
+
+
+def test_control_channel_session(py, tmp_path):
+    d = tempfile.mkdtemp(prefix="vc-ctl-")
+    os.chmod(d, 0o700)
+    path = os.path.join(d, "control.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(30)
+    p = _spawn(py, r'''
+        lib = _agent.load()
+        lib.vc_agent_connect.argtypes = [ctypes.c_char_p]
+        assert lib.vc_agent_connect(sys.argv[1].encode()) == 0
+        t0 = time.time()
+        while not lib.vc_agent_active() and time.time() - t0 < 10:
+            time.sleep(0.001)
+        wait_inactive(lib)
+        print(json.dumps({"after": hooks_state(), "active": lib.vc_agent_active()}))
+    ''', path)
+    try:
+        conn, _ = srv.accept()
+        conn.settimeout(30)
+        t, payload = _recv(conn)
+        assert t == HELLO
+        hello = _kv(payload)
+        assert int(hello["pid"]) == p.pid and hello["python"] == py["version"]
+        _send(conn, CONFIG, b"output=control\nduration_ms=0\nbuffer_mb=16\nhook=auto\n")
+        t, payload = _recv(conn)
+        assert t == STARTED, payload
+        assert int(_kv(payload)["threads"]) >= 1
+        time.sleep(0.3)
+        _send(conn, STATUS)
+        t, payload = _recv(conn)
+        assert t == STATUS and _kv(payload)["state"] == "running"
+        _send(conn, STOP)
+        data = b""
+        while True:
+            t, payload = _recv(conn)
+            if t == DATA:
+                data += payload
+                continue
+            assert t == END, (t, payload)
+            end = _kv(payload)
+            break
+        conn.close()
+    finally:
+        srv.close()
+        os.unlink(path)
+        os.rmdir(d)
+    rep = _finish(p)
+    assert rep["after"]["getprofile"] == "None" and rep["active"] == 0
+    assert "tools" not in rep["after"] or all(x is None for x in rep["after"]["tools"])
+    cvf_path = str(tmp_path / "control.cvf")
+    with open(cvf_path, "wb") as f:
+        f.write(data)
+    assert int(end["bytes"]) == len(data) and end["status"] == "0"
+    ev = _decode(cvf_path)
+    assert int(end["events"]) == sum(1 for e in ev if e["ph"] == "X")
+    assert len(_named(ev, "leaf")) > 0
+    _check_nesting(ev)
+
+
+def test_status_socket_stop_and_status(py, tmp_path):
+    out = str(tmp_path / "status.cvf")
+    p = _spawn(py, r'''
+        vcattach.start(sys.argv[1])
+        print("started", flush=True)
+        wait_inactive(_agent.load())
+        r = _agent.VcResult()
+        _agent.load().vc_agent_last_result(ctypes.byref(r))
+        print(json.dumps({"after": hooks_state(), "events": r.events, "status": r.status}))
+    ''', out)
+    assert p.stdout.readline().strip() == "started"
+
+    def ask(msg):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect("\0vcattach-agent-%d" % p.pid)
+        _send(s, msg)
+        t, payload = _recv(s)
+        s.close()
+        return t, _kv(payload)
+    t, st = ask(STATUS)
+    assert t == STATUS and st["state"] == "running" and int(st["pid"]) == p.pid
+    assert st["output"] == out
+    t, end = ask(STOP)
+    assert t == END and end["status"] == "0"
+    rep = _finish(p)
+    assert rep["status"] == 0 and rep["after"]["getprofile"] == "None"
+    ev = _decode(out)
+    assert rep["events"] == int(end["events"]) == sum(1 for e in ev if e["ph"] == "X")
+    assert len(_named(ev, "leaf")) > 0
+
+
+def test_deadline_and_atexit(py, tmp_path):
+    # duration: the session ends by itself; then a session left running at exit is written by
+    # the atexit stop, and the process exits normally.
+    a, b = str(tmp_path / "deadline.cvf"), str(tmp_path / "atexit.cvf")
+    p = _spawn(py, r'''
+        vcattach.start(sys.argv[1], duration=0.3)
+        wait_inactive(_agent.load())
+        print(json.dumps({"deadline_exists": os.path.exists(sys.argv[1]),
+                          "after": hooks_state()}), flush=True)
+        vcattach.start(sys.argv[2])
+        for _ in range(1000):
+            leaf()
+    ''', a, b)
+    rep = _finish(p)
+    assert rep["deadline_exists"] and rep["after"]["getprofile"] == "None"
+    assert len(_named(_decode(a), "leaf")) > 0
+    assert len(_named(_decode(b), "leaf")) >= 1000
+
+
+def test_user_errors(py, tmp_path):
+    p = _spawn(py, r'''
+        res = {}
+        try:
+            vcattach.start("/nonexistent-dir/x.cvf")
+        except vcattach.VcattachError as e:
+            res["unwritable"] = str(e)
+        vcattach.start(sys.argv[1])
+        try:
+            vcattach.start(sys.argv[1] + ".2")
+        except vcattach.VcattachError as e:
+            res["busy"] = str(e)
+        r = vcattach.stop()
+        res["first_ok"] = r.status == 0 and os.path.exists(sys.argv[1])
+        try:
+            vcattach.start(sys.argv[1] + ".3", hook="monitoring")
+            vcattach.stop()
+            res["monitoring"] = "ok"
+        except vcattach.VcattachError as e:
+            res["monitoring"] = str(e)
+        res["after"] = hooks_state()
+        print(json.dumps(res))
+    ''', str(tmp_path / "ok.cvf"))
+    rep = _finish(p)
+    assert "not writable" in rep["unwritable"] and "/nonexistent-dir" in rep["unwritable"]
+    assert "already running" in rep["busy"]
+    assert rep["first_ok"]
+    if tuple(int(x) for x in py["version"].split(".")[:2]) >= (3, 12):
+        assert rep["monitoring"] == "ok"
+    else:
+        assert "3.12" in rep["monitoring"]
+    assert rep["after"]["getprofile"] == "None"
