@@ -28,6 +28,7 @@ include agent/agent.mk
 include injector/injector.mk
 include tests/tests.mk
 include bench/bench.mk
+include examples/demo.mk
 
 all: $(BUILD)/.deps-ok $(ALL_TARGETS)
 

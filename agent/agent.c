@@ -466,11 +466,12 @@ static void *agent_main(void *arg)
     struct vc_result res = {0};
     int rc = 0;
 
+    vc_clock_init(); /* reads /proc/cpuinfo once: here, not on the caller's thread */
     if (s->control_path[0] != '\0')
         rc = vc_control_handshake(s, err, sizeof err);
     if (rc == 0)
         rc = check_output(s, err, sizeof err);
-    if (rc == 0 && !Py_IsInitialized()) {
+    if (rc == 0 && (!Py_IsInitialized() || vc_compat_is_finalizing())) {
         snprintf(err, sizeof err, "the Python interpreter is not initialized (yet or anymore)");
         rc = -ENOENT;
     }
@@ -606,7 +607,6 @@ static int launch(void)
     g_stop_reason = VC_STOP_NONE;
     g_error[0] = '\0';
     g_result = (struct vc_result){0};
-    vc_clock_init();
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -46,6 +46,16 @@ static inline PyCodeObject *vc_compat_frame_code(PyFrameObject *frame)
 #endif
 }
 
+/* Py_TYPE(o) is exactly a builtin-function type (PyCMethod_Type exists from 3.9). */
+static inline int vc_compat_is_cfunction_exact(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x03090000
+    return type == &PyCFunction_Type || type == &PyCMethod_Type;
+#else
+    return type == &PyCFunction_Type;
+#endif
+}
+
 /* Fills codes[] with new references to the code objects of the Python frames running on ts,
  * innermost first, at most max, and frames[] with the (borrowed, identity only) frame objects.
  * Returns how many. */

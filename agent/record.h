@@ -74,7 +74,19 @@ static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match
 static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyMethodDef **ml,
                                PyObject **qual)
 {
-    if (PyCFunction_Check(callable)) {
+    PyTypeObject *type = Py_TYPE(callable);
+    /* Exact-type tests first: PyCFunction_Check on anything else walks the MRO, and on the
+     * monitoring backend this runs for every call (Python functions and classes included). */
+    if (type == &PyFunction_Type || type == &PyType_Type || type == &PyMethod_Type)
+        return 0;
+    if (type == &PyMethodDescr_Type) {
+        if (self_arg == NULL)
+            return 0;
+        *ml = ((PyMethodDescrObject *)callable)->d_method;
+        *qual = (PyObject *)Py_TYPE(self_arg);
+        return 1;
+    }
+    if (vc_compat_is_cfunction_exact(type) || PyCFunction_Check(callable)) {
         PyCFunctionObject *fn = (PyCFunctionObject *)callable;
         *ml = fn->m_ml;
         if (fn->m_module != NULL)
@@ -83,11 +95,6 @@ static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyM
             *qual = (PyObject *)Py_TYPE(fn->m_self);
         else
             *qual = NULL;
-        return 1;
-    }
-    if (Py_TYPE(callable) == &PyMethodDescr_Type && self_arg != NULL) {
-        *ml = ((PyMethodDescrObject *)callable)->d_method;
-        *qual = (PyObject *)Py_TYPE(self_arg);
         return 1;
     }
     return 0;

@@ -57,6 +57,9 @@ static int bad(reader *r, size_t at, const char *fmt, ...)
     va_end(ap);
     r->err->offset = at;
     snprintf(r->err->msg, sizeof r->err->msg, "offset %zu: %s", at, msg);
+    for (char *m = r->err->msg; *m; m++) /* one line, even if a quoted name holds '\n' */
+        if ((unsigned char)*m < 0x20)
+            *m = ' ';
     return -1;
 }
 

@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,18 +61,26 @@ struct cvf_writer {
 
 /* ---- units ------------------------------------------------------------------------------ */
 
-/* llround() of a double outside the int64 range (or NaN) is undefined/unspecified; clamp first.
- * 2^63 as a double is exact, so the comparisons are exact too. */
+/* Rounding half away from zero, written without libm so the agent's link needs only zlib and
+ * libc.  Values outside the int64 range (and NaN) are clamped first: converting them to an
+ * integer would be undefined behaviour.  2^63 and 2^64 are exact doubles, so the comparisons
+ * are exact too.  For |t| < 2^52, t - trunc(t) is computed exactly; above, t is integral. */
 int64_t cvf_us_to_ticks(double us)
 {
     double t = us * 100.0;
-    if (isnan(t))
+    if (t != t) /* NaN */
         return 0;
-    if (t >= 9223372036854775807.0) /* rounds to 2^63 */
+    if (t >= 9223372036854775808.0)
         return INT64_MAX;
     if (t <= -9223372036854775808.0)
         return INT64_MIN;
-    return (int64_t)llround(t);
+    int64_t r = (int64_t)t; /* truncates toward zero */
+    double frac = t - (double)r;
+    if (frac >= 0.5)
+        r++;
+    else if (frac <= -0.5)
+        r--;
+    return r;
 }
 
 uint64_t cvf_dur_us_to_ticks(double us)
@@ -83,11 +90,10 @@ uint64_t cvf_dur_us_to_ticks(double us)
         return 0;
     if (t >= 18446744073709551616.0) /* 2^64 */
         return UINT64_MAX;
-    /* round half away from zero without llround's int64 range limit */
-    double r = floor(t + 0.5);
-    if (r >= 18446744073709551616.0)
-        return UINT64_MAX;
-    return (uint64_t)r;
+    uint64_t r = (uint64_t)t;
+    if (t - (double)r >= 0.5 && r < UINT64_MAX)
+        r++;
+    return r;
 }
 
 /* ---- sorting ---------------------------------------------------------------------------- */

@@ -6,7 +6,9 @@
 #include "agent_locate.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,4 +145,132 @@ int agent_check_safe(const char *path, uid_t target_uid, char *err, size_t errle
             break;
     }
     return 0;
+}
+
+/* Reads a whole (agent-sized) file.  Returns a malloc'd buffer and *len, or NULL. */
+static unsigned char *read_all(int fd, size_t *len)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        st.st_size > (64 << 20))
+        return NULL;
+    unsigned char *buf = malloc((size_t)st.st_size);
+    size_t done = 0;
+    while (buf && done < (size_t)st.st_size) {
+        ssize_t n = pread(fd, buf + done, (size_t)st.st_size - done, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(buf);
+            return NULL;
+        }
+        done += (size_t)n;
+    }
+    *len = done;
+    return buf;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Ours (root or the operator) and not writable by group/others. */
+static int owned_and_closed(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+           !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* 1 if the file at dfd/name is ours and holds exactly data, else 0. */
+static int same_copy(int dfd, const char *name, const unsigned char *data, size_t len)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t have_len = 0;
+    unsigned char *have = owned_and_closed(fd) ? read_all(fd, &have_len) : NULL;
+    int same = have && have_len == len && memcmp(have, data, len) == 0;
+    free(have);
+    close(fd);
+    return same;
+}
+
+int agent_copy_into_target(pid_t pid, const char *agent, char *out, size_t cap, char *err,
+                           size_t errlen)
+{
+    const char *name = strrchr(agent, '/');
+    name = name ? name + 1 : agent;
+    int src = open(agent, O_RDONLY | O_CLOEXEC);
+    size_t len = 0;
+    unsigned char *data = src >= 0 ? read_all(src, &len) : NULL;
+    if (src >= 0)
+        close(src);
+    if (!data) {
+        snprintf(err, errlen, "cannot read the agent %s: %s", agent, strerror(errno));
+        return -1;
+    }
+    uint64_t hash = 1469598103934665603ull; /* FNV-1a: names the content, not a secret */
+    for (size_t i = 0; i < len; i++)
+        hash = (hash ^ data[i]) * 1099511628211ull;
+    char dirname[64], tmpname[128], root_tmp[64];
+    snprintf(dirname, sizeof dirname, ".vcattach-%016llx", (unsigned long long)hash);
+    snprintf(root_tmp, sizeof root_tmp, "/proc/%d/root/tmp", (int)pid);
+
+    int rc = -1, dfd = -1;
+    int tmpfd = open(root_tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tmpfd < 0) {
+        snprintf(err, errlen, "cannot open the target's /tmp (%s): %s", root_tmp,
+                 strerror(errno));
+        goto out;
+    }
+    int created = mkdirat(tmpfd, dirname, 0755) == 0;
+    dfd = openat(tmpfd, dirname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || (created && fchmod(dfd, 0755) < 0) || !owned_and_closed(dfd)) {
+        snprintf(err, errlen,
+                 "refusing /tmp/%s in pid %d's mount namespace: %s; remove it, or run vcattach "
+                 "inside the container",
+                 dirname, (int)pid, dfd < 0 ? strerror(errno) : "not a directory of ours");
+        goto out;
+    }
+    if (!same_copy(dfd, name, data, len)) {
+        snprintf(tmpname, sizeof tmpname, "%s.%d.tmp", name, (int)getpid());
+        unlinkat(dfd, tmpname, 0);
+        int fd = openat(dfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int ok = fd >= 0 && fchmod(fd, 0644) == 0 && write_all(fd, data, len) == 0 &&
+                 fsync(fd) == 0;
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (!ok || renameat(dfd, tmpname, dfd, name) < 0) {
+            e = ok ? errno : e;
+            unlinkat(dfd, tmpname, 0);
+            snprintf(err, errlen, "cannot copy the agent into pid %d's /tmp: %s (a read-only or "
+                                  "full /tmp?); run vcattach inside the container",
+                     (int)pid, strerror(e));
+            goto out;
+        }
+    }
+    if ((size_t)snprintf(out, cap, "/tmp/%s/%s", dirname, name) >= cap) {
+        snprintf(err, errlen, "agent path too long");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (dfd >= 0)
+        close(dfd);
+    if (tmpfd >= 0)
+        close(tmpfd);
+    free(data);
+    return rc;
 }

@@ -22,4 +22,14 @@ int agent_locate(int major, int minor, char *path, size_t cap, char *err, size_t
  * and the target's user (target_uid) must be able to read it.  Returns 0 or -1 with err. */
 int agent_check_safe(const char *path, uid_t target_uid, char *err, size_t errlen);
 
+/* Makes the agent loadable by a target in another mount namespace that cannot see our file
+ * (a container): a copy in the target's /tmp at /tmp/.vcattach-<content hash>/<file name>, in a
+ * directory owned by us that others cannot write.  An identical copy left by an earlier attach
+ * is reused, so that a re-attach dlopens the same path and reuses the agent already loaded.
+ * Every component is opened with O_NOFOLLOW below /proc/PID/root/tmp: a symlink planted in
+ * the target's /tmp cannot redirect the write to a file of ours.  The copy stays (it is mapped
+ * in the target).  Returns 0 with the target's view of the path in out, or -1 with err. */
+int agent_copy_into_target(pid_t pid, const char *agent, char *out, size_t cap, char *err,
+                           size_t errlen);
+
 #endif /* VC_AGENT_LOCATE_H */

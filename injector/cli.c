@@ -48,9 +48,12 @@ static void print_help(enum cli_mode mode)
             "  -q, --quiet           no status line and no summary\n"
             "  -v, --verbose         progress of the injection on stderr\n"
             "  -h, --help            this text\n\n"
-            "Ctrl-C (or SIGTERM) stops early and still writes the trace; a second one abandons it (the\n"
-            "agent then writes OUT.partial.cvf itself).  If vcattach is killed, the agent stops\n"
-            "at the deadline and writes OUT.partial.cvf.\n\n"
+            "Ctrl-C (or SIGTERM) stops early and still writes the trace; a second one abandons\n"
+            "it: the agent then writes OUT.partial.cvf itself (OUT without its .cvf suffix), as\n"
+            "it does if vcattach is killed.  OUT is written as OUT.tmp, then renamed.\n\n"
+            "A target in another mount namespace (a container, a service with PrivateTmp) gets\n"
+            "its control socket in its own /tmp, and a copy of the agent there when it cannot\n"
+            "see this one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
             "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"
             "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n");
         break;

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "convert.h"
 #include "cvf_reader.h"
+#include "export.h"
 
 /* Output formats of a .cvf input (--format). */
 static const struct format {
@@ -30,6 +31,10 @@ static const struct format {
 } formats[] = {
     {"chrome", convert_cvf_to_chrome, ".json",
      "Chrome trace event JSON (Perfetto, chrome://tracing, VizTracer's vizviewer)"},
+    {"speedscope", convert_cvf_to_speedscope, ".speedscope.json",
+     "speedscope's own format: one evented profile per thread"},
+    {"collapsed", convert_cvf_to_collapsed, ".folded",
+     "folded stacks (flamegraph.pl, speedscope): self time in µs per stack"},
 };
 
 #define PROGRESS_MIN_BYTES (50u << 20)
@@ -308,13 +313,26 @@ int cmd_convert(int argc, char **argv)
         }
         fp = NULL;
         fd = -1;
-        /* Without --force, link() fails if OUT appeared meanwhile; rename() would replace. */
-        if (force ? rename(tmp, out) != 0 : link(tmp, out) != 0) {
+        /* Without --force, link() fails if OUT appeared meanwhile; rename() would replace.
+         * Filesystems without hard links get a last check and rename(). */
+        bool linked = false;
+        if (!force) {
+            struct stat st;
+            if (link(tmp, out) == 0)
+                linked = true;
+            else if (errno == EEXIST || lstat(out, &st) == 0) {
+                errno = EEXIST;
+                fprintf(stderr, "vcattach convert: cannot create %s: %s (pass --force to "
+                                "replace it)\n", out, strerror(errno));
+                goto done;
+            }
+        }
+        if (!linked && rename(tmp, out) != 0) {
             fprintf(stderr, "vcattach convert: cannot create %s: %s%s\n", out, strerror(errno),
                     errno == EEXIST ? " (pass --force to replace it)" : "");
             goto done;
         }
-        if (!force)
+        if (linked)
             unlink(tmp);
         tmp_live = 0;
     }

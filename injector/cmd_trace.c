@@ -1,8 +1,9 @@
 /* cmd_trace.c — the attach workflow: `vcattach [trace]`, `start`, `stop`, `status`.
  *
- * trace:  parse → preflight (target, agent, output; nothing touched yet) → control socket →
- *         inject → accept the agent → CONFIG → STARTED → wait (status line, Ctrl-C) → STOP →
- *         DATA* into OUT.tmp → END → fsync, rename → one summary line.
+ * trace:  parse → preflight (target, agent, output; nothing touched yet) → [a copy of the
+ *         agent in the target's /tmp, if it lives in a mount namespace that cannot see ours]
+ *         → control socket → inject → accept the agent → CONFIG → STARTED → wait (status
+ *         line, Ctrl-C) → STOP → DATA* into OUT.tmp → END → fsync, rename → summary line.
  * start:  the same up to STARTED with detach=1 and output=OUT: the agent finishes on its own.
  * stop/status: talk to a running session through its abstract status socket.
  *
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_locate.h"
 #include "cli.h"
 #include "commands.h"
 #include "inject.h"
@@ -261,7 +263,7 @@ static int inject(const struct cli_options *opt, const struct target_info *t,
 {
     struct inject_request req = {
         .pid = t->pid,
-        .agent_path = t->agent,
+        .agent_path = t->agent_in_target,
         .control_path = s->target_path,
         .timeout_ms = INJECT_TIMEOUT_MS,
         .verbose = opt->verbose,
@@ -440,6 +442,17 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
     char reply[1024];
     int show = !opt.quiet && isatty(STDERR_FILENO);
 
+    /* From here on the target is touched: first its filesystem, when it cannot see our agent. */
+    if (t.agent_needs_copy) {
+        if (agent_copy_into_target(t.pid, t.agent, t.agent_in_target, sizeof t.agent_in_target,
+                                   err, sizeof err) < 0) {
+            fprintf(stderr, "%s: %s\n", cmd, err);
+            goto out;
+        }
+        if (opt.verbose)
+            fprintf(stderr, "%s: agent copied into the target's mount namespace as %s\n", cmd,
+                    t.agent_in_target);
+    }
     if (session_listen(&s, t.pid, t.uid, t.gid, t.foreign_mnt_ns, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;

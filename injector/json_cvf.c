@@ -876,6 +876,10 @@ int convert_json_to_cvf(const char *json, size_t len, int out_fd, const convert_
     int rc = walk(&c, json, len);
     if (rc == 0)
         rc = write_all(&c, out_fd);
+    /* one line: jansson quotes the input near an error, names may hold control characters */
+    for (char *m = err->msg; *m; m++)
+        if ((unsigned char)*m < 0x20)
+            *m = ' ';
     set_free(&c.fee, false);
     set_free(&c.names, false);
     set_free(&c.ctrs, true);

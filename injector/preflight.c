@@ -222,36 +222,32 @@ int pf_same_in_target(pid_t pid, const char *path)
            a.st_ino == b.st_ino;
 }
 
-/* A target in another mount namespace (a container, a systemd service with PrivateTmp) is
- * supported when the agent is visible in it at the same path; the control socket is then
- * created through /proc/PID/root (session.c), and output paths are checked the same way. */
+/* A target in another mount namespace (a container, a systemd service with PrivateTmp) gets
+ * the control socket through /proc/PID/root (session.c), and the agent either at the same path
+ * (if it is visible there) or as a copy in its /tmp made just before injecting
+ * (agent_copy_into_target).  Both need a real /tmp directory in the target's view. */
 static int check_namespace(struct target_info *t, char *err, size_t errlen)
 {
     char theirs[64];
     struct stat a, b;
     snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)t->pid);
+    snprintf(t->agent_in_target, sizeof t->agent_in_target, "%s", t->agent);
     if (stat(theirs, &a) < 0 || stat("/proc/self/ns/mnt", &b) < 0)
         return 0; /* cannot tell (no namespaces): same view */
     t->foreign_mnt_ns = a.st_dev != b.st_dev || a.st_ino != b.st_ino;
-    if (t->foreign_mnt_ns && !pf_same_in_target(t->pid, t->agent)) {
-        snprintf(err, errlen,
-                 "pid %d runs in a different mount namespace (a container?) where the agent %s "
-                 "is not visible: not supported yet; run vcattach inside the container "
-                 "(docker exec / kubectl debug --target), or bind-mount the vcattach install "
-                 "into it",
-                 (int)t->pid, t->agent);
-        return -1;
-    }
+    if (!t->foreign_mnt_ns)
+        return 0;
     char tmp[64];
     struct stat st;
     snprintf(tmp, sizeof tmp, "/proc/%d/root/tmp", (int)t->pid);
-    if (t->foreign_mnt_ns && (stat(tmp, &st) < 0 || !S_ISDIR(st.st_mode))) {
+    if (lstat(tmp, &st) < 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen,
-                 "pid %d runs in a different mount namespace without a /tmp for the control "
-                 "socket: run vcattach inside the container",
+                 "pid %d runs in a different mount namespace without a /tmp directory (needed "
+                 "for the control socket): run vcattach inside the container",
                  (int)t->pid);
         return -1;
     }
+    t->agent_needs_copy = !pf_same_in_target(t->pid, t->agent);
     return 0;
 }
 
@@ -260,9 +256,9 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
     memset(t, 0, sizeof *t);
     t->pid = pid;
     char v[256];
-    if (pid == getpid() || pid == getppid()) {
-        snprintf(err, errlen, "pid %d is vcattach itself or its parent shell: give the pid of "
-                              "the Python process", (int)pid);
+    if (pid == getpid()) {
+        snprintf(err, errlen, "pid %d is vcattach itself: give the pid of the Python process",
+                 (int)pid);
         return -1;
     }
     if (kill(pid, 0) < 0 && errno == ESRCH) {
@@ -341,9 +337,10 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
     }
     if (agent_locate(t->py.major, t->py.minor, t->agent, sizeof t->agent, err, errlen) < 0)
         return -1;
-    if (agent_check_safe(t->agent, t->uid, err, errlen) < 0)
-        return -1;
     if (check_namespace(t, err, errlen) < 0)
+        return -1;
+    /* A copy made for the target is readable by it; otherwise the original must be. */
+    if (agent_check_safe(t->agent, t->agent_needs_copy ? 0 : t->uid, err, errlen) < 0)
         return -1;
 
     char status[512];

@@ -21,14 +21,17 @@ struct target_info {
     char comm[64];
     struct target_python py;
     char agent[PATH_MAX];  /* absolute path of the agent build for the target's version */
-    int foreign_mnt_ns;    /* another mount namespace, in which the agent path is valid */
+    int foreign_mnt_ns;    /* the target has another mount namespace */
+    int agent_needs_copy;  /* ... in which `agent` is not visible: copy it into its /tmp */
+    char agent_in_target[PATH_MAX]; /* the path the target loads (agent, or the copy) */
 };
 
 /* Checks, in order: the process exists; vcattach may ptrace it (uid / CAP_SYS_PTRACE, Yama
  * ptrace_scope, non-dumpable targets, ptrace blocked for vcattach itself by seccomp or an
  * LSM); it is not stopped and not already traced; it is CPython of a supported version with an
- * agent build that is safe to load and visible at the same path in the target's mount
- * namespace; no vcattach session runs in it.  Returns 0 with *t filled, or -1 with one line
+ * agent build that is safe to load; in another mount namespace, it has a /tmp (for the
+ * socket, and a copy of the agent if ours is not visible there); no vcattach session runs in
+ * it.  Returns 0 with *t filled, or -1 with one line
  * (cause and fix) in err. */
 int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen);
 

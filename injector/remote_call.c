@@ -19,6 +19,8 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#define ERESTART_RESTARTBLOCK 516 /* kernel-internal errno (include/linux/errno.h) */
+
 #ifndef PTRACE_EVENT_STOP
 #define PTRACE_EVENT_STOP 128
 #endif
@@ -84,6 +86,7 @@ static int run_until_trap(struct remote *rc, struct user_regs_struct *regs, uint
         int st;
         r = pt_wait_stop(t, deadline_ns, &st);
         if (r == -ETIMEDOUT) {
+            rc->foreign_stops++;
             /* stuck (e.g. on a lock): take the thread back so it can be restored */
             ptrace(PTRACE_INTERRUPT, tid, 0, 0);
             for (;;) {
@@ -99,6 +102,11 @@ static int run_until_trap(struct remote *rc, struct user_regs_struct *regs, uint
         if (r < 0)
             return r;
         int sig = WSTOPSIG(st), event = (unsigned)st >> 16;
+        struct user_regs_struct now;
+        int at_our_trap = event == 0 && sig == SIGTRAP && pt_getregs(tid, &now) == 0 &&
+                          now.rip == expect_rip;
+        if (!at_our_trap)
+            rc->foreign_stops++;
         if (event == PTRACE_EVENT_STOP) {
             if (t->group_stop) /* job control stopped the process meanwhile: redo it later */
                 t->pending_sigs |= 1ull << (t->group_stop - 1);
@@ -106,8 +114,7 @@ static int run_until_trap(struct remote *rc, struct user_regs_struct *regs, uint
         }
         if (event != 0)
             continue;
-        struct user_regs_struct now;
-        if (sig == SIGTRAP && pt_getregs(tid, &now) == 0 && now.rip == expect_rip) {
+        if (at_our_trap) {
             *ret = now.rax;
             t->in_signal_stop = 0;
             return 0;
@@ -170,7 +177,14 @@ int remote_end(struct remote *rc)
             rc->code_written = 0;
     }
     if (rc->regs_saved) {
-        int r = pt_setregs(tid, &rc->saved_regs);
+        struct user_regs_struct regs = rc->saved_regs;
+        if (rc->foreign_stops && (long)regs.orig_rax >= 0 &&
+            (long)regs.rax == -ERESTART_RESTARTBLOCK) {
+            regs.rax = regs.orig_rax; /* re-issue the syscall (2-byte `syscall` before rip) */
+            regs.rip -= 2;
+            regs.orig_rax = (unsigned long long)-1;
+        }
+        int r = pt_setregs(tid, &regs);
         if (r < 0 && !err)
             err = r;
         if (rc->saved_fp && rc->saved_fp->kind) {

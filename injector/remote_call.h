@@ -26,6 +26,8 @@ struct remote {
     int code_written, regs_saved;
     int fault_sig;           /* the fatal signal the last call died of (0: none) */
     int calls_run;           /* remote_call invocations that started executing */
+    int foreign_stops;       /* stops during our code other than its int3: the thread's
+                              * syscall restart block may have been reused by our code */
 };
 
 /* Saves registers, FPU state and the bytes at code_addr, then writes the trampoline.
@@ -42,7 +44,13 @@ int remote_syscall(struct remote *rc, long nr, const uint64_t args[6], uint64_t 
 int remote_call(struct remote *rc, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t stack_top,
                 uint64_t *ret, int64_t deadline_ns);
 
-/* Restores the original bytes, registers and FPU state (whatever was saved).  0 or -errno. */
+/* Restores the original bytes, registers and FPU state (whatever was saved).  0 or -errno.
+ * One deliberate difference: if the thread was interrupted in a syscall that restarts through
+ * the kernel's per-thread restart block (rax == -ERESTART_RESTARTBLOCK: relative sleeps, timed
+ * futex waits, poll) and a syscall of our code may have been interrupted meanwhile (so that
+ * block may now describe OUR syscall, e.g. a 60 s sleep, or a finished one that returns at
+ * once), the original syscall is re-issued from its saved arguments instead: a relative wait
+ * may then last longer than asked (never shorter, never someone else's). */
 int remote_end(struct remote *rc);
 
 #endif /* VC_REMOTE_CALL_H */

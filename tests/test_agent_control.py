@@ -191,11 +191,24 @@ def test_deadline_and_atexit(py, tmp_path):
         vcattach.start(sys.argv[2])
         for _ in range(1000):
             leaf()
+        def bye():
+            sys.exit(0)
+        def outer_exit():
+            try:
+                bye()
+            finally:
+                leaf()
+        outer_exit()
     ''', a, b)
     rep = _finish(p)
     assert rep["deadline_exists"] and rep["after"]["getprofile"] == "None"
     assert len(_named(_decode(a), "leaf")) > 0
-    assert len(_named(_decode(b), "leaf")) >= 1000
+    ev = _decode(b)
+    assert len(_named(ev, "leaf")) == 1001
+    assert len(_named(ev, "bye")) == 1 and len(_named(ev, "outer_exit")) == 1
+    bye, outer = _named(ev, "bye")[0], _named(ev, "outer_exit")[0]
+    assert outer["ts"] <= bye["ts"] and bye["ts"] + bye["dur"] <= outer["ts"] + outer["dur"]
+    _check_nesting(ev)
 
 
 def test_user_errors(py, tmp_path):
@@ -230,3 +243,53 @@ def test_user_errors(py, tmp_path):
     else:
         assert "3.12" in rep["monitoring"]
     assert rep["after"]["getprofile"] == "None"
+
+
+def test_fork_child_is_left_untraced(py, tmp_path):
+    out = str(tmp_path / "fork.cvf")
+    p = _spawn(py, r'''
+        import warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        vcattach.start(sys.argv[1])
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(100):
+                leaf()
+            os.write(w, json.dumps(hooks_state()).encode())
+            os._exit(0)
+        os.close(w)
+        child = json.loads(os.read(r, 65536).decode())
+        os.waitpid(pid, 0)
+        for _ in range(10):
+            leaf()
+        res = vcattach.stop()
+        print(json.dumps({"child": child, "status": res.status}))
+    ''', out)
+    rep = _finish(p)
+    assert rep["child"]["getprofile"] == "None"
+    assert rep["child"]["threading_profile_hook"] == "None"
+    assert "tools" not in rep["child"] or all(x is None for x in rep["child"]["tools"])
+    assert rep["status"] == 0
+    ev = _decode(out)
+    assert len(_named(ev, "leaf")) >= 10
+    assert {e["pid"] for e in ev if e["ph"] == "X"} == {p.pid}
+
+
+def test_deep_recursion_is_counted(py, tmp_path):
+    out = str(tmp_path / "deep.cvf")
+    p = _spawn(py, r'''
+        sys.setrecursionlimit(5000)
+        def down(n):
+            return 0 if n == 0 else 1 + down(n - 1)
+        with vcattach.trace(sys.argv[1]) as t:
+            down(1500)
+        print(json.dumps(t.result._asdict()))
+    ''', out)
+    rep = _finish(p)
+    ev = _decode(out)
+    detach = [e for e in ev if e["name"] == "vcattach detach"][0]
+    assert rep["dropped"] == detach["args"]["dropped"] == detach["args"]["too_deep"] > 0
+    n_down = len(_named(ev, "down"))
+    assert n_down + detach["args"]["too_deep"] == 1501
+    _check_nesting(ev)

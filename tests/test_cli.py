@@ -1,7 +1,6 @@
 """Command line of the attach workflow (`vcattach [trace]|start|stop|status`): parsing, help,
 exit codes.  Accepted arguments are shown accepted by reaching the *next* check (preflight on
 a real non-Python process), so nothing here depends on the agent being built."""
-import os
 import subprocess
 
 import pytest
@@ -116,6 +115,7 @@ def test_no_such_pid():
 
 
 def test_own_pid_refused():
-    # vcattach's parent here is this pytest process: refusing it is a preflight rule.
-    r = run("--pid", str(os.getpid()))
-    assert r.returncode == 2 and "vcattach itself or its parent" in r.stderr
+    # `exec` makes vcattach the shell's pid, so $$ is vcattach itself.
+    r = subprocess.run(["sh", "-c", 'exec "$0" --pid $$ -t 1s', VCATTACH], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 2 and "is vcattach itself" in r.stderr, r.stderr

@@ -144,7 +144,9 @@ BAD_JSON = [
     ('{"traceEvents": [{"ph": "i"', "invalid JSON"),
     ('{"traceEvents": []} trailing', "trailing data"),
     ('{"other": 1}', 'no "traceEvents"'),
-    ('[{"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "x": 1e999}]',
+    ('[{"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 1e999, "dur": 1}]',
+     "invalid JSON"),
+    ('[{"ph": "X", "name": "f\\n", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "a": "\\x"}]',
      "invalid JSON"),
     ('[{"ph": "X", "name": "f", "pid": 18446744073709551615, "tid": 1, "ts": 1, "dur": 1}]',
      "invalid JSON"),
@@ -192,3 +194,20 @@ def test_python_reader_on_every_interpreter(tmp_path):
                         os.path.join(ROOT, "python"), mid], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout) == len(cvf.load(mid)["traceEvents"])
+
+
+def test_fast_and_jansson_paths_give_identical_bytes(tmp_path):
+    """Plain X events are read by json_cvf.c's fast path; an escaped "ph" ("\\u0058") sends
+    every event through jansson instead.  Both must produce the same .cvf, byte for byte."""
+    trace, _, _ = generate(21, n_x=1500)
+    plain = json.dumps(trace, ensure_ascii=False, indent=1)  # whitespace everywhere, too
+    slow = plain.replace('"ph": "X"', '"ph": "\\u0058"')
+    assert slow != plain
+    outs = []
+    for label, text in (("fast", plain), ("slow", slow)):
+        src, dst = str(tmp_path / (label + ".json")), str(tmp_path / (label + ".cvf"))
+        with open(src, "w") as f:
+            f.write(text)
+        convert(src, dst)
+        outs.append(open(dst, "rb").read())
+    assert outs[0] == outs[1]

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from conftest import BUILD, PYTHONS
-from targets.harness import Service, proc_state, run_vcattach, tracer_pid, VCATTACH
+from targets.harness import (PRIVATE_TMP, Idle, Service, VCATTACH, proc_state, run_vcattach,
+                             tracer_pid)
 
 from vcattach import cvf
 
@@ -417,13 +418,8 @@ def test_target_with_private_tmp(tmp_path):
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
     python = PYTHONS[-1]
-    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            'mount -t tmpfs vc-private-tmp /tmp && exec "$0" "$@"']
-    idle = subprocess.Popen(wrap + [python["path"], os.path.join(os.path.dirname(
-        os.path.abspath(__file__)), "targets", "idle.py"), "30"], stdout=subprocess.PIPE,
-        text=True)
+    idle = Idle(python, wrap=PRIVATE_TMP)
     try:
-        assert idle.stdout.readline().strip() == "ready"
         assert os.readlink("/proc/%d/ns/mnt" % idle.pid) != os.readlink("/proc/self/ns/mnt")
         out = tmp_path / "ns.cvf"
         r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", out)
@@ -432,9 +428,7 @@ def test_target_with_private_tmp(tmp_path):
         assert os.listdir("/proc/%d/root/tmp" % idle.pid) == []
         assert_alive_and_running(idle.pid)
     finally:
-        idle.kill()
-        idle.wait()
-        idle.stdout.close()
+        idle.close()
 
 
 def hook_params():
@@ -485,3 +479,79 @@ def test_target_in_pid_namespace(tmp_path):
         assert_unharmed(svc, svc.finish())
     finally:
         svc.close()
+
+
+def test_agent_copied_into_container_like_namespace(tmp_path):
+    """A target whose /tmp is private cannot see an agent kept under our /tmp: vcattach copies
+    it into the target's /tmp/.vcattach-<hash>/ (after every preflight check), and a second
+    attach reuses the same copy, so the agent already loaded is reused too."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    python = PYTHONS[-1]
+    agents = tempfile.mkdtemp(prefix="vc-agents-", dir="/tmp")
+    os.chmod(agents, 0o755)
+    name = "libvcagent-py%d.so" % python["minor"]
+    shutil.copy2(os.path.join(BUILD, name), os.path.join(agents, name))
+    idle = Idle(python, wrap=PRIVATE_TMP)
+    try:
+        assert not os.path.exists("/proc/%d/root%s" % (idle.pid, agents))
+        env = {"VCATTACH_AGENT_DIR": agents}
+        for i in range(2):
+            out = tmp_path / ("copy%d.cvf" % i)
+            r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", out, "-v", env=env)
+            check_summary(r, out)
+            assert "agent copied into the target's mount namespace as /tmp/.vcattach-" in r.stderr
+            assert thread_names(cvf.load(str(out)))
+        copies = [d for d in os.listdir("/proc/%d/root/tmp" % idle.pid)
+                  if d.startswith(".vcattach-")]
+        assert len(copies) == 1, copies
+        with open("/proc/%d/maps" % idle.pid) as f:
+            mapped = {line.split()[-1] for line in f if name in line}
+        assert mapped == {"/tmp/%s/%s" % (copies[0], name)}, mapped
+        assert_alive_and_running(idle.pid)
+    finally:
+        idle.close()
+        shutil.rmtree(agents, ignore_errors=True)
+
+
+def fnv1a64(data):
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+@pytest.mark.parametrize("plant", ["symlink", "foreign-owner"])
+def test_agent_copy_refuses_planted_directory(plant, tmp_path):
+    """Someone in the target's namespace pre-creates the copy's directory (a symlink out of
+    it, or a directory of their own): vcattach refuses, writes nothing, injects nothing."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    python = PYTHONS[-1]
+    agents = tempfile.mkdtemp(prefix="vc-agents-", dir="/tmp")
+    os.chmod(agents, 0o755)
+    name = "libvcagent-py%d.so" % python["minor"]
+    shutil.copy2(os.path.join(BUILD, name), os.path.join(agents, name))
+    with open(os.path.join(agents, name), "rb") as f:
+        dirname = ".vcattach-%016x" % fnv1a64(f.read())
+    escape = tmp_path / "escape"
+    escape.mkdir()
+    idle = Idle(python, wrap=PRIVATE_TMP)
+    try:
+        planted = "/proc/%d/root/tmp/%s" % (idle.pid, dirname)
+        if plant == "symlink":
+            os.symlink(str(escape), planted)
+        else:
+            os.mkdir(planted)
+            os.chown(planted, 65534, 65534)
+        r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", tmp_path / "x.cvf",
+                         env={"VCATTACH_AGENT_DIR": agents})
+        assert r.returncode == 1 and "refusing /tmp/%s" % dirname in r.stderr, r.stderr
+        assert os.listdir(escape) == []
+        with open("/proc/%d/maps" % idle.pid) as f:
+            assert name not in f.read()
+        assert not (tmp_path / "x.cvf").exists() and not (tmp_path / "x.cvf.tmp").exists()
+        assert_alive_and_running(idle.pid)
+    finally:
+        idle.close()
+        shutil.rmtree(agents, ignore_errors=True)

@@ -249,9 +249,12 @@ def test_missing_agent_and_failures_leave_target_unharmed(method, target_factory
 
 
 def test_ptrace_call_timeout_takes_thread_back(target_factory, tmp_path):
+    """The call hangs (60 s sleep in the fixture) and is abandoned at the timeout.  The borrowed
+    thread is the one in a raw nanosleep(2 s): its syscall must resume as ITS OWN sleep (the
+    kernel's restart block now describes the fixture's 60 s sleep), and not return early."""
     py = _one_python()
     ref = reference_result(py)
-    t = target_factory(py, "--sleep", "2")
+    t = target_factory(py, "--sleep", "2", "--csleep-first")
     rc, rows = inject("ptrace", t.pid, "hang:x", timeout_ms=1000)
     assert rc == 2 and "did not return" in rows[0][2], rows
     assert_running_untraced(t.pid)
@@ -360,3 +363,44 @@ def test_refuses_stopped_or_traced_target(method, target_factory, tmp_path):
         strace.terminate()
         strace.wait(10)
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_non_root_same_uid(method, tmp_path):
+    """The usual production case: an unprivileged user injecting into its own process."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run both sides as uid 65534")
+    import shutil
+    import tempfile
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    shared = tempfile.mkdtemp(prefix="vc-inject-nobody-")
+    os.chmod(shared, 0o777)
+    py = _one_python()
+    p = subprocess.Popen(drop + [py["path"], TARGET, "--sleep", "1"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline().split()[1])
+        marker = os.path.join(shared, "m")
+        r = subprocess.run(drop + [INJECT_TEST, method, str(pid), FIXTURE, "file:" + marker,
+                                   "--timeout-ms", "20000"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode == 3 or "status=" not in r.stdout:
+            pytest.skip("cannot run inject-test as uid 65534: %s" % r.stderr.strip())
+        assert r.returncode == 0, r.stdout
+        assert_running_untraced(pid)
+        deadline = time.time() + 10
+        while not os.path.exists(marker) and time.time() < deadline:
+            time.sleep(0.05)
+        with open(marker) as f:
+            assert "vc-fixture pid=%d " % pid in f.read()
+        p.stdin.write("report\n")
+        p.stdin.flush()
+        rep = json.loads(p.stdout.readline())
+        assert rep["errors"] == [] and rep["accept_ok"] and rep["lock_ok"], rep
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+        p.stdin.close()
+        p.stdout.close()
+        shutil.rmtree(shared, ignore_errors=True)

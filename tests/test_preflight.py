@@ -217,25 +217,6 @@ def test_agent_unreadable_by_target_user(idle):
     assert_untouched(t.pid)
 
 
-PRIVATE_TMP = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
-               'mount -t tmpfs vc-private-tmp /tmp && exec "$0" "$@"')
-
-
-def test_agent_invisible_in_target_mount_namespace(idle, agents):
-    """A target with its own /tmp (like a container or systemd PrivateTmp) cannot see an agent
-    kept under our /tmp: refused, with the way out."""
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare (util-linux) is not installed")
-    t = idle(wrap=PRIVATE_TMP)
-    with open("/proc/%d/cmdline" % t.pid) as f:
-        assert "idle.py" in f.read()
-    assert os.readlink("/proc/%d/ns/mnt" % t.pid) != os.readlink("/proc/self/ns/mnt")
-    err = one_line(run_vcattach("--pid", t.pid, "-t", "1s", env=agents.env))
-    assert "different mount namespace" in err and "is not visible" in err
-    assert "run vcattach inside the container" in err
-    assert_untouched(t.pid)
-
-
 def test_session_socket_held_by_impostor(idle, agents):
     """Another process squatting the target's abstract status socket is not trusted."""
     t = idle()

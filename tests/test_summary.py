@@ -18,7 +18,7 @@ import zlib
 
 import pytest
 
-from conftest import CORPUS, VCATTACH, corpus_names
+from conftest import VCATTACH, corpus_names
 
 MS = 100_000  # ticks (10 ns) per millisecond
 

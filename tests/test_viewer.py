@@ -1,14 +1,16 @@
 """Real-viewer test: our exports, opened in speedscope in headless Chromium.
 
 A real trace (examples/demo_service.py traced in-process with `vcattach.trace`, by
-tests/viewer/trace_demo.py) is converted to (a) Chrome-trace JSON and (b) speedscope's own
-format with build/vcattach, served from 127.0.0.1 next to speedscope's release build (npm
-package `speedscope`, installed from tests/viewer/package-lock.json), and loaded with
-#profileURL= in /usr/bin/chromium driven by playwright-core (tests/viewer/check_speedscope.js).
+tests/viewer/trace_demo.py) is converted to (a) Chrome-trace JSON, (b) speedscope's own
+format and (c) folded stacks with build/vcattach, served from 127.0.0.1 next to speedscope's
+release build (npm package `speedscope`, installed from tests/viewer/package-lock.json), and
+loaded with #profileURL= in /usr/bin/chromium driven by playwright-core
+(tests/viewer/check_speedscope.js).
 speedscope draws flame graphs on a canvas, so the checks read its Sandwich view, a DOM table:
 the page must show no import error, one profile per traced thread, and for the
 load-generator and asyncio-loop threads their top functions by self time, as `vcattach
-summary` computes them, with the same self time.  Screenshots: build/viewer/*.png.
+summary` computes them, with the same self time (for (c), one merged profile whose top
+functions match `summary --merged`).  Screenshots: build/viewer/*.png.
 Skipped (with the reason) only when this machine cannot run Chromium or node at all.
 """
 import http.server
@@ -128,9 +130,11 @@ def demo_trace(viewer):
     return cvf
 
 
-def _summary_tops(cvf, thread, n=3):
-    """[(name, self ms)] of the thread's top functions by self time, from vcattach summary."""
-    out = subprocess.run([VCATTACH, "summary", cvf, "--thread", thread, "--top", str(n)],
+def _summary_tops(cvf, thread=None, n=3):
+    """[(name, self ms)] of a thread's (None: all threads') top functions by self time, from
+    vcattach summary."""
+    which = ["--thread", thread] if thread else ["--merged"]
+    out = subprocess.run([VCATTACH, "summary", cvf, "--top", str(n)] + which,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     rows = re.findall(r"^\s+([\d.]+)\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+[\d,]+\s+[\d.]+\s+[\d.]+  "
@@ -146,29 +150,30 @@ def _threads_with_calls(cvf):
     return len(re.findall(r"^\S.*: [\d,]+ calls?, .* in calls$", out.stdout, re.M))
 
 
-UNITS = {"ns": 1e-6, "µs": 1e-3, "ms": 1.0, "s": 1e3}
-SANDWICH_ROW = re.compile(r"([\d.]+)(ns|µs|ms|s) \([^)]*\)\n\t([\d.]+)(ns|µs|ms|s) \([^)]*\)"
-                          r"\n\t(.+)")
+# speedscope prints times with a unit; unitless weights (collapsed stacks: our µs) have none
+UNITS = {"ns": 1e-6, "µs": 1e-3, "ms": 1.0, "s": 1e3, "": 1e-3}
+SANDWICH_ROW = re.compile(r"([\d.,]+)(ns|µs|ms|s|) \([^)]*\)\n\t([\d.,]+)(ns|µs|ms|s|) "
+                          r"\([^)]*\)\n\t(.+)")
 
 
 def _sandwich_self_ms(text):
     """{function: self ms} from the Sandwich table's text (Total, Self, Symbol Name)."""
-    return {m.group(5): float(m.group(3)) * UNITS[m.group(4)]
+    return {m.group(5): float(m.group(3).replace(",", "")) * UNITS[m.group(4)]
             for m in SANDWICH_ROW.finditer(text)}
 
 
-def _open_in_speedscope(viewer, trace_file, shot_name):
+def _open_in_speedscope(viewer, trace_file, shot_name, want=None):
     url = "%s/index.html#profileURL=%s" % (
         viewer["base"], urllib.parse.quote("%s/traces/%s" % (viewer["base"], trace_file), safe=""))
     with tempfile.TemporaryDirectory(prefix="vc-viewer-profile-") as profile:
         opts = {"url": url, "userDataDir": profile, "executablePath": CHROMIUM,
                 "screenshot": os.path.join(SHOTS, shot_name),
-                "wantProfiles": [name + " (" for name in WANTED_THREADS], "timeoutMs": 30000}
+                "wantProfiles": want if want is not None else
+                [name + " (" for name in WANTED_THREADS], "timeoutMs": 30000}
         proc = subprocess.run(["node", os.path.join(VIEWER, "check_speedscope.js"),
                                json.dumps(opts)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
-    return report
+    return json.loads(proc.stdout)
 
 
 def _check_report(report, cvf):
@@ -205,13 +210,30 @@ def test_chrome_json_opens_in_speedscope(viewer, demo_trace):
     _check_report(report, demo_trace)
 
 
-def test_speedscope_json_opens_in_speedscope(viewer, demo_trace):
+def _need_format(fmt):
     help_text = subprocess.run([VCATTACH, "convert", "--help"], capture_output=True,
                                text=True).stdout
-    if "speedscope" not in help_text:
-        pytest.skip("vcattach convert has no --format speedscope yet (cmd_convert.c's formats[] "
-                    "needs the row from export.h)")
+    if fmt not in help_text:
+        pytest.skip("vcattach convert has no --format %s yet (cmd_convert.c's formats[] needs "
+                    "the row from export.h)" % fmt)
+
+
+def test_speedscope_json_opens_in_speedscope(viewer, demo_trace):
+    _need_format("speedscope")
     _convert(demo_trace, os.path.join(viewer["traces"], "demo.speedscope.json"),
              "--format", "speedscope")
     report = _open_in_speedscope(viewer, "demo.speedscope.json", "speedscope-speedscope")
     _check_report(report, demo_trace)
+
+
+def test_collapsed_stacks_open_in_speedscope(viewer, demo_trace):
+    """Folded stacks merge all threads into one profile: its Sandwich view lists the process's
+    top functions by self time, as `vcattach summary --merged` computes them."""
+    _need_format("collapsed")
+    _convert(demo_trace, os.path.join(viewer["traces"], "demo.folded"), "--format", "collapsed")
+    report = _open_in_speedscope(viewer, "demo.folded", "speedscope-collapsed", want=[""])
+    assert report["error"] is None and report["ok"] and not report["dialogs"], report
+    assert report["profileCount"] == 1 and len(report["visited"]) == 1
+    shown = _sandwich_self_ms(report["visited"][0]["text"])
+    for name, self_ms in _summary_tops(demo_trace):
+        assert shown.get(name) == pytest.approx(self_ms, rel=0.01, abs=0.01), (name, shown)

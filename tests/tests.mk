@@ -85,3 +85,11 @@ ALL_TARGETS += $(INJECT_TEST_PREREQS)
 TEST_PREREQS += $(INJECT_TEST_PREREQS)
 test: $(INJECT_TEST_PREREQS)
 # ---- end injector tests -------------------------------------------------------------------------
+
+# ---- agent tests (tests/test_agent*.py; owned by the agent work) -----------------------------
+# `make test` runs them with the rest; `make test-agent` runs only them.  They need every
+# build/libvcagent-pyXY.so (in ALL_TARGETS) and build/vcattach (convert).
+.PHONY: test-agent
+test-agent: all
+	cd tests && $(PYTHON_HOST) -m pytest -q -rs -p no:cacheprovider $(PYTEST_ARGS) test_agent.py test_agent_control.py
+# ---- end agent tests --------------------------------------------------------------------------

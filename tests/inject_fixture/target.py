@@ -12,6 +12,7 @@
         locker        blocked in threading.Lock.acquire() (the lock is held by main)
         reader        blocked reading stdin; a line "report" ends the run (busy mode)
         churner       with --churn: starts and joins short-lived threads back to back
+      --csleep-first starts csleeper before sleeper (lowest tid among the idle threads).
       SIGUSR1 is counted (a signal that arrives mid-injection must still be delivered).
       and on "report" prints one JSON line with what every thread saw, then exits.
 Any exception in any thread is recorded and reported, never printed and ignored.
@@ -115,6 +116,8 @@ def main():
 
     threads = [threading.Thread(target=guarded(f), name=f.__name__)
                for f in (sleeper, csleeper, ticker, acceptor, locker)]
+    if "--csleep-first" in sys.argv:  # lowest tid: the thread the injector borrows first
+        threads.insert(0, threads.pop(1))
     if "--churn" in sys.argv:
         threads.append(threading.Thread(target=guarded(churner), name="churner"))
     for t in threads:

@@ -16,6 +16,10 @@ sys.path.insert(0, TESTS)
 from conftest import BUILD, PYTHONS, VCATTACH  # noqa: E402
 
 IDLE = os.path.join(HERE, "idle.py")
+# Wraps a command in its own mount namespace with a private /tmp (like systemd's PrivateTmp, or
+# a container sharing the rest of the filesystem).
+PRIVATE_TMP = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs vc-private-tmp /tmp && exec "$0" "$@"')
 BUSY = os.path.join(HERE, "busy_service.py")
 
 

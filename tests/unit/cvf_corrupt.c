@@ -106,7 +106,13 @@ static int json_once(const uint8_t *d, size_t n, int fd)
         return -1;
     int r = convert_json_to_cvf((const char *)d, n, fd, NULL, &err);
     if (r != 0 && (err.msg[0] == 0 || strchr(err.msg, '\n'))) {
-        fprintf(stderr, "JSON error without a one-line message on %zu bytes\n", n);
+        fprintf(stderr, "JSON error without a one-line message on %zu bytes (input saved to "
+                        "/tmp/cvf_corrupt_failure.json)\n", n);
+        FILE *f = fopen("/tmp/cvf_corrupt_failure.json", "w");
+        if (f) {
+            fwrite(d, 1, n, f);
+            fclose(f);
+        }
         return 2;
     }
     return r == 0 ? 0 : 1;

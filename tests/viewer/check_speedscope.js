@@ -5,8 +5,9 @@
 //   url           speedscope page with #profileURL=<trace URL> (served from 127.0.0.1)
 //   userDataDir   an empty directory for Chromium's profile
 //   screenshot    PNG path prefix: writes PREFIX-flame.png and PREFIX-sandwich.png
-//   wantProfiles  substrings of profile (thread) names to visit; each visited profile's
-//                 Sandwich view (a DOM table of functions) is read as text
+//   wantProfiles  substrings of profile (thread) names to visit ('' = the first profile);
+//                 each visited profile's Sandwich view (a DOM table of functions) is read
+//                 as text
 //   timeoutMs     overall budget for loading (default 30000)
 // Prints one JSON object on stdout: {ok, error, profileCount, firstTitle, visited: [{title,
 // text}], dialogs, consoleErrors, pageErrors}.  Exit code 0 whenever a report was produced;
@@ -101,7 +102,7 @@ async function main() {
     for (let i = 0; i < report.profileCount && want.size; i++) {
       const title = report.profileCount > 1 ? await toolbarTitle(page) : first;
       for (const w of Array.from(want)) {
-        if (title && title.includes(w)) {
+        if (w === '' || (title && title.includes(w))) {
           want.delete(w);
           await page.waitForTimeout(150);
           const text = await page.evaluate(() => document.body.innerText);
