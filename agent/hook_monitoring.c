@@ -16,6 +16,9 @@
 
 #define VC_TOOL_ID 2 /* sys.monitoring.PROFILER_ID */
 
+/* Thread → state binding: a TLS slot checked against the session generation (a slot left
+ * over from an earlier session is ignored).  Measured with callgrind: cheaper here than a
+ * pthread key. */
 typedef struct vc_tls_slot {
     vc_thread *thread;
     uint32_t gen;
@@ -48,8 +51,9 @@ static vc_thread *claim_current(vc_session *s)
 
 static inline vc_thread *current_thread(vc_session *s)
 {
-    if (__builtin_expect(vc_tls.gen == s->gen && vc_tls.thread != NULL, 1))
-        return vc_tls.thread;
+    vc_tls_slot *slot = &vc_tls; /* one TLS address computation */
+    if (__builtin_expect(slot->gen == s->gen && slot->thread != NULL, 1))
+        return slot->thread;
     return claim_current(s);
 }
 

@@ -18,7 +18,9 @@
 #include <sys/types.h>
 
 #define VC_STACK_DEPTH 512   /* frames tracked per thread; deeper ones are counted, skipped */
-#define VC_MAX_THREADS 1024  /* thread states per session; later threads are not traced */
+/* Thread states per session; later threads are not traced.  < 0xffff: monitoring's thread
+ * binding packs the index in 16 bits. */
+#define VC_MAX_THREADS 1024
 #define VC_PATH_MAX 4096
 
 /* One entry of a thread's shadow stack: the call being timed. */

@@ -103,7 +103,8 @@ static void show_progress(void *ctx, size_t done, size_t total)
     int pct = total ? (int)((double)done * 100.0 / (double)total) : 100;
     if (pct > 100)
         pct = 100;
-    if (pct / 10 == ps->last_pct / 10 && ps->last_pct >= 0)
+    int step = ps->tty ? 5 : 25; /* a log gets a few lines, a terminal one live line */
+    if (pct / step == ps->last_pct / step && ps->last_pct >= 0)
         return;
     ps->last_pct = pct;
     fprintf(stderr, ps->tty ? "\rvcattach convert: %3d%%" : "vcattach convert: %d%%\n", pct);
@@ -286,6 +287,8 @@ int cmd_convert(int argc, char **argv)
     } else {
         crc = convert_json_to_cvf(data, size, fd, &cc, &err);
     }
+    if (cc.progress && crc == 0)
+        show_progress(&ps, size, size);
     if (cc.progress && ps.tty && ps.last_pct >= 0)
         fputc('\n', stderr);
     if (crc != 0) {

@@ -590,6 +590,8 @@ int cmd_status(int argc, char **argv)
     unsigned long long remaining = kv_u64(reply, "remaining_ms");
     cli_format_duration(remaining, l, sizeof l);
     snprintf(left, sizeof left, remaining ? "%s left" : "no deadline", l);
+    if (!strcmp(output, "control")) /* a `vcattach trace` receives it */
+        snprintf(output, sizeof output, "streamed to the vcattach that started it");
     if (!opt.quiet)
         printf("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",
                state, (int)opt.pid, e, left, kv_u64(reply, "threads"), output);

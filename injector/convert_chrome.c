@@ -222,33 +222,73 @@ static int on_thread_name(void *ctx, uint64_t pid, uint64_t tid, const char *nam
     return on_name(ctx, "thread_name", pid, tid, name);
 }
 
+/* JSON string literal of s at dst (room: 6 * strlen(s) + 2); returns its length. */
+static size_t escape_into(char *dst, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = dst;
+    *p++ = '"';
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20) {
+            memcpy(p, "\\u00", 4);
+            p[4] = hex[ch >> 4];
+            p[5] = hex[ch & 15];
+            p += 6;
+        } else
+            *p++ = (char)ch;
+    }
+    *p++ = '"';
+    return (size_t)(p - dst);
+}
+
 static int on_fee(void *ctx, const cvf_fee_group *g)
 {
     chrome *c = ctx;
-    /* The part every event of the group shares, built once. */
-    out_flush(c);
-    OUT_LIT(c, "{\"ph\":\"X\",\"name\":");
-    out_str(c, g->name);
-    OUT_LIT(c, ",\"cat\":\"FEE\",\"pid\":");
-    char num[48];
-    out_raw(c, num, fmt_u64(num, g->pid));
-    OUT_LIT(c, ",\"tid\":");
-    out_raw(c, num, fmt_u64(num, g->tid));
-    OUT_LIT(c, ",\"ts\":");
-    size_t plen = c->len;
-    char *prefix = malloc(plen);
+    /* The part every event of the group shares, built once: {"ph":"X","name":…,"ts": */
+    size_t nlen = strlen(g->name);
+    char *prefix = malloc(nlen * 6 + 128);
     if (!prefix) {
         snprintf(c->err->msg, sizeof c->err->msg, "out of memory");
         return -1;
     }
-    memcpy(prefix, c->buf, plen);
-    c->len = 0;
+    size_t plen = 0;
+    memcpy(prefix, "{\"ph\":\"X\",\"name\":", 17);
+    plen = 17;
+    plen += escape_into(prefix + plen, g->name);
+    memcpy(prefix + plen, ",\"cat\":\"FEE\",\"pid\":", 19);
+    plen += 19;
+    plen += fmt_u64(prefix + plen, g->pid);
+    memcpy(prefix + plen, ",\"tid\":", 7);
+    plen += 7;
+    plen += fmt_u64(prefix + plen, g->tid);
+    memcpy(prefix + plen, ",\"ts\":", 6);
+    plen += 6;
+    /* the inline path below needs prefix + numbers + args to fit the buffer at once */
+    bool prefix_fits = plen + 256 <= OUT_CAP / 2;
     for (size_t i = 0; i < g->count; i++) {
         size_t alen = g->args ? g->args[i].len : 0;
-        if (alen > OUT_CAP / 4) {
-            out_need(c, plen + 128);
-        } else
-            out_need(c, plen + 128 + alen);
+        const char *args = g->args ? g->args_json + g->args[i].off : NULL;
+        if (!prefix_fits || alen > OUT_CAP / 4) { /* rare: huge name or args */
+            char nums[96];
+            size_t nl = fmt_fixed(nums, g->ts[i], 2);
+            memcpy(nums + nl, ",\"dur\":", 7);
+            nl += 7;
+            nl += fmt_fixed(nums + nl, (int64_t)g->dur[i], 2);
+            begin_event(c);
+            out_raw(c, prefix, plen);
+            out_raw(c, nums, nl);
+            if (args) {
+                OUT_LIT(c, ",\"args\":");
+                out_raw(c, args, alen);
+            }
+            OUT_LIT(c, "}");
+            continue;
+        }
+        out_need(c, plen + 128 + alen);
         char *p = c->buf + c->len;
         if (c->first_event) {
             c->first_event = false;
@@ -263,12 +303,11 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
         memcpy(p, ",\"dur\":", 7);
         p += 7;
         p += fmt_fixed(p, (int64_t)g->dur[i], 2); /* < 2^62: the varint cannot hold more */
-        if (g->args) {
+        if (args) {
             memcpy(p, ",\"args\":", 8);
             p += 8;
-            c->len = (size_t)(p - c->buf);
-            out_raw(c, g->args_json + g->args[i].off, alen);
-            p = c->buf + c->len;
+            memcpy(p, args, alen);
+            p += alen;
         }
         *p++ = '}';
         c->len = (size_t)(p - c->buf);

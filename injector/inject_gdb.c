@@ -10,8 +10,10 @@
  *                                          thread (same rules as safepoint.c: nothing in the
  *                                          loader, malloc, stdio, lock waits, fork, exit, nss),
  *                                          preferring one blocked in a syscall; then
- *                                          (void*)dlopen("…", 2), (char*)dlerror() on NULL,
- *                                          `sharedlibrary <agent>`, (int)vc_agent_connect("…").
+ *                                          strings written into a page mmap'd in the target,
+ *                                          (void*)dlopen(page, 2), (char*)dlerror() on NULL,
+ *                                          `sharedlibrary <agent>`, (int)vc_agent_connect(…),
+ *                                          munmap(page).
  * No thread at a safe point: the script calls nothing and exits (gdb detaches every thread);
  * gdb is run again after a short pause, until half the timeout is spent.  Entry breakpoints
  * (memray's approach) are deliberately not used: if gdb is killed on timeout while a
@@ -103,8 +105,6 @@ static const char script_fmt[] =
      * accept accept4 recvfrom recvmsg wait4 waitid pause rt_sigtimedwait rt_sigsuspend
      * restart_syscall */
     "IDLE = {202, 230, 35, 23, 270, 7, 271, 232, 281, 0, 43, 288, 45, 47, 61, 247, 34, 128, 130, 219}\n"
-    "def cstr(s):\n"
-    "    return '\"' + s.replace('\\\\', '\\\\\\\\').replace('\"', '\\\\\"') + '\"'\n"
     "def bre(s):\n"
     "    return re.sub(r'([.*\\[\\]^$\\\\])', r'\\\\\\1', s)\n"
     "def syscall_nr(th):\n"
@@ -165,9 +165,33 @@ static const char script_fmt[] =
     "    th = chosen[0]\n"
     "    th.switch()\n"
     "    print('VC_CHOSEN %%d %%s' %% (th.ptid[1], chosen[1]))\n"
+    /* The strings go into a page we mmap in the target and write ourselves: string literals
+     * in a gdb call would make gdb call malloc in the target (and leak there). */
+    "    data = AGENT.encode('utf-8', 'surrogateescape') + b'\\0'\n"
+    "    ctl = CONTROL.encode('utf-8', 'surrogateescape') + b'\\0'\n"
+    "    size = 4096 * ((len(data) + len(ctl)) // 4096 + 1)\n"
+    "    try:\n"
+    "        buf = int(gdb.parse_and_eval('(unsigned long)(void*)mmap(0, %%d, 3, 0x22, -1, 0)' %% size))\n"
+    "    except gdb.error as e:\n"
+    "        print('VC_PREPFAIL mmap: %%s' %% str(e).replace('\\n', ' '))\n"
+    "        return\n"
+    "    if buf == 0 or buf >= (1 << 64) - 4096:\n"
+    "        print('VC_PREPFAIL mmap failed in the target')\n"
+    "        return\n"
+    "    try:\n"
+    "        inf = gdb.selected_inferior()\n"
+    "        inf.write_memory(buf, data)\n"
+    "        inf.write_memory(buf + len(data), ctl)\n"
+    "        calls(buf, buf + len(data))\n"
+    "    finally:\n"
+    "        try:\n"
+    "            gdb.parse_and_eval('(int)munmap(%%d, %%d)' %% (buf, size))\n"
+    "        except gdb.error:\n"
+    "            pass\n"
+    "def calls(agent, control):\n"
     "    print('VC_CALLING', flush=True)\n"
     "    try:\n"
-    "        h = int(gdb.parse_and_eval('(unsigned long)(void*)dlopen(%%s, 2)' %% cstr(AGENT)))\n"
+    "        h = int(gdb.parse_and_eval('(unsigned long)(void*)dlopen((char*)%%d, 2)' %% agent))\n"
     "    except gdb.error as e:\n"
     "        print('VC_CALLFAIL dlopen: %%s' %% str(e).replace('\\n', ' '))\n"
     "        return\n"
@@ -181,7 +205,7 @@ static const char script_fmt[] =
     "        return\n"
     "    gdb.execute('sharedlibrary ' + bre(os.path.basename(AGENT)), to_string=True)\n"
     "    try:\n"
-    "        rc = int(gdb.parse_and_eval('(int)vc_agent_connect(%%s)' %% cstr(CONTROL)))\n"
+    "        rc = int(gdb.parse_and_eval('(int)vc_agent_connect((char*)%%d)' %% control))\n"
     "    except gdb.error as e:\n"
     "        print('VC_CALLFAIL vc_agent_connect: %%s' %% str(e).replace('\\n', ' '))\n"
     "        return\n"
@@ -429,6 +453,9 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
                         "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
             else
                 set_err(err, errlen, "gdb: the call failed: %s", line);
+        } else if ((p = marker(out, "VC_PREPFAIL"))) {
+            line_at(p, line, sizeof line);
+            set_err(err, errlen, "gdb: could not prepare the call: %s", line);
         } else if (marker(out, "VC_UNSAFE")) {
             if (now_ms() < search_until) {
                 struct timespec ts = {0, 50 * 1000000};

@@ -346,6 +346,9 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
                 set_err(err, errlen, "ptrace: Operation not permitted on pid %d (another "
                         "user's process? run as its user or with CAP_SYS_PTRACE; check "
                         "kernel.yama.ptrace_scope)", (int)pid);
+            else if (r == -EBUSY)
+                set_err(err, errlen, "a thread of process %d is already traced by another tool "
+                        "(a debugger, a profiler, another vcattach?): detach it first", (int)pid);
             else if (r == -ESRCH)
                 set_err(err, errlen, "process %d exited", (int)pid);
             else

@@ -451,9 +451,7 @@ static int write_counter(conv *c, cvf_writer *w, group *g)
     vals = malloc((g->n * nkeys > 0 ? g->n * nkeys : 1) * sizeof *vals);
     if (!cache || !vals)
         goto out;
-    static json_t *none; /* stands for a cached Python None */
-    if (!none)
-        none = json_null();
+    json_t *none = json_null(); /* a cached Python None (jansson's null is a singleton) */
     for (size_t i = 0; i < g->n; i++) {
         for (size_t k = 0; k < nkeys; k++) {
             json_t *cur = json_object_get(it[i].args, keys[k]);

@@ -349,9 +349,10 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
         char out[256] = "?";
         vc_kv_get(status, "output", out, sizeof out);
         snprintf(err, errlen,
-                 "a vcattach session is already running in pid %d (output %s): wait for it, or "
+                 "a vcattach session is already running in pid %d (%s%s): wait for it, or "
                  "stop it with `vcattach stop --pid %d`",
-                 (int)pid, out, (int)pid);
+                 (int)pid, strcmp(out, "control") ? "output " : "traced by another vcattach",
+                 strcmp(out, "control") ? out : "", (int)pid);
         return -1;
     }
     if (running < 0) {

@@ -315,13 +315,20 @@ int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t e
                  (int)pid, (int)pid);
         return -EAGAIN;
     }
-    int tracer = proc_tracer_pid(pid, pid);
-    if (tracer > 0) {
-        snprintf(err, errlen,
-                 "process %d is already traced by pid %d (a debugger or profiler?): detach it "
-                 "first",
-                 (int)pid, tracer);
-        return -EBUSY;
+    pid_t *tids = NULL;
+    size_t ntids = 0;
+    if (proc_list_tasks(pid, &tids, &ntids) == 0) {
+        for (size_t i = 0; i < ntids; i++) {
+            int tracer = proc_tracer_pid(pid, tids[i]);
+            if (tracer > 0) {
+                snprintf(err, errlen, "process %d is already traced by pid %d (thread %d; a "
+                         "debugger, a profiler, another vcattach?): detach it first", (int)pid,
+                         tracer, (int)tids[i]);
+                free(tids);
+                return -EBUSY;
+            }
+        }
+        free(tids);
     }
     if (!agent_path || agent_path[0] != '/') {
         snprintf(err, errlen, "agent path must be absolute (got '%s')",

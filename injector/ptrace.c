@@ -147,6 +147,15 @@ int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns)
                 int e = errno;
                 if (e == ESRCH)
                     continue; /* exited meanwhile */
+                /* The kernel also says EPERM for a thread that is exiting (exit_state set).
+                 * Permission is per process: once one thread is ours, EPERM means exiting. */
+                if (e == EPERM && proc_tracer_pid(pid, tids[i]) > 0) {
+                    free(tids);
+                    return -EBUSY; /* another tracer: never inject concurrently with it */
+                }
+                char now = e == EPERM ? proc_task_state(pid, tids[i]) : 'R';
+                if (e == EPERM && (g->n > 0 || now == 'Z' || now == 'X' || now == 0))
+                    continue;
                 free(tids);
                 return -e;
             }

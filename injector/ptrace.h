@@ -36,7 +36,8 @@ int64_t pt_now_ns(void);
 
 /* Seizes and stops every thread of pid, re-listing /proc/PID/task until no new thread shows
  * up.  On failure, threads seized so far stay in the group (the caller detaches them).
- * 0, or -errno: -EPERM (may not trace), -ESRCH (process gone), -ETIMEDOUT. */
+ * 0, or -errno: -EPERM (may not trace), -EBUSY (a thread is traced by someone else),
+ * -ESRCH (process gone), -ETIMEDOUT. */
 int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns);
 
 /* Waits (bounded) for the next stop of t, recording what kind of stop it was. 0, -ETIMEDOUT,

@@ -6,6 +6,7 @@ direction sniffing, bare lists, -o -, default names, --force, clean errors with 
 left behind."""
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -211,3 +212,35 @@ def test_fast_and_jansson_paths_give_identical_bytes(tmp_path):
         convert(src, dst)
         outs.append(open(dst, "rb").read())
     assert outs[0] == outs[1]
+
+
+def _zblob(obj):
+    import zlib
+    raw = json.dumps(obj).encode()
+    comp = zlib.compress(raw)
+    return struct.pack("<QQ", len(raw), len(comp)) + comp
+
+
+def test_huge_names_and_args_written_by_another_writer(tmp_path):
+    """Our writer cuts names at 511 bytes, but other writers need not: a hand-built file with
+    a 300 kB FEE name, 200 kB args and a 200 kB thread name must decode (the converter's
+    out-of-line paths) the same in C and Python."""
+    name = ("n\"\\\n" * 75000).encode()
+    args = [{"big": "x" * 200000}, {"small": 1}]
+    body = bytearray(struct.pack("<Q", 1))
+    body += b"\x03" + struct.pack("<QQ", 1, 2) + b"t" * 200000 + b"\0"
+    fee = b"\x01" + struct.pack("<QQ", 1, 2) + name + b"\0" + struct.pack("<Q", 2)
+    stream = struct.pack("<q", 100) + bytes([5 << 2]) + bytes([7 << 2]) + bytes([9 << 2])
+    args_offset = len(body) + len(fee) + 8 + len(stream)
+    body += fee + struct.pack("<Q", args_offset) + stream + _zblob(args)
+    body += b"\x05" + _zblob([])
+    src, out = str(tmp_path / "h.cvf"), str(tmp_path / "h.json")
+    with open(src, "wb") as f:
+        f.write(bytes(body))
+    convert(src, out)
+    got = load_json(out)
+    assert got == cvf.load(src)
+    ev = got["traceEvents"]
+    assert ev[0]["args"]["name"] == "t" * 200000
+    assert ev[1]["name"] == name.decode() and ev[1]["args"] == args[0]
+    assert ev[2]["ts"] == 1.07 and ev[2]["dur"] == 0.09 and ev[2]["args"] == args[1]

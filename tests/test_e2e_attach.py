@@ -184,6 +184,11 @@ def test_sigint_stops_early_and_writes(python, service, tmp_path):
     proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_session(svc.pid)
+    st = run_vcattach("status", "--pid", svc.pid)
+    assert st.returncode == 0 and "streamed to the vcattach that started it" in st.stdout
+    second = run_vcattach("--pid", svc.pid, "-t", "1s", "-o", tmp_path / "second.cvf")
+    assert second.returncode == 2 and "traced by another vcattach" in second.stderr
+    assert not (tmp_path / "second.cvf.tmp").exists()
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
@@ -255,7 +260,7 @@ def test_target_exits_during_trace(python, tmp_path):
     """Exit code 1 and a message; if the agent flushed at interpreter exit, that trace (up to
     the exit) is kept and must be valid; never a half-written file."""
     idle = subprocess.Popen([python["path"], "-c",
-                             "import time\nprint('ready', flush=True)\ntime.sleep(1.5)"],
+                             "import time\nprint('ready', flush=True)\ntime.sleep(3)"],
                             stdout=subprocess.PIPE, text=True)
     assert idle.stdout.readline().strip() == "ready"
     out = tmp_path / "gone.cvf"
@@ -555,3 +560,32 @@ def test_agent_copy_refuses_planted_directory(plant, tmp_path):
     finally:
         idle.close()
         shutil.rmtree(agents, ignore_errors=True)
+
+
+ASAN_VCATTACH = os.path.join(BUILD, "asan", "vcattach")
+
+
+@pytest.mark.skipif(not os.path.exists(ASAN_VCATTACH),
+                    reason="build/asan/vcattach not built (make test builds it)")
+def test_workflow_under_asan(service, tmp_path):
+    """trace, stream, start/status/stop and a refused preflight with the CLI built with
+    AddressSanitizer + UBSan (any report aborts it with a non-zero exit)."""
+    svc = service(PYTHONS[-1])
+    env = dict(os.environ, VCATTACH_AGENT_DIR=BUILD,
+               ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99")
+
+    def asan(*args, **kw):
+        return subprocess.run([ASAN_VCATTACH] + [str(a) for a in args], capture_output=True,
+                              text=True, timeout=60, env=env, **kw)
+    out = tmp_path / "asan.cvf"
+    check_summary(asan("--pid", svc.pid, "-t", "300ms", "-o", out), out)
+    r = asan("--pid", svc.pid, "-t", "300ms", "-o", out)
+    assert r.returncode == 2 and "already exists" in r.stderr
+    detached = tmp_path / "asan-detached.cvf"
+    assert asan("start", "--pid", svc.pid, "-t", "20s", "-o", detached).returncode == 0
+    assert asan("status", "--pid", svc.pid).returncode == 0
+    r = asan("stop", "--pid", svc.pid)
+    assert r.returncode == 0, r.stderr
+    assert asan("status", "--pid", svc.pid).returncode == 1
+    assert "MainThread" in thread_names(cvf.load(str(detached))).values()
+    assert_unharmed(svc, svc.finish())

@@ -404,3 +404,27 @@ def test_non_root_same_uid(method, tmp_path):
         p.stdin.close()
         p.stdout.close()
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_ptrace_concurrent_injectors(target_factory, tmp_path):
+    """Two injectors at once into one process: each either succeeds or refuses cleanly (they
+    would share the trampoline address, so they must never run calls at the same time)."""
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "2")
+    marker = tmp_path / "marker"
+    procs = [subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:%s" % marker,
+                               "--repeat", "15"], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    statuses = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        for line in out.splitlines():
+            st, _, err = line.split(" ", 2)
+            statuses.append(int(st.split("=")[1]))
+            assert st == "status=0" or ("already traced" in err or "not permitted" in err), line
+    assert len(statuses) == 30 and statuses.count(0) >= 1, statuses
+    assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), ref, 2.0)
+    time.sleep(0.2)
+    assert len(marker.read_text().splitlines()) == statuses.count(0)

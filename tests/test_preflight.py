@@ -270,3 +270,19 @@ def test_free_threaded_build_refused(idle, agents, tmp_path):
     err = one_line(run_vcattach("--pid", t.pid, "-t", "1s", env=agents.env))
     assert "free-threaded CPython (3.11t)" in err and "not support" in err
     assert_untouched(t.pid)
+
+
+@pytest.mark.skipif(not STATIC, reason="Debian's /usr/bin/python3.11 is not installed")
+def test_start_output_must_be_writable_by_target_user(idle, agents, tmp_path):
+    """With `start` the target writes OUT itself, as its own user: a root operator asking a
+    nobody service to write into a root-only directory is refused up front."""
+    t = idle(STATIC[0], user=NOBODY)
+    locked = tempfile.mkdtemp(prefix="vc-locked-", dir="/tmp")
+    os.chmod(locked, 0o755)
+    try:
+        err = one_line(run_vcattach("start", "--pid", t.pid, "-t", "5s", "-o",
+                                    locked + "/t.cvf", env=agents.env))
+        assert "the target's user (uid 65534) cannot write in %s" % locked in err
+    finally:
+        shutil.rmtree(locked)
+    assert_untouched(t.pid)

@@ -54,36 +54,46 @@ def timed(fn):
     return time.process_time() - t0
 
 
-def best(mode, fn, name, hook):
-    times, last = [], None
-    for r in range(REPS):
-        if mode == "untraced":
-            times.append(timed(fn))
-        elif mode == "cprofile":
-            pr = cProfile.Profile()
-            pr.enable()
-            times.append(timed(fn))
-            pr.disable()
-        else:
-            path = os.path.join(OUT, "bench.cvf")
-            vcattach.start(path, hook=hook, null_hook=(mode == "null"))
-            times.append(timed(fn))
-            last = vcattach.stop()
-    return min(times), last
+def run_once(mode, fn, hook):
+    """One timed run; for traced modes also the session's Result."""
+    if mode == "untraced":
+        return timed(fn), None
+    if mode == "cprofile":
+        pr = cProfile.Profile()
+        pr.enable()
+        t = timed(fn)
+        pr.disable()
+        return t, None
+    vcattach.start(os.path.join(OUT, "bench.cvf"), hook=hook, null_hook=(mode == "null"))
+    t = timed(fn)
+    return t, vcattach.stop()
 
 
 def main():
     hooks = ["auto"] + (["profile"] if sys.version_info >= (3, 12) else [])
+    modes = [("untraced", None), ("cprofile", None)]
+    for hook in hooks:
+        modes += [("traced", hook), ("null", hook)]
     rows = []
     for name, fn in WORKLOADS:
         fn()  # warm up
-        base, _ = best("untraced", fn, name, None)
-        row = {"workload": name, "untraced": base}
-        row["cprofile"] = best("cprofile", fn, name, None)[0] / base
+        best, results = {}, {}
+        # Modes interleaved within each repetition, best of REPS: drift on a shared machine
+        # hits every mode alike.
+        for _ in range(REPS):
+            for mode, hook in modes:
+                t, res = run_once(mode, fn, hook)
+                key = (mode, hook)
+                if key not in best or t < best[key]:
+                    best[key] = t
+                if res is not None and mode == "traced":
+                    results[hook] = res
+        base = best[("untraced", None)]
+        row = {"workload": name, "untraced": base, "cprofile": best[("cprofile", None)] / base}
         for hook in hooks:
-            traced, res = best("traced", fn, name, hook)
-            null, _ = best("null", fn, name, hook)
-            row[hook] = {"traced": traced / base, "null": null / base,
+            res = results[hook]
+            row[hook] = {"traced": best[("traced", hook)] / base,
+                         "null": best[("null", hook)] / base,
                          "bytes_per_call": res.records_bytes / max(res.events, 1),
                          "gil_hold_us": res.gil_hold_us, "events": res.events,
                          "dropped": res.dropped}
