@@ -358,6 +358,7 @@ static void periodic_under_gil(vc_session *s)
 static void stop_under_gil(vc_session *s, int reason)
 {
     s->stop_raw = vc_clock_now();
+    vc_threads_capture_names(s); /* while every thread state is still associated */
     if (s->backend == VC_BACKEND_PROFILE)
         vc_profile_remove_all(s);
     else if (s->backend == VC_BACKEND_MONITORING)
@@ -365,7 +366,6 @@ static void stop_under_gil(vc_session *s, int reason)
     s->backend = 0;
     vc_threading_restore(s);
     atexit_unregister(s, reason == VC_STOP_ATEXIT);
-    vc_threads_capture_names(s);
     /* Calls still running are closed at the stop time, so that every started call pairs up. */
     for (uint32_t i = 0; i < s->nthreads; i++) {
         vc_thread *t = &s->threads[i];
@@ -428,8 +428,11 @@ static void finish_session(vc_session *s, int status, const char *err)
     vc_names_free(s->names, s->nnames);
     s->names = NULL;
     s->nnames = 0;
-    vc_pool_destroy(&s->pool);
-    vc_thread_free_all(s);
+    if (s->backend == 0) {
+        /* Only once no hook can write into them (see the finalizing case in agent_main). */
+        vc_pool_destroy(&s->pool);
+        vc_thread_free_all(s);
+    }
     vc_status_close(s);
     vc_control_close(s);
     pthread_mutex_lock(&g_lock);
@@ -532,6 +535,7 @@ static void *agent_main(void *arg)
         uint64_t now = vc_clock_mono_ns();
         if (now - last_visit >= (uint64_t)VC_TICK_MS * 1000000u) {
             last_visit = now;
+            vc_pool_prefault(&s->pool);
             if (vc_compat_is_finalizing())
                 continue; /* taking the GIL now could end this thread */
             PyEval_RestoreThread(mine);
@@ -543,6 +547,15 @@ static void *agent_main(void *arg)
     g_state = VC_STOPPING;
     pthread_mutex_unlock(&g_lock);
 
+    if (vc_compat_is_finalizing()) {
+        /* The interpreter is tearing down (the atexit stop did not run or timed out): taking
+         * the GIL now would end this thread inside CPython.  The process is exiting; the hooks
+         * go with it, and the records cannot be named without the GIL. */
+        snprintf(err, sizeof err, "the interpreter began finalizing before the session stopped: "
+                 "trace lost (stop the session before exit)");
+        finish_session(s, -ESHUTDOWN, err);
+        return NULL;
+    }
     PyEval_RestoreThread(mine);
     uint64_t t0 = vc_clock_mono_ns();
     stop_under_gil(s, reason);

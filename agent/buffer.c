@@ -18,10 +18,7 @@ int vc_pool_init(vc_pool *pool, uint32_t buffer_mb)
     if (p == MAP_FAILED)
         return -errno;
     pool->base = p;
-#ifdef MADV_HUGEPAGE
-    /* Fewer page faults on the hot path when records start filling the pool (best effort). */
-    madvise(p, bytes, MADV_HUGEPAGE);
-#endif
+    vc_pool_prefault(pool);
     return 0;
 }
 
@@ -48,7 +45,7 @@ vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner)
         pool->free_list = c->next;
     } else if (pool->carved < pool->nchunks) {
         c = (vc_chunk *)(pool->base + pool->carved * VC_CHUNK_BYTES);
-        pool->carved++;
+        __atomic_store_n(&pool->carved, pool->carved + 1, __ATOMIC_RELAXED); /* read by prefault */
     } else if (pool->full_head != NULL) {
         /* Pool exhausted: the oldest full chunk of any thread is recycled. */
         c = pool->full_head;
@@ -74,4 +71,38 @@ uint64_t vc_pool_records(const vc_pool *pool, vc_chunk *const *current, size_t n
         if (current[i] != NULL)
             n += current[i]->count;
     return n;
+}
+
+/* Chunks are populated ahead of the hooks by the agent thread, without the GIL, so that the
+ * page faults of fresh memory are not taken on the hot path.  MADV_POPULATE_WRITE faults the
+ * pages in without touching their contents, so racing with a hook that has just carved one of
+ * them is harmless.  Ahead = twice what was consumed since the last call, at least 1 MiB.
+ * (Older kernels without MADV_POPULATE_WRITE: no prefault, faults stay on the hot path.) */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+void vc_pool_prefault(vc_pool *pool)
+{
+    if (pool->base == NULL || pool->prefault_broken)
+        return;
+    size_t carved = __atomic_load_n(&pool->carved, __ATOMIC_RELAXED);
+    size_t used = carved - pool->carved_at_last_prefault;
+    pool->carved_at_last_prefault = carved;
+    size_t ahead = 2 * used;
+    size_t min_ahead = (1u << 20) / VC_CHUNK_BYTES;
+    if (ahead < min_ahead)
+        ahead = min_ahead;
+    size_t target = carved + ahead;
+    if (target > pool->nchunks)
+        target = pool->nchunks;
+    if (pool->prefaulted < carved)
+        pool->prefaulted = carved;
+    if (target <= pool->prefaulted)
+        return;
+    if (madvise(pool->base + pool->prefaulted * VC_CHUNK_BYTES,
+                (target - pool->prefaulted) * VC_CHUNK_BYTES, MADV_POPULATE_WRITE) != 0) {
+        pool->prefault_broken = 1;
+        return;
+    }
+    pool->prefaulted = target;
 }

@@ -40,6 +40,9 @@ typedef struct vc_pool {
     vc_chunk *free_list;
     vc_chunk *full_head, *full_tail; /* FIFO: oldest full chunk first */
     uint64_t dropped;          /* records lost to recycling or to an empty pool */
+    size_t prefaulted;         /* chunks [0, prefaulted) have their pages (agent thread only) */
+    size_t carved_at_last_prefault;
+    int prefault_broken;       /* the kernel has no MADV_POPULATE_WRITE */
 } vc_pool;
 
 int vc_pool_init(vc_pool *pool, uint32_t buffer_mb);
@@ -47,6 +50,8 @@ void vc_pool_destroy(vc_pool *pool);
 /* A chunk for thread `owner` (whose previous chunk, if any, was `full` and goes to the FIFO).
  * NULL if the pool has nothing to give (the caller drops the record). */
 vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner);
+/* Populates the pages of the chunks the hooks will take next (agent thread, no GIL needed). */
+void vc_pool_prefault(vc_pool *pool);
 /* Records currently stored (for records_bytes). */
 uint64_t vc_pool_records(const vc_pool *pool, vc_chunk *const *current, size_t nthreads);
 

@@ -148,6 +148,12 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
         vc_thread *t = &s->threads[i];
         if (first[i + 1] == first[i] || t->tid == 0)
             continue;
+        /* One name per OS thread, even if it owned two states (hook re-installed). */
+        int seen = 0;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = s->threads[j].tid == t->tid && first[j + 1] != first[j];
+        if (seen)
+            continue;
         char fallback_name[32];
         snprintf(fallback_name, sizeof fallback_name, "Thread-%d", (int)t->tid);
         if (cvf_write_thread_name(w, pid, (uint64_t)t->tid, t->name ? t->name : fallback_name) != 0)

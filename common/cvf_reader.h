@@ -14,6 +14,9 @@
  * wrong version are errors (the reference skips the former with a printf).  Never crashes,
  * hangs, or silently skips data.
  *
+ * cvf_read keeps no global state: concurrent walks of different (or the same read-only)
+ * buffers are safe.
+ *
  * Typical use:
  *
  *     static int on_fee(void *ctx, const cvf_fee_group *g) {

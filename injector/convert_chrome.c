@@ -7,7 +7,8 @@
  * numbers are formatted by hand (ticks → exact decimals, which parse to the same double as
  * the reference's ticks / 100.0), strings are escaped in one pass, and the JSON parts stored
  * in the file (args, other events, file_info) are spliced in verbatim; the reader has already
- * checked that they are valid JSON and found each element.
+ * checked that they are valid JSON and found each element.  The output is strict JSON: the
+ * NaN/Infinity tokens Python may have written become null, non-finite counters too.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -222,6 +223,78 @@ static int on_thread_name(void *ctx, uint64_t pid, uint64_t tid, const char *nam
     return on_name(ctx, "thread_name", pid, tid, name);
 }
 
+/* ---- strict JSON ---------------------------------------------------------------------------
+ * Python's json writes NaN / Infinity / -Infinity for non-finite floats, so VizTracer's args
+ * and other events may hold them; strict parsers (Perfetto, chrome://tracing, JSON.parse)
+ * reject the whole file for one such token.  A blob that is not strict JSON is copied with
+ * those tokens turned into null; the reader has already validated everything else. */
+
+typedef struct strict_copy {
+    char *text;
+    size_t len;
+    cvf_span *items;
+    size_t n;
+} strict_copy;
+
+static bool is_strict(const char *json, size_t len)
+{
+    if (!memchr(json, 'N', len) && !memchr(json, 'I', len))
+        return true; /* no token can start with anything else */
+    size_t end;
+    if (cvf_json_skip(json, len, 0, &end) != 0)
+        return false;
+    while (end < len && (json[end] == ' ' || json[end] == '\n' || json[end] == '\r' ||
+                         json[end] == '\t'))
+        end++;
+    return end == len;
+}
+
+static int make_strict(chrome *c, const char *in, size_t len, bool list, strict_copy *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    char *out = malloc(len / 3 * 4 + 16); /* "NaN" -> "null" grows by 4/3 at most */
+    if (!out)
+        goto oom;
+    size_t o = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = in[i];
+        if (in_str) {
+            if (ch == '\\') {
+                out[o++] = ch;
+                ch = in[++i];
+            } else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == 'N' || ch == 'I' || (ch == '-' && i + 1 < len && in[i + 1] == 'I')) {
+            i += ch == 'N' ? 2 : ch == 'I' ? 7 : 8; /* NaN, Infinity, -Infinity */
+            memcpy(out + o, "null", 4);
+            o += 4;
+            continue;
+        }
+        out[o++] = ch;
+    }
+    out[o] = 0;
+    sc->text = out;
+    sc->len = o;
+    if (list) {
+        size_t epos;
+        const char *what;
+        if (cvf_json_scan(out, o, &sc->items, &sc->n, &epos, &what) != 0) {
+            snprintf(c->err->msg, sizeof c->err->msg, "internal error making JSON strict: %s",
+                     what);
+            free(out);
+            sc->text = NULL;
+            return -1;
+        }
+    }
+    return 0;
+oom:
+    snprintf(c->err->msg, sizeof c->err->msg, "out of memory");
+    return -1;
+}
+
 /* JSON string literal of s at dst (room: 6 * strlen(s) + 2); returns its length. */
 static size_t escape_into(char *dst, const char *s)
 {
@@ -269,9 +342,20 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
     plen += 6;
     /* the inline path below needs prefix + numbers + args to fit the buffer at once */
     bool prefix_fits = plen + 256 <= OUT_CAP / 2;
+    const char *args_json = g->args_json;
+    const cvf_span *spans = g->args;
+    strict_copy sc = {0};
+    if (args_json && !is_strict(args_json, g->args_len)) {
+        if (make_strict(c, args_json, g->args_len, true, &sc) != 0) {
+            free(prefix);
+            return -1;
+        }
+        args_json = sc.text;
+        spans = sc.items;
+    }
     for (size_t i = 0; i < g->count; i++) {
-        size_t alen = g->args ? g->args[i].len : 0;
-        const char *args = g->args ? g->args_json + g->args[i].off : NULL;
+        size_t alen = spans ? spans[i].len : 0;
+        const char *args = spans ? args_json + spans[i].off : NULL;
         if (!prefix_fits || alen > OUT_CAP / 4) { /* rare: huge name or args */
             char nums[96];
             size_t nl = fmt_fixed(nums, g->ts[i], 2);
@@ -313,6 +397,8 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
         c->len = (size_t)(p - c->buf);
     }
     free(prefix);
+    free(sc.text);
+    free(sc.items);
     progress(c, g->offset);
     return c->io_error ? -1 : 0;
 }
@@ -363,10 +449,21 @@ static int on_counter(void *ctx, const cvf_counter_group *g)
 static int on_other(void *ctx, const cvf_json_record *r)
 {
     chrome *c = ctx;
+    strict_copy sc = {0};
+    const char *json = r->json;
+    const cvf_span *items = r->items;
+    if (!is_strict(r->json, r->len)) {
+        if (make_strict(c, r->json, r->len, true, &sc) != 0)
+            return -1;
+        json = sc.text;
+        items = sc.items;
+    }
     for (size_t i = 0; i < r->nitems; i++) {
         begin_event(c);
-        out_raw(c, r->json + r->items[i].off, r->items[i].len);
+        out_raw(c, json + items[i].off, items[i].len);
     }
+    free(sc.text);
+    free(sc.items);
     progress(c, r->offset);
     return c->io_error ? -1 : 0;
 }
@@ -374,15 +471,20 @@ static int on_other(void *ctx, const cvf_json_record *r)
 static int on_file_info(void *ctx, const cvf_json_record *r)
 {
     chrome *c = ctx;
-    char *copy = malloc(r->len + 1);
-    if (!copy) {
-        snprintf(c->err->msg, sizeof c->err->msg, "out of memory for file_info");
+    strict_copy sc;
+    if (is_strict(r->json, r->len)) {
+        sc.text = malloc(r->len + 1);
+        if (!sc.text) {
+            snprintf(c->err->msg, sizeof c->err->msg, "out of memory for file_info");
+            return -1;
+        }
+        memcpy(sc.text, r->json, r->len);
+        sc.len = r->len;
+    } else if (make_strict(c, r->json, r->len, false, &sc) != 0)
         return -1;
-    }
-    memcpy(copy, r->json, r->len);
-    free(c->file_info);
-    c->file_info = copy;
-    c->file_info_len = r->len;
+    free(c->file_info); /* a later FILE_INFO replaces an earlier one, as in the reference */
+    c->file_info = sc.text;
+    c->file_info_len = sc.len;
     return 0;
 }
 

@@ -2,7 +2,8 @@
  *
  *   checks (nothing touched) → find dlopen/dlerror in the target's libc (.dynsym + map base)
  *   → block termination signals → seize + interrupt every thread → pick a safe thread
- *     (retry for a bounded time while none is safe) → detach every other thread
+ *     (none: single-step one out of its unsafe frames, e.g. malloc, with the others running;
+ *     still none: retry for a bounded time) → detach every other thread
  *   → on the chosen thread: trampoline at libc's entry point, mmap a scratch region
  *     (stack + strings), dlopen(agent, RTLD_NOW|RTLD_LOCAL), dlerror() on failure,
  *     vc_agent_connect(control_path) (address from the agent's .dynsym + its map base),
@@ -39,6 +40,8 @@
 #define SCRATCH_STACK (1u << 20)       /* the loader and constructors run on it */
 #define SCRATCH_DATA 16384u           /* agent path + control path */
 #define DEFAULT_TIMEOUT_MS 5000
+#define STEP_OUT_NS (50 * 1000000) /* single-stepping out of malloc & co: time budget */
+#define STEP_OUT_MAX 200000L       /* … and step budget */
 
 struct libc_syms {
     uint64_t dlopen, dlerror, code; /* target addresses */
@@ -207,11 +210,13 @@ static void read_remote_string(pid_t tid, uint64_t addr, char *buf, size_t len)
     }
 }
 
-/* The two calls on the chosen thread, between remote_begin and remote_end.  Sets *ran when
- * dlopen ran in the target.  Returns an inject_status. */
+/* The two calls on the chosen thread, between remote_begin and remote_end, with the scratch
+ * region mapped before and unmapped after (left mapped when a call was abandoned on timeout:
+ * its frames may still be referenced).  Returns an inject_status: UNTOUCHED while dlopen has
+ * not run, FAILED after. */
 static int run_calls(const struct inject_request *req, struct remote *rc,
-                     const struct libc_syms *ls, int64_t deadline, int64_t t0, int *keep_scratch,
-                     char *err, size_t errlen)
+                     const struct libc_syms *ls, int64_t deadline, int64_t t0, char *err,
+                     size_t errlen)
 {
     pid_t tid = rc->t->tid;
     size_t alen = strlen(req->agent_path) + 1, clen = strlen(req->control_path) + 1;
@@ -279,8 +284,7 @@ call_failed:
     if (r == -ETIMEDOUT) {
         set_err(err, errlen, "the call into the target did not return within the timeout (%d ms); "
                 "registers restored, the call was abandoned", req->timeout_ms);
-        *keep_scratch = 1; /* frames of the abandoned call may still be referenced */
-        return status;
+        return status; /* scratch stays mapped: the abandoned frames may be referenced */
     }
     if (r == -ENOSYS)
         set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); registers "
@@ -362,8 +366,25 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
             set_err(err, errlen, "process %d exited", (int)pid);
             goto out;
         }
-        chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why);
+        struct step_out so;
+        chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why, &so);
         note(req, t0, "safe point: %s", chosen >= 0 ? why : "none");
+        if (chosen < 0 && so.index >= 0) {
+            /* e.g. inside malloc called from safe code: let the others run, single-step this
+             * one until its unsafe frames have returned (kubo/injector#23), judge it again */
+            for (size_t i = 0; i < g.n; i++)
+                if ((int)i != so.index)
+                    pt_detach(&g, &g.t[i]);
+            int64_t step_deadline = pt_now_ns() + STEP_OUT_NS;
+            if (step_deadline > search_deadline)
+                step_deadline = search_deadline;
+            int sr = pt_step_out(&g.t[so.index], so.ip, so.sp, step_deadline, STEP_OUT_MAX);
+            if (sr == 0 &&
+                safepoint_judge(&g, so.index, &maps, req->verbose, why, sizeof why) >= 0)
+                chosen = so.index;
+            note(req, t0, "stepped thread %d out of its unsafe frames: %s", (int)g.t[so.index].tid,
+                 chosen >= 0 ? why : sr == 0 ? "still unsafe" : strerror(-sr));
+        }
         if (chosen >= 0)
             break;
         pt_release(&g);
@@ -393,8 +414,7 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
         set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
         goto out;
     }
-    int keep_scratch = 0;
-    status = run_calls(req, &rc, &ls, deadline, t0, &keep_scratch, err, errlen);
+    status = run_calls(req, &rc, &ls, deadline, t0, err, errlen);
     int rr = remote_end(&rc);
     if (rr < 0 && t->state != TRACEE_GONE) {
         status = INJECT_FAILED;

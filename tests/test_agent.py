@@ -78,6 +78,17 @@ TARGET = textwrap.dedent(r'''
         for _ in range(500):
             late_body()
 
+    def raw_body():
+        return 4
+
+    def raw_thread(lock):
+        # a thread created outside threading: found by the agent's periodic scan (legacy
+        # hook) or on its first event (sys.monitoring)
+        time.sleep(0.3)
+        for _ in range(200):
+            raw_body()
+        lock.release()
+
     def workload():
         for _ in range(N):
             leaf()
@@ -103,9 +114,14 @@ TARGET = textwrap.dedent(r'''
             ev.set()
             late = threading.Thread(target=late_thread, name="late-worker")
             late.start()
+            import _thread
+            raw_done = _thread.allocate_lock()
+            raw_done.acquire()
+            _thread.start_new_thread(raw_thread, (raw_done,))
             workload()
             late.join()
             early.join()
+            raw_done.acquire()
         return {"result": t.result._asdict(), "before": before, "after": hooks_state()}
 
     report["main"] = session(OUT + ".main.cvf", "auto")
@@ -273,6 +289,10 @@ def _check_main(rep, ev, name_of_session):
         assert names.get(tid) == tname
         tids[tname] = tid
     assert len(set(tids.values())) == 3
+    raw = _named(ev, "raw_body")
+    assert len(raw) == 200 and len({e["tid"] for e in raw}) == 1
+    raw_tid = raw[0]["tid"]
+    assert raw_tid not in tids.values() and names.get(raw_tid) == "Thread-%d" % raw_tid
     assert tids["MainThread"] == ev[0]["pid"] if ev[0]["ph"] == "M" else True
     # generators: one event per resume (5 yields + the final return)
     assert len(_named(ev, "gen")) == 6

@@ -151,6 +151,8 @@ def test_status_socket_stop_and_status(py, tmp_path):
     out = str(tmp_path / "status.cvf")
     p = _spawn(py, r'''
         vcattach.start(sys.argv[1])
+        for _ in range(100):
+            leaf()
         print("started", flush=True)
         wait_inactive(_agent.load())
         r = _agent.VcResult()
@@ -293,3 +295,51 @@ def test_deep_recursion_is_counted(py, tmp_path):
     n_down = len(_named(ev, "down"))
     assert n_down + detach["args"]["too_deep"] == 1501
     _check_nesting(ev)
+
+
+def test_sinks_fd_unix_and_fallback(py, tmp_path):
+    sock_path = str(tmp_path / "sink.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(1)
+    srv.settimeout(60)
+    fd_file = str(tmp_path / "fd.cvf")
+    gone_dir = tmp_path / "gone"
+    gone_dir.mkdir()
+    fallback = str(tmp_path / "fallback.cvf")
+    p = _spawn(py, r'''
+        res = {}
+        fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with vcattach.trace(fd):
+            leaf()
+        os.close(fd)
+        with vcattach.trace("unix:" + sys.argv[2]):
+            leaf()
+        vcattach.start(os.path.join(sys.argv[3], "x.cvf"), fallback=sys.argv[4])
+        leaf()
+        os.rmdir(sys.argv[3])
+        try:
+            vcattach.stop()
+            res["fallback"] = "no error"
+        except vcattach.VcattachError as e:
+            res["fallback"] = str(e)
+        print(json.dumps(res))
+    ''', fd_file, sock_path, str(gone_dir), fallback)
+    conn, _ = srv.accept()
+    conn.settimeout(60)
+    data = b""
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    conn.close()
+    srv.close()
+    rep = _finish(p)
+    unix_file = str(tmp_path / "unix.cvf")
+    with open(unix_file, "wb") as f:
+        f.write(data)
+    for path in (fd_file, unix_file, fallback):
+        assert len(_named(_decode(path), "leaf")) == 1, path
+    assert "fallback" in rep["fallback"] and fallback in rep["fallback"]
+    assert os.stat(fallback).st_mode & 0o777 == 0o600

@@ -5,6 +5,7 @@ exactly, grouping details hold (stable ties, name truncation, pid -1), and the C
 direction sniffing, bare lists, -o -, default names, --force, clean errors with no output
 left behind."""
 import json
+import math
 import os
 import struct
 import subprocess
@@ -244,3 +245,39 @@ def test_huge_names_and_args_written_by_another_writer(tmp_path):
     assert ev[0]["args"]["name"] == "t" * 200000
     assert ev[1]["name"] == name.decode() and ev[1]["args"] == args[0]
     assert ev[2]["ts"] == 1.07 and ev[2]["dur"] == 0.09 and ev[2]["args"] == args[1]
+
+
+def _strict_loads(text):
+    def bad(token):
+        raise AssertionError("non-strict JSON token %s in the output" % token)
+    return json.loads(text, parse_constant=bad)
+
+
+def test_output_is_strict_json_even_with_python_nan(tmp_path):
+    """Python's json (hence VizTracer) writes NaN/Infinity; Perfetto and JSON.parse reject
+    them.  Our Chrome output turns them (and non-finite counter values) into null."""
+    nan, inf = float("nan"), float("inf")
+    body = bytearray(struct.pack("<Q", 1))
+    fee = b"\x01" + struct.pack("<QQ", 1, 2) + b"f\0" + struct.pack("<Q", 2)
+    stream = struct.pack("<q", 100) + bytes([1 << 2, 2 << 2, 3 << 2])
+    args = [{"v": nan, "s": "NaN Infinity -Infinity"}, {"w": [-inf, inf, 1.5]}]
+    body += fee + struct.pack("<Q", len(body) + len(fee) + 8 + len(stream)) + stream
+    body += _zblob(args)
+    body += (b"\x04" + struct.pack("<QQ", 1, 1) + b"c\0" + struct.pack("<Q", 1) + b"k\0" +
+             struct.pack("<Q", 2) + struct.pack("<q", 1000) + b"\x24" + struct.pack("<d", nan) +
+             struct.pack("<q", 2000) + b"\x24" + struct.pack("<d", 2.5))
+    body += b"\x05" + _zblob([{"ph": "i", "name": "x", "args": {"n": nan}}])
+    body += b"\x11" + _zblob({"files": {}, "x": -inf})
+    src, out = str(tmp_path / "n.cvf"), str(tmp_path / "n.json")
+    with open(src, "wb") as f:
+        f.write(bytes(body))
+    convert(src, out)
+    with open(out) as f:
+        got = _strict_loads(f.read())
+    ev = got["traceEvents"]
+    assert ev[0]["args"] == {"v": None, "s": "NaN Infinity -Infinity"}
+    assert ev[1]["args"] == {"w": [None, None, 1.5]}
+    assert ev[2]["args"] == {"k": None} and ev[3]["args"] == {"k": 2.5}
+    assert ev[4]["args"] == {"n": None} and got["file_info"] == {"files": {}, "x": None}
+    py = cvf.load(src)
+    assert math.isnan(py["traceEvents"][0]["args"]["v"])

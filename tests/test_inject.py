@@ -428,3 +428,63 @@ def test_ptrace_concurrent_injectors(target_factory, tmp_path):
     assert_target_unharmed(t.report(), ref, 2.0)
     time.sleep(0.2)
     assert len(marker.read_text().splitlines()) == statuses.count(0)
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_no_safe_point_means_nothing_runs(method, tmp_path):
+    """Every thread of unsafe-target is where a dlopen must not run (inside dl_iterate_phdr
+    with the loader lock held; waiting on a mutex): the injector retries for half its budget,
+    then refuses with INJECT_UNTOUCHED, and the target carries on as if nothing happened."""
+    exe = os.path.join(BUILD, "inject_fixture", "unsafe-target")
+    if not os.path.exists(exe):
+        pytest.skip("%s is not built: run `make`" % exe)
+    p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline().split()[1])
+        rc, rows = inject(method, pid, "file:%s" % (tmp_path / "m"),
+                          timeout_ms=1000 if method == "ptrace" else 3000)
+        assert rc == 1 and "no thread reached a safe point" in rows[0][2], rows
+        assert not (tmp_path / "m").exists()
+        assert_running_untraced(pid)
+        out, _ = p.communicate("x", timeout=30)
+        assert p.returncode == 0 and out.strip() == "DONE", (p.returncode, out)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+
+
+def _task_states(pid):
+    states = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            pass
+    return states
+
+
+def test_ptrace_sigstop_during_call_is_kept(target_factory, tmp_path):
+    """Job control during an injection: someone stops the process mid-call.  The stop is
+    not swallowed (every thread ends in T, untraced); SIGCONT resumes it all."""
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "3")
+    p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "hang:x",
+                          "--timeout-ms", "1500"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    os.kill(t.pid, signal.SIGSTOP)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 2, out
+    try:
+        deadline = time.time() + 5
+        while time.time() < deadline and set(_task_states(t.pid)) != {"T"}:
+            time.sleep(0.02)
+        assert set(_task_states(t.pid)) == {"T"}, _task_states(t.pid)
+        with open("/proc/%d/status" % t.pid) as f:
+            assert "TracerPid:\t0\n" in f.read()
+    finally:
+        os.kill(t.pid, signal.SIGCONT)
+    assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), ref, 3.0)

@@ -80,10 +80,19 @@ $(BUILD)/inject_fixture/libvcfixture.so: tests/inject_fixture/fixture_agent.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fPIC -shared -fvisibility=hidden -o $@ $< -lpthread
 
-INJECT_TEST_PREREQS := $(BUILD)/inject-test $(BUILD)/inject_fixture/libvcfixture.so
+$(BUILD)/inject_fixture/unsafe-target: tests/inject_fixture/unsafe_target.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< -lpthread
+
+INJECT_TEST_PREREQS := $(BUILD)/inject-test $(BUILD)/inject_fixture/libvcfixture.so \
+                       $(BUILD)/inject_fixture/unsafe-target
 ALL_TARGETS += $(INJECT_TEST_PREREQS)
 TEST_PREREQS += $(INJECT_TEST_PREREQS)
 test: $(INJECT_TEST_PREREQS)
+# `make test-inject` runs only these (about two minutes: real targets on every interpreter).
+.PHONY: test-inject
+test-inject: all
+	cd tests && $(PYTHON_HOST) -m pytest -q -rs -p no:cacheprovider $(PYTEST_ARGS) test_inject.py
 # ---- end injector tests -------------------------------------------------------------------------
 
 # ---- agent tests (tests/test_agent*.py; owned by the agent work) -----------------------------

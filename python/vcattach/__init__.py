@@ -10,8 +10,11 @@
 
 The tracing itself happens in the C agent (build/libvcagent-pyXY.so), loaded into this
 process with ctypes: every thread is hooked, calls are recorded into bounded buffers, and the
-.cvf is written by the agent's own thread at stop.  `python -m vcattach …`/`vcattach convert`
-turn a .cvf into Chrome-trace JSON; vcattach.cvf reads it in Python.
+.cvf is written by the agent's own thread at stop.  `vcattach convert X.cvf -o X.json` turns a
+.cvf into Chrome-trace JSON; vcattach.cvf reads it in Python.
+
+Errors (agent not built for this Python, a session already running, output not writable,
+another profiler active, …) raise VcattachError with a one-line message.
 """
 import ctypes
 import os
@@ -76,6 +79,8 @@ def start(output, duration=None, buffer_mb=256, hook="auto", null_hook=False, fa
     if rc != 0:
         msg = _agent.last_error(lib) or _agent.strerror(rc)
         if rc == -_agent.ETIMEDOUT:
+            # Cancel: the agent stops as soon as it gets the GIL, instead of tracing unasked.
+            lib.vc_agent_stop(0, None)
             msg = "the agent did not install its hooks within %d s" % (_START_WAIT_MS // 1000)
         raise VcattachError("vcattach: %s" % msg)
 
