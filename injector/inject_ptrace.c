@@ -2,8 +2,7 @@
  *
  *   checks (nothing touched) → find dlopen/dlerror in the target's libc (.dynsym + map base)
  *   → block termination signals → seize + interrupt every thread → pick a safe thread
- *     (none: single-step one out of its unsafe frames, e.g. malloc, with the others running;
- *     still none: retry for a bounded time) → detach every other thread
+ *     (retry for a bounded time while none is safe) → detach every other thread
  *   → on the chosen thread: trampoline at libc's entry point, mmap a scratch region
  *     (stack + strings), dlopen(agent, RTLD_NOW|RTLD_LOCAL), dlerror() on failure,
  *     vc_agent_connect(control_path) (address from the agent's .dynsym + its map base),
@@ -40,8 +39,6 @@
 #define SCRATCH_STACK (1u << 20)       /* the loader and constructors run on it */
 #define SCRATCH_DATA 16384u           /* agent path + control path */
 #define DEFAULT_TIMEOUT_MS 5000
-#define STEP_OUT_NS (50 * 1000000) /* single-stepping out of malloc & co: time budget */
-#define STEP_OUT_MAX 200000L       /* … and step budget */
 
 struct libc_syms {
     uint64_t dlopen, dlerror, code; /* target addresses */
@@ -366,25 +363,8 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
             set_err(err, errlen, "process %d exited", (int)pid);
             goto out;
         }
-        struct step_out so;
-        chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why, &so);
+        chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why);
         note(req, t0, "safe point: %s", chosen >= 0 ? why : "none");
-        if (chosen < 0 && so.index >= 0) {
-            /* e.g. inside malloc called from safe code: let the others run, single-step this
-             * one until its unsafe frames have returned (kubo/injector#23), judge it again */
-            for (size_t i = 0; i < g.n; i++)
-                if ((int)i != so.index)
-                    pt_detach(&g, &g.t[i]);
-            int64_t step_deadline = pt_now_ns() + STEP_OUT_NS;
-            if (step_deadline > search_deadline)
-                step_deadline = search_deadline;
-            int sr = pt_step_out(&g.t[so.index], so.ip, so.sp, step_deadline, STEP_OUT_MAX);
-            if (sr == 0 &&
-                safepoint_judge(&g, so.index, &maps, req->verbose, why, sizeof why) >= 0)
-                chosen = so.index;
-            note(req, t0, "stepped thread %d out of its unsafe frames: %s", (int)g.t[so.index].tid,
-                 chosen >= 0 ? why : sr == 0 ? "still unsafe" : strerror(-sr));
-        }
         if (chosen >= 0)
             break;
         pt_release(&g);

@@ -12,7 +12,6 @@
 #include "ptrace.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,11 +120,21 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
     }
 }
 
-/* After a wait: a signal-delivery-stop for a real signal is remembered for re-delivery. */
+/* After a wait: a signal-delivery-stop for a real signal is remembered for re-delivery.
+ * A kernel-generated SIGTRAP (si_code > 0: our int3) is ours and is dropped: re-delivered
+ * to an untraced thread, it would kill the target. */
 static void keep_signal(struct tracee *t)
 {
-    if (t->in_signal_stop > 0 && t->in_signal_stop <= 64)
-        t->pending_sigs |= 1ull << (t->in_signal_stop - 1);
+    int sig = t->in_signal_stop;
+    if (sig <= 0 || sig > 64)
+        return;
+    if (sig == SIGTRAP) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) < 0 || si.si_code > 0)
+            return;
+    }
+    t->pending_sigs |= 1ull << (sig - 1);
 }
 
 int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns)
@@ -249,75 +258,6 @@ void pt_release(struct tracee_group *g)
     free(g->t);
     g->t = NULL;
     g->n = g->cap = 0;
-}
-
-/* A stop right after a single step usually comes within microseconds: spin briefly (yielding
- * the CPU to the tracee) before falling back to the sleeping wait. */
-static int wait_step(struct tracee *t, int64_t deadline_ns, int *status)
-{
-    for (int spin = 0; spin < 200; spin++) {
-        int st;
-        pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
-        if (r == 0) {
-            sched_yield();
-            continue;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            t->state = TRACEE_GONE;
-            return -ESRCH;
-        }
-        if (WIFEXITED(st) || WIFSIGNALED(st)) {
-            t->state = TRACEE_GONE;
-            return -ESRCH;
-        }
-        t->state = TRACEE_STOPPED;
-        t->group_stop = 0;
-        t->in_signal_stop = ((unsigned)st >> 16) == 0 ? WSTOPSIG(st) : 0;
-        if (((unsigned)st >> 16) == PTRACE_EVENT_STOP && is_job_control_stop(WSTOPSIG(st)))
-            t->group_stop = WSTOPSIG(st);
-        *status = st;
-        return 0;
-    }
-    return pt_wait_stop(t, deadline_ns, status);
-}
-
-int pt_step_out(struct tracee *t, uint64_t ip, uint64_t sp, int64_t deadline_ns, long max_steps)
-{
-    for (long n = 0; n < max_steps; n++) {
-        if (ptrace(PTRACE_SINGLESTEP, t->tid, 0, 0) < 0)
-            return errno == ESRCH ? -ESRCH : -errno;
-        t->state = TRACEE_RUNNING;
-        int st = 0, r = wait_step(t, deadline_ns, &st);
-        if (r == -ETIMEDOUT) { /* e.g. blocked in a syscall: take it back as it is */
-            ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
-            r = pt_wait_stop(t, pt_now_ns() + 1000000000, NULL);
-            if (r == 0)
-                keep_signal(t);
-            return r < 0 ? r : -ETIMEDOUT;
-        }
-        if (r < 0)
-            return r;
-        int event = (unsigned)st >> 16, sig = WSTOPSIG(st);
-        if (event == PTRACE_EVENT_STOP) {
-            if (t->group_stop) /* job control meanwhile: redo it at detach */
-                t->pending_sigs |= 1ull << (t->group_stop - 1);
-            continue;
-        }
-        if (event == 0 && sig != SIGTRAP) {
-            keep_signal(t); /* someone's signal: suppressed now, re-delivered at detach */
-            continue;
-        }
-        struct user_regs_struct regs;
-        if (pt_getregs(t->tid, &regs) < 0)
-            return -ESRCH;
-        if (regs.rip == ip && regs.rsp == sp)
-            return 0;
-        if (pt_now_ns() >= deadline_ns)
-            return -ETIMEDOUT;
-    }
-    return -E2BIG;
 }
 
 int pt_getregs(pid_t tid, struct user_regs_struct *r)

@@ -52,12 +52,6 @@ int pt_detach_all(struct tracee_group *g);
 /* Detaches all, then frees the group. */
 void pt_release(struct tracee_group *g);
 
-/* Single-steps a stopped thread (the others running free: no breakpoint is ever written, so
- * no untraced thread can trip on one) until it is at ip with stack pointer sp, i.e. its
- * unsafe frames have returned.  Signals met on the way are kept for re-delivery at detach.
- * 0 when there, -E2BIG after max_steps, -ETIMEDOUT (thread stopped again), -ESRCH. */
-int pt_step_out(struct tracee *t, uint64_t ip, uint64_t sp, int64_t deadline_ns, long max_steps);
-
 int pt_getregs(pid_t tid, struct user_regs_struct *r);
 int pt_setregs(pid_t tid, const struct user_regs_struct *r);
 

@@ -188,13 +188,8 @@ static void elf_cache_free(struct elf_cache *c)
 /* Unwinds one stopped thread.  Returns a score: -1 unsafe, 1 running in user code,
  * 2 blocked in some syscall, 3 blocked in an idle syscall.  why: where/why. */
 static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid, pid_t tid,
-                        const struct proc_maps *maps, int verbose, char *why, size_t whylen,
-                        uint64_t *exit_ip, uint64_t *exit_sp)
+                        const struct proc_maps *maps, int verbose, char *why, size_t whylen)
 {
-    /* exit_ip/exit_sp: for an unsafe thread, where it will be once the outermost unsafe
-     * frame has returned (the next frame's ip and sp), or 0 if unknown */
-    *exit_ip = *exit_sp = 0;
-    int after_unsafe = 0;
     struct user_regs_struct regs;
     if (pt_getregs(tid, &regs) < 0) {
         snprintf(why, whylen, "thread %d: registers unreadable", (int)tid);
@@ -217,22 +212,15 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
     char first[160] = "?";
     int frames = 0;
     for (; frames < MAX_FRAMES; frames++) {
-        unw_word_t ip = 0, sp = 0;
-        if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0 ||
-            unw_get_reg(&cur, UNW_REG_SP, &sp) < 0)
+        unw_word_t ip = 0;
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
             break;
-        if (after_unsafe) { /* the caller of the latest unsafe frame */
-            *exit_ip = ip;
-            *exit_sp = sp;
-            after_unsafe = 0;
-        }
         /* a return address points after the call: look up the call itself */
         uint64_t look = frames ? ip - 1 : ip;
         const struct proc_map *m = proc_map_at(maps, look);
         if (!m) {
             if (frames == 0) {
                 score = -1;
-                *exit_ip = *exit_sp = 0;
                 snprintf(why, whylen, "thread %d: stopped in unmapped code at %#lx", (int)tid,
                          (unsigned long)ip);
                 break;
@@ -261,19 +249,14 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
             snprintf(first, sizeof first, "%s in %s", name[0] ? name : "?", b ? b + 1 : m->path);
         }
         if (bad) {
-            if (score >= 0) /* the innermost reason is the one reported */
-                snprintf(why, whylen, "thread %d: %s (%s)", (int)tid, bad,
-                         name[0] ? name : m->path);
             score = -1;
-            after_unsafe = 1;
-            *exit_ip = *exit_sp = 0;
+            snprintf(why, whylen, "thread %d: %s (%s)", (int)tid, bad, name[0] ? name : m->path);
+            break;
         }
         if (unw_step(&cur) <= 0)
             break;
     }
     _UPT_destroy(upt);
-    if (after_unsafe) /* the unwind ended inside unsafe frames: no known way out */
-        *exit_ip = *exit_sp = 0;
     if (score >= 0) {
         if (nr >= 0)
             snprintf(why, whylen, "thread %d blocked in syscall %ld (%s, %d frames)", (int)tid,
@@ -286,10 +269,8 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
 }
 
 int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int verbose,
-                     char *why, size_t whylen, struct step_out *out)
+                     char *why, size_t whylen)
 {
-    out->index = -1;
-    out->ip = out->sp = 0;
     unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
     if (!as) {
         snprintf(why, whylen, "libunwind: cannot create an address space");
@@ -334,8 +315,7 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
     for (int k = 0; k < n && best < 0; k++) {
         struct tracee *t = &g->t[order[k]];
         char w[256];
-        uint64_t xip, xsp;
-        int s = judge_thread(as, cache, g->pid, t->tid, maps, verbose, w, sizeof w, &xip, &xsp);
+        int s = judge_thread(as, cache, g->pid, t->tid, maps, verbose, w, sizeof w);
         if (verbose)
             fprintf(stderr, "vcattach: %s: %s\n", s < 0 ? "unsafe" : "chosen", w);
         if (s >= 0) {
@@ -343,11 +323,6 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
             snprintf(why, whylen, "%s", w);
         } else {
             snprintf(reason, sizeof reason, "%s", w);
-            if (out->index < 0 && xip && xsp) {
-                out->index = order[k];
-                out->ip = xip;
-                out->sp = xsp;
-            }
         }
     }
     if (best < 0)
@@ -356,25 +331,4 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
     free(cache);
     unw_destroy_addr_space(as);
     return best;
-}
-
-int safepoint_judge(struct tracee_group *g, int index, const struct proc_maps *maps, int verbose,
-                    char *why, size_t whylen)
-{
-    unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
-    struct elf_cache *cache = calloc(1, sizeof *cache);
-    int s = -1;
-    uint64_t xip, xsp;
-    if (as && cache)
-        s = judge_thread(as, cache, g->pid, g->t[index].tid, maps, verbose, why, whylen, &xip,
-                         &xsp);
-    else
-        snprintf(why, whylen, "out of memory");
-    if (cache) {
-        elf_cache_free(cache);
-        free(cache);
-    }
-    if (as)
-        unw_destroy_addr_space(as);
-    return s;
 }

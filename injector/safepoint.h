@@ -6,28 +6,14 @@
 #define VC_SAFEPOINT_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "proc.h"
 #include "ptrace.h"
 
-/* When no thread is safe: a thread that will be safe once its outermost unsafe frame returns
- * (e.g. it is inside malloc called from Python code), and where it will then be. */
-struct step_out {
-    int index;      /* in g->t, or -1 */
-    uint64_t ip;    /* the caller's resume address */
-    uint64_t sp;    /* the caller's stack pointer at that address */
-};
-
 /* Picks the best stopped thread of g.  Returns its index in g->t, or -1 when no thread is at a
- * safe point (then *out may name one to step out of its unsafe frames, see ptrace.h
- * pt_step_out); why receives the reason (for the chosen thread: where it is). */
+ * safe point; why receives the reason (for the chosen thread: where it is). */
 int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int verbose,
-                     char *why, size_t whylen, struct step_out *out);
-
-/* Judges one stopped thread again (after stepping it): score >= 0 safe, -1 unsafe. */
-int safepoint_judge(struct tracee_group *g, int index, const struct proc_maps *maps, int verbose,
-                    char *why, size_t whylen);
+                     char *why, size_t whylen);
 
 /* The classification of one symbol/module name (exposed for tests and diagnostics): a reason
  * string if a frame in it makes the thread unsafe, else NULL. */

@@ -343,3 +343,62 @@ def test_sinks_fd_unix_and_fallback(py, tmp_path):
         assert len(_named(_decode(path), "leaf")) == 1, path
     assert "fallback" in rep["fallback"] and fallback in rep["fallback"]
     assert os.stat(fallback).st_mode & 0o777 == 0o600
+
+
+def test_agent_missing_is_a_clear_error(py, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
+               VCATTACH_AGENT=str(tmp_path / "no-such-agent.so"))
+    code = textwrap.dedent(r'''
+        import sys, vcattach
+        try:
+            vcattach.start(sys.argv[1])
+        except vcattach.VcattachError as e:
+            print(e)
+    ''')
+    r = subprocess.run([py["path"], "-c", code, str(tmp_path / "x.cvf")], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "cannot load the agent" in r.stdout and "no-such-agent.so" in r.stdout
+    assert not os.path.exists(str(tmp_path / "x.cvf"))
+
+
+def test_control_detach_writes_output_at_deadline(py, tmp_path):
+    # `vcattach start`: the controller leaves after STARTED; the agent stops at its deadline
+    # and writes the output file itself.
+    d = tempfile.mkdtemp(prefix="vc-ctl-")
+    os.chmod(d, 0o700)
+    path = os.path.join(d, "control.sock")
+    out = str(tmp_path / "detached.cvf")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(30)
+    p = _spawn(py, r'''
+        lib = _agent.load()
+        lib.vc_agent_connect.argtypes = [ctypes.c_char_p]
+        assert lib.vc_agent_connect(sys.argv[1].encode()) == 0
+        t0 = time.time()
+        while not lib.vc_agent_active() and time.time() - t0 < 10:
+            time.sleep(0.001)
+        wait_inactive(lib)
+        r = _agent.VcResult()
+        lib.vc_agent_last_result(ctypes.byref(r))
+        print(json.dumps({"after": hooks_state(), "status": r.status, "events": r.events}))
+    ''', path)
+    try:
+        conn, _ = srv.accept()
+        conn.settimeout(30)
+        assert _recv(conn)[0] == HELLO
+        _send(conn, CONFIG, ("output=%s\nduration_ms=300\ndetach=1\n" % out).encode())
+        t, payload = _recv(conn)
+        assert t == STARTED, payload
+        conn.close()
+    finally:
+        srv.close()
+        os.unlink(path)
+        os.rmdir(d)
+    rep = _finish(p)
+    assert rep["status"] == 0 and rep["after"]["getprofile"] == "None"
+    ev = _decode(out)
+    assert rep["events"] == sum(1 for e in ev if e["ph"] == "X")
+    assert len(_named(ev, "leaf")) > 0

@@ -488,3 +488,30 @@ def test_ptrace_sigstop_during_call_is_kept(target_factory, tmp_path):
         os.kill(t.pid, signal.SIGCONT)
     assert_running_untraced(t.pid)
     assert_target_unharmed(t.report(), ref, 3.0)
+
+
+def test_ptrace_single_threaded_malloc_heavy(tmp_path):
+    """One thread, mostly inside malloc/calloc/free: the injector must reject those moments
+    (retrying), never call dlopen inside the allocator, and leave the process alive."""
+    py = _one_python()
+    code = ("import os, sys\nprint(os.getpid(), flush=True)\nn = 0\n"
+            "while not os.path.exists(sys.argv[1]):\n"
+            "    b = [bytearray(60000) for _ in range(20)]\n    n += 1\nprint(n, flush=True)\n")
+    stop = tmp_path / "stop"
+    p = subprocess.Popen([py["path"], "-c", code, str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        marker = tmp_path / "marker"
+        rc, rows = inject("ptrace", pid, "file:%s" % marker, extra=("--repeat", "10"))
+        ok = [r for r in rows if r[0] == 0]
+        assert all(r[0] == 0 or (r[0] == 1 and "no thread reached a safe point" in r[2])
+                   for r in rows), rows
+        assert ok, rows
+        assert_running_untraced(pid)
+        stop.write_text("")
+        out, _ = p.communicate(timeout=30)
+        assert p.returncode == 0 and int(out) > 0, (p.returncode, out)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
