@@ -478,7 +478,7 @@ static void *agent_main(void *arg)
         snprintf(err, sizeof err, "the Python interpreter is not initialized (yet or anymore)");
         rc = -ENOENT;
     }
-    if (rc == 0 && (vc_pool_init(&s->pool, s->buffer_mb) != 0 || vc_pins_init(&s->pins, 1u << 14) != 0 ||
+    if (rc == 0 && (vc_pool_init(&s->pool, s->buffer_mb) != 0 || vc_pins_init(&s->pins, 1u << 16) != 0 ||
                     vc_threads_alloc(s) != 0)) {
         snprintf(err, sizeof err, "out of memory for a %u MB buffer: use a smaller buffer", s->buffer_mb);
         rc = -ENOMEM;
