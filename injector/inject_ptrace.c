@@ -112,19 +112,24 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
 {
     char path[4096 + 64];
     struct stat sb;
-    if (proc_root_path(pid, agent_path, path, sizeof path) < 0 || stat(path, &sb) < 0) {
-        set_err(err, errlen, "agent %s vanished after dlopen", agent_path);
-        return -ENOENT;
-    }
+    int have_stat = proc_root_path(pid, agent_path, path, sizeof path) == 0 && stat(path, &sb) == 0;
     struct proc_maps maps;
     int r = proc_read_maps(pid, &maps);
     if (r < 0) {
         set_err(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-r));
         return r;
     }
-    const struct proc_map *m = proc_find_inode(&maps, sb.st_dev, sb.st_ino);
+    const struct proc_map *m = have_stat ? proc_find_inode(&maps, sb.st_dev, sb.st_ino) : NULL;
     if (!m)
         m = proc_find_path(&maps, agent_path);
+    if (!m) {
+        /* The agent was rebuilt or upgraded after the target first loaded it: dlopen matched
+         * the path and returned the copy already mapped, which /proc shows as "(deleted)".
+         * That copy is the one to call; its bytes stay readable through map_files. */
+        char deleted[4096 + 16];
+        snprintf(deleted, sizeof deleted, "%s (deleted)", agent_path);
+        m = proc_find_path(&maps, deleted);
+    }
     if (!m) {
         proc_free_maps(&maps);
         set_err(err, errlen, "dlopen succeeded but %s is not mapped in the target", agent_path);

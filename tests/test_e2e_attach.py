@@ -94,12 +94,9 @@ def check_summary(r, out):
 
 
 def method_params():
-    """ptrace on every interpreter; gdb on one shared-libpython and the static one."""
-    params = [pytest.param(p, "ptrace", id=p["id"] + "-ptrace") for p in PYTHONS]
-    shared = [p for p in PYTHONS if p["kind"] == "shared"][-1:]
-    static = [p for p in PYTHONS if p["kind"] == "static"]
-    params += [pytest.param(p, "gdb", id=p["id"] + "-gdb") for p in shared + static]
-    return params
+    """Both methods on every interpreter of the matrix."""
+    return [pytest.param(p, m, id="%s-%s" % (p["id"], m))
+            for m in ("ptrace", "gdb") for p in PYTHONS]
 
 
 @pytest.mark.parametrize("python,method", method_params())
@@ -413,6 +410,34 @@ def test_default_output_name_and_installed_layout(service, tmp_path):
     assert len(files) == 1 and re.match(r"^vcattach-%d-\d{8}-\d{6}\.cvf$" % svc.pid, files[0])
     check_summary(r, cwd / files[0])
     assert "MainThread" in thread_names(cvf.load(str(cwd / files[0]))).values()
+    assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_reattach_after_agent_upgrade(method, service, tmp_path):
+    """The agent file is replaced (vcattach upgraded or rebuilt) while a target still maps the
+    old one: dlopen hands back the loaded copy, which /proc shows as "(deleted)", and a second
+    attach must still find and start it."""
+    python = [p for p in PYTHONS if p["kind"] == "static"][:1] or PYTHONS[:1]
+    python = python[0]
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    name = "libvcagent-py%d.so" % python["minor"]
+    shutil.copy2(os.path.join(BUILD, name), agents / name)
+    env = {"VCATTACH_AGENT_DIR": str(agents)}
+    svc = service(python)
+    for i in range(2):
+        out = tmp_path / ("t%d.cvf" % i)
+        r = run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out, "--method", method,
+                         env=env)
+        check_summary(r, out)
+        assert "MainThread" in thread_names(cvf.load(str(out))).values()
+        if i == 0:  # replace the file the way an upgrade does: a new inode renamed over it
+            shutil.copy2(os.path.join(BUILD, name), agents / (name + ".new"))
+            os.rename(agents / (name + ".new"), agents / name)
+            with open("/proc/%d/maps" % svc.pid) as f:
+                assert "%s (deleted)" % (agents / name) in f.read()
+    assert_alive_and_running(svc.pid)
     assert_unharmed(svc, svc.finish())
 
 
