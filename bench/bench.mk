@@ -21,3 +21,14 @@ bench-codec: all $(BUILD)/bench/codec_core
 	bench/codec/run
 BENCH_TARGETS += bench-codec
 bench: bench-codec
+
+# --- attach cycle (bench/attach; issue #4) ---
+# Prints, on busy (4 threads, ~1M calls/s) and idle 3.11 targets: the wall time of
+# `vcattach -t 1s` next to the 1.3 s goal and VizTracer's, time to hook active, the target
+# ticker's longest stall during attach and stop next to its untouched baseline, and worker
+# speed after/before detach.  Not asserted.  BENCH_ATTACH_ARGS: e.g. --all, -n 3.
+.PHONY: bench-attach
+bench-attach: all
+	bench/attach/run $(BENCH_ATTACH_ARGS)
+BENCH_TARGETS += bench-attach
+# --- end attach cycle ---

@@ -312,12 +312,13 @@ def test_agent_main_trace(run, dummy):
     _check_main(rep, events("main"), "main")
 
 
-def test_agent_hook_profile_on_312(run):
+def test_agent_hook_profile(run):
+    """hook=profile (the legacy Py_tracefunc): selected explicitly on 3.12+, where monitoring is
+    the default, and the default itself before 3.12."""
     py, rep, events = run
-    if tuple(rep["version"][:2]) < (3, 12):
-        pytest.skip("before 3.12 the legacy profile hook is the default: covered by the main trace")
-    _check_main(rep, events("profile"), "profile")
-    inst = [e for e in events("profile") if e["name"] == "vcattach attach"]
+    key = "profile" if tuple(rep["version"][:2]) >= (3, 12) else "main"
+    _check_main(rep, events(key), key)
+    inst = [e for e in events(key) if e["name"] == "vcattach attach"]
     assert inst[0]["args"]["backend"] == "profile"
 
 
