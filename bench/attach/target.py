@@ -14,9 +14,16 @@ the runner can cut both logs into any time window: the gap between consecutive t
 long the ticker was kept from running (a stall), the window counts give the workers' call
 rate with 10 ms resolution.
 
+Every worker (after each batch) and the ticker (after each tick) also probe whether a profile
+hook is installed on their own thread: sys.getprofile() is not None (the agent passes its
+hook object as the profile arg), or on 3.12+ sys.monitoring.get_tool(PROFILER_ID) is set.
+Each change of that answer is logged as (time, thread slot, hooked); the ticker is slot -1.
+
 Protocol (line based): prints "ready PID WORK" on stdout once running; then on stdin
-  dump  -> one JSON line {"t": [tick times], "w": [[window, calls], ...]} with what was
-           logged since the previous dump (window calls summed over the workers)
+  dump  -> one JSON line {"t": [tick times], "w": [[window, calls], ...], "h": [[time, slot,
+           hooked], ...], "ran": {slot: [windows]}} with what was logged since the previous
+           dump (window calls summed over the workers; "ran": the windows each worker made
+           calls in)
   quit  -> exits
 Reading stdin happens in the main thread (blocked in read), so the target has
 threads + ticker + main threads.
@@ -57,6 +64,16 @@ def calibrate(rate):
     return max(0, int(round((1.0 / rate - fixed) / per_iter)))
 
 
+def make_probe():
+    """A function telling whether the calling thread runs under a profile hook."""
+    getprofile = sys.getprofile
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None:
+        return lambda: getprofile() is not None
+    get_tool, tool = monitoring.get_tool, monitoring.PROFILER_ID
+    return lambda: getprofile() is not None or get_tool(tool) is not None
+
+
 def main():
     idle = "--idle" in sys.argv
     nthreads = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 4
@@ -65,15 +82,22 @@ def main():
 
     windows = [[] for _ in range(nthreads)]   # per worker: finished (window, calls)
     stop = threading.Event()
+    hook_log = [[]]                             # [(time, slot, hooked)], swapped on dump
+    probe = make_probe()
 
     def worker(slot):
         leaf = make_leaf(work)
         clock = time.perf_counter
         current, calls = int(clock() * 100), 0
+        hooked = False
         while not stop.is_set():
             for _ in range(BATCH):
                 leaf()
-            w = int(clock() * 100)
+            now = clock()
+            if probe() != hooked:
+                hooked = not hooked
+                hook_log[0].append((now, slot, hooked))
+            w = int(now * 100)
             if w == current:
                 calls += BATCH
             else:
@@ -89,9 +113,13 @@ def main():
     def ticker():
         clock = time.perf_counter
         sleep = time.sleep
+        hooked = False
         while not stop.is_set():
             sleep(0.001)
             now = clock()
+            if probe() != hooked:
+                hooked = not hooked
+                hook_log[0].append((now, -1, hooked))
             with lock:
                 ticks.append(now)
 
@@ -110,13 +138,17 @@ def main():
                 t = ticks[:]
                 del ticks[:-1]  # the next dump starts with this one's last tick: no lost gap
             per_window = {}
+            ran = {}
             for slot in range(nthreads):
                 # a worker may still append to the old list for a moment: that loses at most
                 # its newest window, which lies after every window the runner looks at
                 done, windows[slot] = windows[slot], []
                 for w, n in done:
                     per_window[w] = per_window.get(w, 0) + n
-            sys.stdout.write(json.dumps({"t": t, "w": sorted(per_window.items())}) + "\n")
+                ran[slot] = [w for w, _ in done]
+            hooks, hook_log[0] = hook_log[0], []
+            sys.stdout.write(json.dumps({"t": t, "w": sorted(per_window.items()),
+                                         "h": hooks, "ran": ran}) + "\n")
             sys.stdout.flush()
         elif cmd == "quit":
             break
