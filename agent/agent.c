@@ -585,6 +585,13 @@ static void *agent_main(void *arg)
     pthread_mutex_lock(&g_lock);
     g_result = res;
     pthread_mutex_unlock(&g_lock);
+    /* The slow part of the cleanup (unmapping the buffers) before END: a controller that
+     * attaches again right after END finds the session idle sooner (else: -EBUSY). */
+    vc_names_free(s->names, s->nnames);
+    s->names = NULL;
+    s->nnames = 0;
+    vc_pool_destroy(&s->pool);
+    vc_thread_free_all(s);
     vc_control_send_end(s, &res);
     finish_session(s, status, err);
     return NULL;

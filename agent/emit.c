@@ -321,6 +321,11 @@ static int emit_unix(vc_session *s, const char *path, struct vc_result *res, cha
     }
     strcpy(addr.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* A stuck reader must not hold the agent forever.  Set before connect: a Unix stream
+     * connect to a listener whose backlog is full waits for this long (forever without it). */
+    struct timeval tv = {.tv_sec = 10};
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         int e = errno;
         snprintf(err, errlen, "cannot connect to unix:%s: %s", path, strerror(e));
@@ -328,9 +333,6 @@ static int emit_unix(vc_session *s, const char *path, struct vc_result *res, cha
             close(fd);
         return -e;
     }
-    /* A stuck reader must not hold the agent forever. */
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int rc = vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)fd, res, err, errlen);
     close(fd);
     return rc == 0 ? 0 : -EIO;

@@ -20,8 +20,10 @@
  * breakpoint is inserted, the target dies of SIGTRAP at its next malloc.
  *
  * gdb's output is parsed for the script's VC_* markers and gdb's own failure messages, which
- * become the same one-line errors as the ptrace method's.  If gdb has to be killed (timeout),
- * the kernel detaches it from every thread; only a call in progress at that moment is at risk. */
+ * become the same one-line errors as the ptrace method's.  At the timeout, a call that may be
+ * running is first stopped and unwound by gdb itself (a SIGURG to the chosen thread, see
+ * run_gdb); gdb is killed only if it does not exit after that (the kernel then detaches it
+ * from every thread; only a call still in progress at that moment is at risk). */
 #include "inject.h"
 
 #include <errno.h>
@@ -33,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +44,8 @@
 
 #define DEFAULT_TIMEOUT_MS 20000
 #define OUTPUT_MAX 65536
+/* After the timeout, how long gdb gets to interrupt and unwind a running call before SIGKILL. */
+#define GDB_UNWIND_GRACE_MS 5000
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -212,6 +217,8 @@ static const char script_fmt[] =
     "    print('VC_CONNECT %%d' %% rc)\n"
     "main()\n";
 
+static const char *marker(const char *out, const char *m);
+
 /* Runs gdb once; fills out (NUL-terminated, truncated to outlen).  Returns 0 when gdb exited,
  * -ETIMEDOUT when it had to be killed, -errno when it could not run. */
 static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
@@ -229,6 +236,7 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
         "-ex", "set print thread-events off",
         "-ex", "set scheduler-locking off",
         "-ex", "set unwindonsignal on",
+        "-ex", "handle SIGURG stop print nopass", /* our timeout's way to unwind a call */
         "-ex", "sharedlibrary libc\\.so",
         "-ex", "sharedlibrary libc-",
         "-ex", "sharedlibrary libdl",
@@ -264,9 +272,26 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
     close(fds[1]);
     size_t used = 0;
     int64_t deadline = now_ms() + timeout_ms;
-    int timed_out = 0;
+    int timed_out = 0, interrupted = 0;
     for (;;) {
         int64_t left = deadline - now_ms();
+        const char *chosen;
+        if (left <= 0 && !interrupted && (out[used] = 0, chosen = marker(out, "VC_CHOSEN")) &&
+            strchr(chosen, '\n')) { /* the whole line, tid included, has arrived */
+            /* A call may be running on the chosen thread: killed now, gdb would leave it to
+             * return into gdb's dummy-frame breakpoint (the target dies of it).  A SIGURG to
+             * that thread makes gdb stop the call there and unwind it (unwindonsignal, and
+             * `handle SIGURG stop nopass`: never passed on), then the script ends and gdb
+             * detaches.  (SIGINT to gdb does not do it: gdb stops another thread and lets the
+             * call finish after it has detached.)  SIGURG is ignored by default, should it
+             * ever reach the target itself. */
+            int tid = atoi(chosen);
+            if (tid > 0)
+                syscall(SYS_tgkill, pid, tid, SIGURG);
+            interrupted = 1;
+            deadline = now_ms() + GDB_UNWIND_GRACE_MS;
+            continue;
+        }
         if (left <= 0) {
             timed_out = 1;
             break;
@@ -296,6 +321,8 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
     /* EOF seen: gdb exits promptly; still bounded */
     for (int i = 0; i < 500; i++) {
         pid_t w = waitpid(child, &status, WNOHANG);
+        if (w == child && interrupted)
+            return -ETIMEDOUT; /* the call was interrupted and unwound: still a timeout */
         if (w == child)
             return WIFEXITED(status) && WEXITSTATUS(status) == 127 ? -ENOEXEC : 0;
         struct timespec ts = {0, 10 * 1000000};
@@ -392,7 +419,7 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
     char *script = malloc(cap), *ahex = malloc(2 * strlen(req->agent_path) + 1),
          *chex = malloc(2 * strlen(req->control_path) + 1), *out = malloc(OUTPUT_MAX);
     char script_path[] = "/tmp/vcattach-gdb-XXXXXX.py";
-    int status = INJECT_UNTOUCHED, fd = -1;
+    int status = INJECT_UNTOUCHED, fd = -1, script_made = 0;
     if (!script || !ahex || !chex || !out) {
         set_err(err, errlen, "out of memory");
         goto done;
@@ -401,6 +428,8 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
     hex_encode(req->control_path, chex);
     int n = snprintf(script, cap, script_fmt, ahex, chex);
     fd = mkstemps(script_path, 3);
+    if (fd >= 0)
+        script_made = 1;
     if (fd < 0 || write(fd, script, (size_t)n) != n) {
         set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
         goto done;
@@ -424,7 +453,11 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
         char line[512], gerr[512];
         const char *p;
         first_gdb_error(out, gerr, sizeof gerr);
-        if (r == -ETIMEDOUT) {
+        if (r == -ETIMEDOUT && strstr(out, "GDB has restored the context")) {
+            status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
+            set_err(err, errlen, "the call into the target did not return within the timeout "
+                    "(%d ms); gdb unwound it (registers restored) and detached", timeout_ms);
+        } else if (r == -ETIMEDOUT) {
             status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
             set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel detached "
                     "it)%s", timeout_ms, status == INJECT_FAILED ? " during the call" : "");
@@ -486,7 +519,8 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
 done:
     if (fd >= 0)
         close(fd);
-    unlink(script_path);
+    if (script_made) /* after a failed mkstemps the name may be someone else's file */
+        unlink(script_path);
     free(script);
     free(ahex);
     free(chex);

@@ -8,10 +8,11 @@
  *     vc_agent_connect(control_path) (address from the agent's .dynsym + its map base),
  *     munmap → restore code, registers, FPU state → detach → unblock signals.
  *
- * SIGINT/SIGTERM/SIGHUP/SIGQUIT are blocked from the first seize to the last detach, so a
- * Ctrl-C or a kill arriving mid-way is acted on (by the caller's handlers or the default
- * action) only once every thread runs free; before anything has run in the target, a pending
- * one aborts the injection early.  SIGKILL cannot be blocked: the kernel then detaches every
+ * SIGINT/SIGTERM/SIGHUP/SIGQUIT (and the job-control stops SIGTSTP/SIGTTIN/SIGTTOU) are
+ * blocked from the first seize to the last detach, so a Ctrl-C, Ctrl-Z or a kill arriving
+ * mid-way is acted on (by the caller's handlers or the default action) only once every thread
+ * runs free; before anything has run in the target, a pending termination signal aborts the
+ * injection early.  SIGKILL cannot be blocked: the kernel then detaches every
  * thread itself (no PTRACE_O_EXITKILL), and only a thread inside the remote call is at risk. */
 #include "inject.h"
 
@@ -39,6 +40,7 @@
 #define SCRATCH_STACK (1u << 20)       /* the loader and constructors run on it */
 #define SCRATCH_DATA 16384u           /* agent path + control path */
 #define DEFAULT_TIMEOUT_MS 5000
+#define SEIZE_STOP_MS 2000             /* longest the other threads stay stopped while seizing */
 
 struct libc_syms {
     uint64_t dlopen, dlerror, code; /* target addresses */
@@ -165,6 +167,12 @@ static const sigset_t *termination_signals(void)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGQUIT);
+    /* Job control too: a Ctrl-Z (or a background tty write) that stopped us now would keep
+     * every seized thread of the target stopped until we are continued.  Held back, it stops
+     * us once every thread runs free. */
+    sigaddset(&set, SIGTSTP);
+    sigaddset(&set, SIGTTIN);
+    sigaddset(&set, SIGTTOU);
     return &set;
 }
 
@@ -345,7 +353,10 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
     int64_t search_deadline = t0 + (int64_t)timeout_ms * 500000;
     for (;;) {
         attempts++;
-        r = pt_seize_all(&g, pid, deadline);
+        /* Every thread stops within moments unless one is in an uninterruptible wait (a vfork
+         * parent, disk I/O): then all the others would stay stopped until the deadline. */
+        int64_t stop_by = pt_now_ns() + (int64_t)SEIZE_STOP_MS * 1000000;
+        r = pt_seize_all(&g, pid, stop_by < deadline ? stop_by : deadline);
         note(req, t0, "seize+interrupt: %d (%zu threads)", r, g.n);
         if (r < 0) {
             if (r == -EPERM)
@@ -357,6 +368,10 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
                         "(a debugger, a profiler, another vcattach?): detach it first", (int)pid);
             else if (r == -ESRCH)
                 set_err(err, errlen, "process %d exited", (int)pid);
+            else if (r == -ETIMEDOUT)
+                set_err(err, errlen, "a thread of process %d did not stop within %d ms (in an "
+                        "uninterruptible wait: vfork, disk or NFS I/O?); nothing was run, retry "
+                        "later", (int)pid, SEIZE_STOP_MS);
             else
                 set_err(err, errlen, "cannot stop the threads of %d: %s", (int)pid,
                         strerror(-r));

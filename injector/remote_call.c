@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 
 #define ERESTART_RESTARTBLOCK 516 /* kernel-internal errno (include/linux/errno.h) */
+/* How long remote_end waits for an abandoned call's thread to stop before restoring it. */
+#define RESTORE_WAIT_NS (10 * 1000000000ll)
 
 #ifndef PTRACE_EVENT_STOP
 #define PTRACE_EVENT_STOP 128
@@ -65,6 +67,25 @@ static int is_fault(int sig)
            sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS;
 }
 
+/* The thread is in a signal-delivery-stop after our code was abandoned: keep the signal for
+ * re-delivery unless it is a fault the abandoned code raised itself (kernel-generated, or
+ * abort()'s tgkill): re-sent to the restored thread, that would kill the target. */
+static void keep_signal_of_abandoned_call(struct tracee *t)
+{
+    int sig = t->in_signal_stop;
+    t->in_signal_stop = 0;
+    if (sig <= 0 || sig > 64)
+        return;
+    if (is_fault(sig)) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) < 0 || si.si_code > 0 ||
+            si.si_code == SI_TKILL)
+            return;
+    }
+    t->pending_sigs |= 1ull << (sig - 1);
+}
+
 /* Resumes the thread with regs and waits for the int3 at expect_rip. */
 static int run_until_trap(struct remote *rc, struct user_regs_struct *regs, uint64_t expect_rip,
                           uint64_t *ret, int64_t deadline_ns)
@@ -89,14 +110,13 @@ static int run_until_trap(struct remote *rc, struct user_regs_struct *regs, uint
             rc->foreign_stops++;
             /* stuck (e.g. on a lock): take the thread back so it can be restored */
             ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-            for (;;) {
-                int r2 = pt_wait_stop(t, pt_now_ns() + 1000000000, NULL);
-                if (r2 < 0)
-                    return r2 == -ESRCH ? -ESRCH : -ETIMEDOUT;
-                if (t->in_signal_stop && t->in_signal_stop != SIGTRAP)
-                    t->pending_sigs |= 1ull << (t->in_signal_stop - 1);
-                break;
-            }
+            /* Not stopped within 1 s (uninterruptible sleep, e.g. a vfork in the call):
+             * remote_end waits longer, it must restore before anything detaches. */
+            int r2 = pt_wait_stop(t, pt_now_ns() + 1000000000, NULL);
+            if (r2 == -ESRCH)
+                return -ESRCH;
+            if (r2 == 0)
+                keep_signal_of_abandoned_call(t);
             return -ETIMEDOUT;
         }
         if (r < 0)
@@ -169,6 +189,19 @@ int remote_end(struct remote *rc)
     if (!rc->t)
         return 0;
     pid_t tid = rc->t->tid;
+    if (rc->t->state == TRACEE_RUNNING && (rc->code_written || rc->regs_saved)) {
+        /* An abandoned call that did not stop for the interrupt yet: its registers and our
+         * code must be put back before any detach, or once free it returns into the int3 of
+         * the trampoline (SIGTRAP: the target dies).  Waiting longer is the lesser harm. */
+        ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+        int r = pt_wait_stop(rc->t, pt_now_ns() + RESTORE_WAIT_NS, NULL);
+        if (r < 0) { /* gone, or could not take it back: nothing can be restored */
+            free(rc->saved_fp);
+            rc->saved_fp = NULL;
+            return r;
+        }
+        keep_signal_of_abandoned_call(rc->t);
+    }
     if (rc->code_written) {
         int r = pt_poke_text(tid, rc->code, rc->saved_code, sizeof trampoline);
         if (r < 0)

@@ -45,6 +45,9 @@ int remote_call(struct remote *rc, uint64_t fn, uint64_t a0, uint64_t a1, uint64
                 uint64_t *ret, int64_t deadline_ns);
 
 /* Restores the original bytes, registers and FPU state (whatever was saved).  0 or -errno.
+ * A thread still running (a call abandoned at its timeout that has not stopped for the
+ * interrupt yet: an uninterruptible wait) is taken back first, waiting up to 10 s; it must not
+ * be detached unrestored, or it returns into the trampoline's int3 once free.
  * One deliberate difference: if the thread was interrupted in a syscall that restarts through
  * the kernel's per-thread restart block (rax == -ERESTART_RESTARTBLOCK: relative sleeps, timed
  * futex waits, poll) and a syscall of our code may have been interrupted meanwhile (so that

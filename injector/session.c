@@ -1,10 +1,10 @@
 /* session.c — control socket (server) and status socket (client) of the controller; see
  * session.h for the protocol and common/protocol.h for the framing.
  *
- * Why the checks: the control socket's directory is 0700 and handed only to the target's
- * user, and the accepted peer must be the target process itself (SO_PEERCRED reports the
- * thread group id of the connecting thread, which is the target's pid), so no other process
- * can feed us a trace or read the config.
+ * Why the checks: the control socket's directory is 0700 (0711 with the socket handed to the
+ * target's user when that is another user), and the accepted peer must be the target process
+ * itself (SO_PEERCRED reports the thread group id of the connecting thread, which is the
+ * target's pid), so no other process can feed us a trace or read the config.
  */
 #include "session.h"
 
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,9 +80,12 @@ int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_
         snprintf(err, errlen, "cannot listen on %s: %s", s->path, strerror(errno));
         return -1;
     }
+    /* For another user's target, only the socket is handed over; the directory stays ours
+     * and only becomes traversable (0711, no listing).  Handed over too, its owner could swap
+     * it for a symlink before we unlink `ctl` in it, as root, through that link. */
     if (chmod(s->path, 0600) < 0 ||
         (target_uid != geteuid() && (chown(s->path, target_uid, target_gid) < 0 ||
-                                     chown(s->dir, target_uid, target_gid) < 0))) {
+                                     chmod(s->dir, 0711) < 0))) {
         snprintf(err, errlen, "cannot hand the control socket %s to uid %u: %s", s->path,
                  (unsigned)target_uid, strerror(errno));
         return -1;
@@ -289,6 +293,10 @@ int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int time
         snprintf(err, errlen, "cannot create a socket: %s", strerror(errno));
         return -1;
     }
+    /* Bounds connect too: with the agent's backlog full (it is busy writing the trace), a
+     * Unix stream connect waits this long, forever without it. */
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&addr, alen) < 0) {
         int e = errno;
         close(fd);

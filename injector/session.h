@@ -32,8 +32,9 @@ struct session {
 void session_init(struct session *s);
 
 /* Creates the directory (under $TMPDIR if the target runs as us, else /tmp), binds and
- * listens.  When the target runs as another user (a root operator), the directory and the
- * socket are handed to that user so that the agent can connect, and stay closed to others.
+ * listens.  When the target runs as another user (a root operator), the socket is handed to
+ * that user and the directory (still ours) made traversable, so that the agent can connect;
+ * both stay closed to others.
  * With foreign_ns (the target has its own mount namespace) the directory is created in the
  * target's /tmp through /proc/PID/root, so that the path the agent gets is valid for it.
  * Returns 0 or -1 with err. */

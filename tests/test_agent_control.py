@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, agent_path, python_params
+from conftest import PYTHONS, ROOT, agent_path, python_params
 from test_agent import _check_nesting, _decode, _named
 
 HELLO, CONFIG, STARTED, STOP, STATUS, DATA, END, ERROR = range(1, 9)
@@ -402,3 +402,40 @@ def test_control_detach_writes_output_at_deadline(py, tmp_path):
     ev = _decode(out)
     assert rep["events"] == sum(1 for e in ev if e["ph"] == "X")
     assert len(_named(ev, "leaf")) > 0
+
+
+def test_unix_sink_with_full_backlog_does_not_hang_the_agent(tmp_path):
+    """output=unix:PATH whose listener never accepts and has a full backlog: the agent's
+    connect must give up (bounded), the trace goes to the fallback, and the session ends."""
+    built = [p for p in PYTHONS if os.path.exists(agent_path(p["minor"]))]
+    if not built:
+        pytest.skip("no agent built")
+    py = built[-1]
+    sock_path = str(tmp_path / "full.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(0)
+    filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    filler.connect(sock_path)  # takes the only backlog slot; nobody ever accepts
+    fallback = str(tmp_path / "fallback.cvf")
+    try:
+        p = _spawn(py, r'''
+            lib = _agent.load()
+            res = {}
+            vcattach.start("unix:" + sys.argv[1], fallback=sys.argv[2])
+            leaf()
+            try:
+                vcattach.stop(wait=40)
+                res["stop"] = "no error"
+            except vcattach.VcattachError as e:
+                res["stop"] = str(e)
+            res["active"] = lib.vc_agent_active()
+            print(json.dumps(res))
+        ''', sock_path, fallback)
+        rep = _finish(p, timeout=90)
+    finally:
+        filler.close()
+        srv.close()
+    assert "fallback" in rep["stop"] and fallback in rep["stop"], rep
+    assert rep["active"] == 0, rep
+    assert len(_named(_decode(fallback), "leaf")) == 1

@@ -515,3 +515,176 @@ def test_ptrace_single_threaded_malloc_heavy(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait(10)
+
+
+def _task_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_ptrace_job_control_stop_of_injector_waits_for_detach(target_factory, tmp_path):
+    """Ctrl-Z (SIGTSTP) reaching the injector mid-call must not stop it while it holds the
+    target's threads: it is held back until every thread is detached, and only then stops
+    the injector (the target runs on meanwhile)."""
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "2")
+    p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "hang:x",
+                          "--timeout-ms", "1500"], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=os.setpgrp)  # own group, same session: not orphaned
+    try:
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTSTP)
+        deadline = time.time() + 20
+        while time.time() < deadline and _task_state(p.pid) != "T":
+            time.sleep(0.02)
+        assert _task_state(p.pid) == "T", "the injector never acted on its SIGTSTP"
+        assert_running_untraced(t.pid)  # stopped injector, free target
+    finally:
+        p.send_signal(signal.SIGCONT)
+        out, _ = p.communicate(timeout=60)
+    assert p.returncode == 2 and "did not return" in out, out
+    assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), ref, 2.0)
+
+
+VFORK_AGENT = r'''
+#include <time.h>
+#include <unistd.h>
+/* The call blocks in vfork() until the child exits: a wait PTRACE_INTERRUPT cannot break. */
+__attribute__((visibility("default"))) int vc_agent_connect(const char *path)
+{
+    (void)path;
+    if (vfork() == 0) {
+        struct timespec ts = {2, 500000000};
+        nanosleep(&ts, NULL);
+        _exit(0);
+    }
+    return 0;
+}
+'''
+
+
+def test_ptrace_call_stuck_uninterruptibly_is_restored(target_factory, tmp_path):
+    """The call sits in an uninterruptible wait (vfork) past the timeout and past the 1 s the
+    interrupt is given: the thread must still be taken back and restored before it is
+    detached (detached as it is, it would return into the trampoline's int3: SIGTRAP)."""
+    src = tmp_path / "vfork_agent.c"
+    so = tmp_path / "libvfork.so"
+    src.write_text(VFORK_AGENT)
+    cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)],
+                        capture_output=True, text=True, timeout=60)
+    assert cc.returncode == 0, cc.stderr
+    os.chmod(str(tmp_path), 0o755)
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "4")
+    rc, rows = inject("ptrace", t.pid, "x", agent=str(so), timeout_ms=1000)
+    assert rc == 2 and "did not return" in rows[0][2], rows
+    assert_running_untraced(t.pid)
+    time.sleep(2.0)  # the vfork child has exited: a thread left hijacked would be dead now
+    assert_target_unharmed(t.report(), ref, 4.0)
+
+
+SLOW_AGENT = r'''
+#include <time.h>
+/* The call takes longer than the injector's timeout, then returns normally. */
+__attribute__((visibility("default"))) int vc_agent_connect(const char *path)
+{
+    (void)path;
+    struct timespec ts = {12, 0};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+'''
+
+
+def test_gdb_call_timeout_unwinds_instead_of_leaving_the_call_running(target_factory,
+                                                                       tmp_path):
+    """gdb times out while its call runs in the target.  Killing gdb then would leave the
+    call running untraced, returning later into gdb's dummy-frame breakpoint (the target
+    dies).  The call must be stopped and unwound on its own thread instead, and the target
+    must be alive and well after the call's sleep would have ended."""
+    src = tmp_path / "slow_agent.c"
+    so = tmp_path / "libslow.so"
+    src.write_text(SLOW_AGENT)
+    cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)],
+                        capture_output=True, text=True, timeout=60)
+    assert cc.returncode == 0, cc.stderr
+    os.chmod(str(tmp_path), 0o755)
+    py = _one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "1")
+    t0 = time.time()
+    rc, rows = inject("gdb", t.pid, "x", agent=str(so), timeout_ms=6000)
+    if rc == 1:
+        pytest.skip("gdb did not reach the call within 6 s here: %s" % rows)
+    assert rc == 2 and "gdb unwound it" in rows[0][2], rows
+    assert_running_untraced(t.pid)
+    time.sleep(max(0.0, 13.0 - (time.time() - t0)))  # past the end of the abandoned sleep
+    assert t.proc.poll() is None, "target died: rc=%s" % t.proc.returncode
+    assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), ref, 1.0)
+
+
+VFORK_TARGET = r'''
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+/* The main thread spends its life as a vfork parent (an uninterruptible wait: no ptrace stop
+ * until the child exits); another thread idles in nanosleep. */
+static void *idle(void *arg)
+{
+    for (;;) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+    return arg;
+}
+int main(int argc, char **argv)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, idle, NULL);
+    printf("READY %d\n", (int)getpid());
+    fflush(stdout);
+    while (access(argv[1], F_OK) != 0) {
+        pid_t c = vfork();
+        if (c == 0) {
+            struct timespec ts = {12, 0};
+            nanosleep(&ts, NULL);
+            _exit(0);
+        }
+        waitpid(c, NULL, 0);
+    }
+    return 0;
+}
+'''
+
+
+def test_ptrace_thread_that_cannot_stop_bounds_the_pause(tmp_path):
+    """A thread in an uninterruptible wait (vfork parent) cannot be stopped: the injector must
+    give up quickly (every other thread is stopped meanwhile), not after its whole timeout."""
+    src = tmp_path / "vfork_target.c"
+    exe = tmp_path / "vfork-target"
+    src.write_text(VFORK_TARGET)
+    cc = subprocess.run(["cc", "-o", str(exe), str(src), "-lpthread"], capture_output=True,
+                        text=True, timeout=60)
+    assert cc.returncode == 0, cc.stderr
+    stop = tmp_path / "stop"
+    p = subprocess.Popen([str(exe), str(stop)], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)  # its vfork child goes with it at the end
+    try:
+        pid = int(p.stdout.readline().split()[1])
+        time.sleep(0.2)
+        rc, rows = inject("ptrace", pid, "file:%s" % (tmp_path / "m"), timeout_ms=10000)
+        st, elapsed_us, err = rows[0]
+        assert st == 1 and "did not stop within" in err, rows
+        assert elapsed_us < 7000000, "threads held stopped for %.1f s" % (elapsed_us / 1e6)
+        assert p.poll() is None, "target died"
+        assert_running_untraced(pid)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+        p.stdout.close()
