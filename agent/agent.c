@@ -585,15 +585,18 @@ static void *agent_main(void *arg)
     pthread_mutex_lock(&g_lock);
     g_result = res;
     pthread_mutex_unlock(&g_lock);
-    /* The slow part of the cleanup (unmapping the buffers) before END: a controller that
-     * attaches again right after END finds the session idle sooner (else: -EBUSY). */
+    /* Idle first, END last: a controller that attaches again as soon as it reads END must
+     * find neither this session (-EBUSY) nor its status socket ("already running").  END
+     * then goes out on fds taken out of g_vc, which the next session may already reuse. */
     vc_names_free(s->names, s->nnames);
     s->names = NULL;
     s->nnames = 0;
     vc_pool_destroy(&s->pool);
     vc_thread_free_all(s);
-    vc_control_send_end(s, &res);
+    vc_end_msg end;
+    vc_control_prepare_end(s, &res, &end);
     finish_session(s, status, err);
+    vc_control_send_end(&end);
     return NULL;
 }
 

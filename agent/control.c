@@ -322,14 +322,25 @@ int vc_control_emit_data(vc_session *s, struct vc_result *res, char *err, size_t
     return rc == 0 ? 0 : -EPIPE;
 }
 
-void vc_control_send_end(vc_session *s, const struct vc_result *res)
+void vc_control_prepare_end(vc_session *s, const struct vc_result *res, vc_end_msg *out)
 {
-    char text[VC_PATH_MAX + 1024];
-    snprintf(text, sizeof text,
+    snprintf(out->text, sizeof out->text,
              "events=%llu\nthreads=%llu\ndrops=%llu\nbytes=%llu\ngil_us=%llu\noutput=%s\nstatus=%d\n",
              (unsigned long long)res->events, (unsigned long long)res->threads,
              (unsigned long long)res->dropped, (unsigned long long)res->bytes,
              (unsigned long long)res->gil_hold_us, s->output, res->status);
-    send_text(s->control_fd, VC_MSG_END, text);
-    send_text(s->status_client_fd, VC_MSG_END, text);
+    out->control_fd = s->control_fd;
+    out->status_client_fd = s->status_client_fd;
+    s->control_fd = s->status_client_fd = -1;
+}
+
+void vc_control_send_end(vc_end_msg *m)
+{
+    send_text(m->control_fd, VC_MSG_END, m->text);
+    send_text(m->status_client_fd, VC_MSG_END, m->text);
+    if (m->control_fd >= 0)
+        close(m->control_fd);
+    if (m->status_client_fd >= 0)
+        close(m->status_client_fd);
+    m->control_fd = m->status_client_fd = -1;
 }

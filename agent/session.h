@@ -135,7 +135,17 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen);
 void vc_control_send_started(vc_session *s);
 void vc_control_send_error(vc_session *s, const char *msg);
 int vc_control_poll(vc_session *s, int timeout_ms);
-void vc_control_send_end(vc_session *s, const struct vc_result *res);
+/* END goes out after the session has become idle (so that a controller attaching again as
+ * soon as it reads END finds neither a running session nor its status socket).  prepare takes
+ * the text and the two fds out of the session, which the next session may then reuse;
+ * send writes END to both fds and closes them. */
+typedef struct vc_end_msg {
+    int control_fd;
+    int status_client_fd;
+    char text[VC_PATH_MAX + 1024];
+} vc_end_msg;
+void vc_control_prepare_end(vc_session *s, const struct vc_result *res, vc_end_msg *out);
+void vc_control_send_end(vc_end_msg *m);
 void vc_status_open(vc_session *s);
 void vc_status_close(vc_session *s);
 void vc_control_close(vc_session *s);
