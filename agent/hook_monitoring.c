@@ -80,15 +80,23 @@ static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* CALL, C_RETURN and C_RAISE all get (code, offset, callable, arg0): the key of the callable
+ * when it is a C function we trace, else 0 (Python callables are seen at PY_START). */
+static inline int c_callable_key(PyObject *const *args, Py_ssize_t nargs, const PyMethodDef **ml,
+                                 PyObject **qual)
+{
+    if (nargs < 4)
+        return 0;
+    PyObject *self_arg = args[3] == g_missing ? NULL : args[3];
+    return vc_cfunc_key(args[2], self_arg, ml, qual);
+}
+
 static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
     PyObject *qual;
-    if (nargs < 4)
-        Py_RETURN_NONE;
-    PyObject *self_arg = args[3] == g_missing ? NULL : args[3];
-    if (!vc_cfunc_key(args[2], self_arg, &ml, &qual))
+    if (!c_callable_key(args, nargs, &ml, &qual))
         Py_RETURN_NONE;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread)
@@ -101,10 +109,7 @@ static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nar
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
     PyObject *qual;
-    if (nargs < 4)
-        Py_RETURN_NONE;
-    PyObject *self_arg = args[3] == g_missing ? NULL : args[3];
-    if (!vc_cfunc_key(args[2], self_arg, &ml, &qual))
+    if (!c_callable_key(args, nargs, &ml, &qual))
         Py_RETURN_NONE;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread)

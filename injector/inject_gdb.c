@@ -400,13 +400,9 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
     if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
         return INJECT_UNTOUCHED;
     struct proc_maps maps;
-    int mr = proc_read_maps(pid, &maps);
-    if (mr < 0) {
-        set_err(err, errlen, mr == -ESRCH ? "process %d has no memory map (exited, or a kernel "
-                "thread)" : "cannot read /proc/%d/maps: permission denied (run as the target's "
-                "user or with CAP_SYS_PTRACE)", (int)pid);
+    int mr = proc_read_maps_or_explain(pid, &maps, err, errlen);
+    if (mr < 0)
         return INJECT_UNTOUCHED;
-    }
     int has_libc = proc_find_module(&maps, is_libc_name) != NULL;
     proc_free_maps(&maps);
     if (!has_libc) {

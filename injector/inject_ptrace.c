@@ -330,13 +330,9 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
         return INJECT_UNTOUCHED;
 
     struct proc_maps maps;
-    int r = proc_read_maps(pid, &maps);
-    if (r < 0) {
-        set_err(err, errlen, r == -ESRCH ? "process %d has no memory map (exited, or a kernel "
-                "thread)" : "cannot read /proc/%d/maps: permission denied (run as the target's "
-                "user or with CAP_SYS_PTRACE)", (int)pid);
+    int r = proc_read_maps_or_explain(pid, &maps, err, errlen);
+    if (r < 0)
         return INJECT_UNTOUCHED;
-    }
     struct libc_syms ls;
     if (find_libc_syms(pid, &maps, &ls, err, errlen) < 0) {
         proc_free_maps(&maps);

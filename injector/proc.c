@@ -366,3 +366,15 @@ int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t e
     }
     return 0;
 }
+
+int proc_read_maps_or_explain(pid_t pid, struct proc_maps *out, char *err, size_t errlen)
+{
+    int r = proc_read_maps(pid, out);
+    if (r == -ESRCH)
+        snprintf(err, errlen, "process %d has no memory map (exited, or a kernel thread)",
+                 (int)pid);
+    else if (r < 0)
+        snprintf(err, errlen, "cannot read /proc/%d/maps: permission denied (run as the "
+                 "target's user or with CAP_SYS_PTRACE)", (int)pid);
+    return r;
+}

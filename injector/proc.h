@@ -26,6 +26,9 @@ struct proc_maps {
 int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n);
 
 int proc_read_maps(pid_t pid, struct proc_maps *maps);
+/* proc_read_maps with a one-line message for the injection methods: exited / kernel thread,
+ * or permission.  Returns 0 or the negative errno. */
+int proc_read_maps_or_explain(pid_t pid, struct proc_maps *out, char *err, size_t errlen);
 void proc_free_maps(struct proc_maps *maps);
 /* The mapping that contains addr, or NULL. */
 const struct proc_map *proc_map_at(const struct proc_maps *maps, uint64_t addr);

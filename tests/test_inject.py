@@ -386,7 +386,7 @@ def test_non_root_same_uid(method, tmp_path):
                            capture_output=True, text=True, timeout=60)
         if r.returncode == 3 or "status=" not in r.stdout:
             pytest.skip("cannot run inject-test as uid 65534: %s" % r.stderr.strip())
-        assert r.returncode == 0, r.stdout
+        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
         assert_running_untraced(pid)
         deadline = time.time() + 10
         while not os.path.exists(marker) and time.time() < deadline:
