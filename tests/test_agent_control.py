@@ -42,6 +42,19 @@ PRELUDE = textwrap.dedent(r'''
 ''')
 
 
+def _control_listener():
+    """The controller's side of a session: a listening socket in a fresh 0700 directory, as
+    vcattach makes it.  Returns (directory, socket path, listening socket)."""
+    d = tempfile.mkdtemp(prefix="vc-ctl-")
+    os.chmod(d, 0o700)
+    path = os.path.join(d, "control.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(30)
+    return d, path, srv
+
+
 def _spawn(py, body, *args):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     env.pop("VCATTACH_AGENT", None)
@@ -87,13 +100,7 @@ def py(request):
 
 
 def test_control_channel_session(py, tmp_path):
-    d = tempfile.mkdtemp(prefix="vc-ctl-")
-    os.chmod(d, 0o700)
-    path = os.path.join(d, "control.sock")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(1)
-    srv.settimeout(30)
+    d, path, srv = _control_listener()
     p = _spawn(py, r'''
         lib = _agent.load()
         lib.vc_agent_connect.argtypes = [ctypes.c_char_p]
@@ -365,14 +372,8 @@ def test_agent_missing_is_a_clear_error(py, tmp_path):
 def test_control_detach_writes_output_at_deadline(py, tmp_path):
     # `vcattach start`: the controller leaves after STARTED; the agent stops at its deadline
     # and writes the output file itself.
-    d = tempfile.mkdtemp(prefix="vc-ctl-")
-    os.chmod(d, 0o700)
-    path = os.path.join(d, "control.sock")
+    d, path, srv = _control_listener()
     out = str(tmp_path / "detached.cvf")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(1)
-    srv.settimeout(30)
     p = _spawn(py, r'''
         lib = _agent.load()
         lib.vc_agent_connect.argtypes = [ctypes.c_char_p]
