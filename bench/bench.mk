@@ -1,5 +1,5 @@
-# bench/ — benchmarks; each prints ratios measured side by side in one run.
-bench: all $(BENCH_TARGETS)
+# bench/ — benchmarks; each prints ratios measured side by side in one run.  Each adds its
+# phony target to BENCH_TARGETS; the `bench:` rule is in the top Makefile.
 
 # --- agent overhead (bench/overhead; owned by the agent work) ---
 # Prints, per interpreter and workload: untraced time, traced / null-hook / cProfile ratios,
@@ -8,7 +8,6 @@ bench: all $(BENCH_TARGETS)
 bench-overhead: all
 	bench/overhead/run
 BENCH_TARGETS += bench-overhead
-bench: bench-overhead
 
 # --- codec (bench/codec; owned by the codec work) ---
 # Prints convert JSON<->.cvf events/s, MB/s, peak RSS and size ratios on the corpus and a
@@ -21,7 +20,6 @@ $(BUILD)/bench/codec_core: bench/codec/bench_core.c $(BUILD)/libvccommon.a
 bench-codec: all $(BUILD)/bench/codec_core
 	bench/codec/run
 BENCH_TARGETS += bench-codec
-bench: bench-codec
 
 # --- attach cycle (bench/attach; issue #4) ---
 # Prints, on busy (4 threads, ~1M calls/s) and idle 3.11 targets: the wall time of
@@ -32,5 +30,4 @@ bench: bench-codec
 bench-attach: all
 	bench/attach/run $(BENCH_ATTACH_ARGS)
 BENCH_TARGETS += bench-attach
-bench: bench-attach   # the `bench:` line above expanded BENCH_TARGETS before this block
 # --- end attach cycle ---

@@ -1,10 +1,11 @@
-# common/ — the .cvf codec and the control protocol, shared by the agent and the injector.
-# Built position-independent once, so the agent .so and the CLI link the same objects.
+# common/ — what the agent and the CLI both speak: the .cvf codec (cvf.h) and the control
+# protocol (protocol.h), plus version.h.  Built position-independent once, so the agent .so
+# and the CLI link the same objects.
 COMMON_SRCS := $(wildcard common/*.c)
 COMMON_OBJS := $(patsubst common/%.c,$(BUILD)/common/%.o,$(COMMON_SRCS))
 COMMON_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden
 
-$(BUILD)/common/%.o: common/%.c $(wildcard common/*.h) | $(BUILD)/.deps-ok
+$(BUILD)/common/%.o: common/%.c | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(COMMON_CFLAGS) -c $< -o $@
 

@@ -1,17 +1,16 @@
-# injector/ — build/vcattach, the CLI (every subcommand; see injector/main.c).
-# Links the shared codec/protocol objects, zlib, jansson (convert) and libunwind-ptrace
-# (safe-point check before injecting).
-INJECTOR_SRCS := $(wildcard injector/*.c)
-INJECTOR_OBJS := $(patsubst injector/%.c,$(BUILD)/injector/%.o,$(INJECTOR_SRCS))
-INJECTOR_CFLAGS := $(CFLAGS_BASE) -Iinjector $(shell pkg-config --cflags jansson libunwind-ptrace 2>/dev/null)
-INJECTOR_LIBS := $(shell pkg-config --libs jansson libunwind-ptrace 2>/dev/null) -lz -lm
+# injector/ — libvcinject.a, the injection machinery: /proc parsing, ELF symbol lookup in the
+# target's files, ptrace seize/interrupt/detach, the safe-point check (libunwind-ptrace), the
+# remote call, and the two methods built on them (inject_ptrace, inject_gdb).  No CLI, no
+# Python knowledge beyond what a method needs; callers link UNWIND_LIBS.
+INJECT_SRCS := $(wildcard injector/*.c)
+INJECT_OBJS := $(patsubst injector/%.c,$(BUILD)/injector/%.o,$(INJECT_SRCS))
+INJECT_CFLAGS = $(CFLAGS_BASE) -Iinjector $(UNWIND_CFLAGS)
 
-$(BUILD)/injector/%.o: injector/%.c $(wildcard injector/*.h common/*.h agent/vcagent.h) | $(BUILD)/.deps-ok
+$(BUILD)/injector/%.o: injector/%.c | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(INJECTOR_CFLAGS) -c $< -o $@
+	$(CC) $(INJECT_CFLAGS) -c $< -o $@
 
-$(BUILD)/vcattach: $(INJECTOR_OBJS) $(BUILD)/libvccommon.a
-	$(CC) $(LDFLAGS_BASE) -o $@ $(INJECTOR_OBJS) $(BUILD)/libvccommon.a $(INJECTOR_LIBS)
+$(BUILD)/libvcinject.a: $(INJECT_OBJS)
+	rm -f $@ && ar rcs $@ $^
 
-ALL_TARGETS += $(BUILD)/vcattach
-INSTALL_BIN += $(BUILD)/vcattach
+ALL_TARGETS += $(BUILD)/libvcinject.a

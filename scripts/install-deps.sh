@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian package vcattach needs to build, test, fuzz and benchmark.
-# Run by .ci/run and by `make` (through build/.deps-ok) when something is missing.
+# Run by .ci/run and by `make` (through build/config.mk) when something is missing.
 #   scripts/install-deps.sh          install what is missing (needs root or sudo)
 #   scripts/install-deps.sh --check  exit 0 if everything is present, else list what is missing
 # The list lives here and only here, so a fresh machine needs nothing but this script.

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "agent_locate.h"
-#include "session.h"
+#include "control_client.h"
 
 #define CAP_SYS_PTRACE_BIT 19
 #define PY_OLDEST_MINOR 8

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "trace_model.h"
+#include "model.h"
 
 enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS };
 

@@ -6,7 +6,7 @@
  * itself (SO_PEERCRED reports the thread group id of the connecting thread, which is the
  * target's pid), so no other process can feed us a trace or read the config.
  */
-#include "session.h"
+#include "control_client.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "convert.h"
-#include "trace_model.h"
+#include "model.h"
 
 /* speedscope file format (https://www.speedscope.app/file-format-schema.json): one "evented"
  * profile per thread in microseconds, frames shared, open/close events properly nested.

@@ -4,7 +4,7 @@
  * export) works on; loading from a file lives in trace_load.c.  Memory is a handful of flat
  * arrays so a million-event trace costs ~24 MB and one qsort per thread.
  */
-#include "trace_model.h"
+#include "model.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #ifndef VC_COMMANDS_H
 #define VC_COMMANDS_H
 
-#define VC_VERSION_STRING "0.1.0"
+#include "version.h"
 
 enum { VC_EXIT_OK = 0, VC_EXIT_FAIL = 1, VC_EXIT_USAGE = 2 };
 

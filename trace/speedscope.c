@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
+#include "version.h"
 #include "export.h"
 
 /* Writes s as a JSON string body (no quotes).  Invalid UTF-8 bytes (a name cut by a broken

@@ -6,7 +6,7 @@
  * Only what the summary and exports use is kept: complete (X) events, thread names, and the
  * drop count the agent reports as an instant event with args.dropped.
  */
-#include "trace_model.h"
+#include "model.h"
 
 #include <errno.h>
 #include <math.h>

@@ -24,11 +24,11 @@
 #include <unistd.h>
 
 #include "agent_locate.h"
-#include "cli.h"
+#include "options.h"
 #include "commands.h"
 #include "inject.h"
 #include "preflight.h"
-#include "session.h"
+#include "control_client.h"
 #include "trace_sink.h"
 
 /* Bounds of each phase (ms). */

@@ -5,7 +5,7 @@
  * parsed by hand (no strtod) so that "1e3s", " 5s", "5 s" or a locale's decimal comma never
  * slip through as something the operator did not mean.
  */
-#include "cli.h"
+#include "options.h"
 
 #include <errno.h>
 #include <getopt.h>

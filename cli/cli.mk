@@ -1,0 +1,18 @@
+# cli/ — build/vcattach, the command line: subcommand table and option parsing, the attach
+# workflow (preflight, target detection, agent location, the control client, the one atomic
+# output path) and the offline commands (convert, summary) over libvctrace.
+CLI_SRCS := $(wildcard cli/*.c)
+CLI_OBJS := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
+CLI_CFLAGS = $(CFLAGS_BASE) -Icli -Iinjector -Itrace $(JANSSON_CFLAGS) $(UNWIND_CFLAGS)
+CLI_LIBS = $(JANSSON_LIBS) $(UNWIND_LIBS) -lz -lm
+
+$(BUILD)/cli/%.o: cli/%.c | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CLI_CFLAGS) -c $< -o $@
+
+$(BUILD)/vcattach: $(CLI_OBJS) $(BUILD)/libvctrace.a $(BUILD)/libvcinject.a $(BUILD)/libvccommon.a
+	$(CC) $(LDFLAGS_BASE) -o $@ $(CLI_OBJS) $(BUILD)/libvctrace.a $(BUILD)/libvcinject.a \
+	    $(BUILD)/libvccommon.a $(CLI_LIBS)
+
+ALL_TARGETS += $(BUILD)/vcattach
+INSTALL_BIN += $(BUILD)/vcattach
