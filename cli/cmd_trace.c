@@ -28,6 +28,7 @@
 #include "commands.h"
 #include "inject.h"
 #include "preflight.h"
+#include "proc.h"
 #include "control_client.h"
 #include "trace_sink.h"
 
@@ -124,7 +125,7 @@ static int dir_shared_with_target(pid_t pid, const char *file)
     if (!slash)
         return 0;
     slash[slash == dir ? 1 : 0] = '\0';
-    return pf_same_in_target(pid, dir);
+    return proc_same_file(pid, dir);
 }
 
 static unsigned long long kv_u64(const char *text, const char *key)
@@ -203,7 +204,7 @@ static int wait_while_tracing(struct session *s, const struct cli_options *opt, 
             if (n > 0)
                 return 1;
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                if (!pf_alive(s->pid))
+                if (!proc_alive(s->pid))
                     snprintf(err, errlen, "target process %d exited during the trace; no trace "
                                           "was written", (int)s->pid);
                 else
@@ -212,7 +213,7 @@ static int wait_while_tracing(struct session *s, const struct cli_options *opt, 
                 return -1;
             }
         }
-        if (!pf_alive(s->pid)) {
+        if (!proc_alive(s->pid)) {
             snprintf(err, errlen, "target process %d exited during the trace; no trace was "
                                   "written", (int)s->pid);
             return -1;
@@ -225,7 +226,7 @@ static int wait_while_tracing(struct session *s, const struct cli_options *opt, 
 static int target_exits(pid_t pid)
 {
     for (int i = 0; i < 40; i++) {
-        if (!pf_alive(pid))
+        if (!proc_alive(pid))
             return 1;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -366,7 +367,7 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
     if (received < 0) {
         if (abandon)
             return VC_EXIT_FAIL; /* the caller reports it */
-        int alive = pf_alive(s->pid);
+        int alive = proc_alive(s->pid);
         fprintf(stderr, "%s: %s; no trace was written%s%s%s\n", cmd, err,
                 alive ? "; the agent writes its fallback " : "", alive ? p->fallback : "",
                 alive ? p->fallback_note : "");
@@ -523,7 +524,7 @@ int cmd_start(int argc, char **argv)
 
 static int check_pid_exists(const char *cmd, pid_t pid)
 {
-    if (!pf_alive(pid)) {
+    if (!proc_alive(pid)) {
         fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)pid);
         return -1;
     }

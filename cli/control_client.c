@@ -1,5 +1,5 @@
-/* session.c — control socket (server) and status socket (client) of the controller; see
- * session.h for the protocol and common/protocol.h for the framing.
+/* control_client.c — control socket (server) and status socket (client) of the controller;
+ * see control_client.h for the protocol and common/protocol.h for the framing.
  *
  * Why the checks: the control socket's directory is 0700 (0711 with the socket handed to the
  * target's user when that is another user), and the accepted peer must be the target process
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "preflight.h"
+#include "proc.h"
 
 /* Poll slice while waiting: how quickly a Ctrl-C or a dead target is noticed. */
 #define SLICE_MS 100
@@ -112,7 +112,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
             snprintf(err, errlen, "interrupted while waiting for the agent to connect");
             return -1;
         }
-        if (!pf_alive(s->pid)) {
+        if (!proc_alive(s->pid)) {
             snprintf(err, errlen, "pid %d exited before the agent connected", (int)s->pid);
             return -1;
         }
@@ -182,7 +182,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int timeou
 
 static void describe_recv_error(char *err, size_t errlen, const char *when, pid_t pid)
 {
-    if (errno == ECONNRESET && !pf_alive(pid))
+    if (errno == ECONNRESET && !proc_alive(pid))
         snprintf(err, errlen, "target process %d exited %s", (int)pid, when);
     else if (errno == ECONNRESET)
         snprintf(err, errlen, "the agent closed the connection %s", when);
@@ -272,7 +272,7 @@ void session_close(struct session *s)
 static pid_t own_view_pid(pid_t pid)
 {
     char v[256];
-    if (pf_status_field(pid, "NSpid", v, sizeof v) < 0)
+    if (proc_status_field(pid, "NSpid", v, sizeof v) < 0)
         return pid;
     const char *last = strrchr(v, '\t');
     last = last ? last + 1 : v;

@@ -1,4 +1,4 @@
-/* session.h — the controller's side of the control channel (common/protocol.h).
+/* control_client.h — the controller's side of the control channel (common/protocol.h).
  *
  * Two sockets:
  *   - the per-session control socket, which vcattach creates in a fresh 0700 directory before
@@ -6,9 +6,10 @@
  *   - the abstract status socket a running agent listens on (VC_AGENT_SOCKET_FMT), which
  *     `vcattach status|stop` and the preflight use to find a session.
  * Every wait is bounded; the peer of both is checked with SO_PEERCRED (pid = the target).
+ * The other end is agent/control.c; the frames and their order are in docs/protocol.md.
  */
-#ifndef VC_SESSION_H
-#define VC_SESSION_H
+#ifndef VC_CONTROL_CLIENT_H
+#define VC_CONTROL_CLIENT_H
 
 #include <limits.h>
 #include <signal.h>
@@ -73,4 +74,4 @@ int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void 
 int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen);
 
-#endif /* VC_SESSION_H */
+#endif /* VC_CONTROL_CLIENT_H */

@@ -3,6 +3,8 @@
  * Order matters: permission comes before anything that needs it (/proc/PID/exe and maps are
  * only readable with ptrace-read access), so that an operator who lacks permission is told
  * exactly that, not "not a Python process".  Every message names the cause and the fix.
+ * Everything read from /proc goes through injector/proc.c, the project's one /proc parser;
+ * the one call into the control client (is a session running already?) goes one way only.
  */
 #include "preflight.h"
 
@@ -20,81 +22,16 @@
 
 #include "agent_locate.h"
 #include "control_client.h"
+#include "proc.h"
 
 #define CAP_SYS_PTRACE_BIT 19
 #define PY_OLDEST_MINOR 8
 #define PY_NEWEST_MINOR 13
 
-static int read_file(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = 0;
-    while (len + 1 < cap) {
-        ssize_t n = read(fd, buf + len, cap - 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    int saved = errno;
-    close(fd);
-    buf[len] = '\0';
-    errno = saved;
-    return (int)len;
-}
-
-static int status_field_of(const char *status_path, const char *field, char *out, size_t cap)
-{
-    char buf[8192];
-    if (read_file(status_path, buf, sizeof buf) < 0)
-        return -1;
-    size_t flen = strlen(field);
-    for (char *line = buf; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        if (!strncmp(line, field, flen) && line[flen] == ':') {
-            const char *v = line + flen + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            snprintf(out, cap, "%s", v);
-            return 0;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    return -1;
-}
-
-int pf_status_field(pid_t pid, const char *field, char *out, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    return status_field_of(path, field, out, cap);
-}
-
-char pf_state(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_file(path, buf, sizeof buf) <= 0)
-        return 0;
-    char *close_paren = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
-}
-
-int pf_alive(pid_t pid)
-{
-    char s = pf_state(pid);
-    return s != 0 && s != 'Z' && s != 'X';
-}
-
 static int self_has_cap(int bit)
 {
     char v[64];
-    if (status_field_of("/proc/self/status", "CapEff", v, sizeof v) < 0)
+    if (proc_status_field(0, "CapEff", v, sizeof v) < 0)
         return 0;
     unsigned long long caps = strtoull(v, NULL, 16);
     return (int)((caps >> bit) & 1);
@@ -106,7 +43,7 @@ static int is_descendant(pid_t pid)
     pid_t self = getpid();
     for (int depth = 0; pid > 1 && depth < 4096; depth++) {
         char v[32];
-        if (pf_status_field(pid, "PPid", v, sizeof v) < 0)
+        if (proc_status_field(pid, "PPid", v, sizeof v) < 0)
             return 0;
         pid = (pid_t)atoi(v);
         if (pid == self)
@@ -167,7 +104,7 @@ static int check_permission(pid_t pid, const char *comm, uid_t target_uids[4], c
     }
     char scope_text[16];
     int scope = 0; /* the file is absent without the Yama LSM: classic ptrace rules */
-    if (read_file("/proc/sys/kernel/yama/ptrace_scope", scope_text, sizeof scope_text) > 0)
+    if (proc_read_text("/proc/sys/kernel/yama/ptrace_scope", scope_text, sizeof scope_text) > 0)
         scope = atoi(scope_text);
     if (scope >= 3) {
         snprintf(err, errlen,
@@ -188,7 +125,7 @@ static int check_permission(pid_t pid, const char *comm, uid_t target_uids[4], c
         return -1;
     }
     char seccomp[16] = "0";
-    status_field_of("/proc/self/status", "Seccomp", seccomp, sizeof seccomp);
+    proc_status_field(0, "Seccomp", seccomp, sizeof seccomp);
     int probe = ptrace_probe();
     if (probe) {
         snprintf(err, errlen,
@@ -206,20 +143,9 @@ static int check_permission(pid_t pid, const char *comm, uid_t target_uids[4], c
 static int parse_ids(pid_t pid, const char *field, unsigned ids[4])
 {
     char v[128];
-    if (pf_status_field(pid, field, v, sizeof v) < 0)
+    if (proc_status_field(pid, field, v, sizeof v) < 0)
         return -1;
     return sscanf(v, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0 : -1;
-}
-
-int pf_same_in_target(pid_t pid, const char *path)
-{
-    char theirs[PATH_MAX + 64];
-    struct stat a, b;
-    if ((size_t)snprintf(theirs, sizeof theirs, "/proc/%d/root%s", (int)pid, path) >=
-        sizeof theirs)
-        return 0;
-    return stat(path, &a) == 0 && stat(theirs, &b) == 0 && a.st_dev == b.st_dev &&
-           a.st_ino == b.st_ino;
 }
 
 /* A target in another mount namespace (a container, a systemd service with PrivateTmp) gets
@@ -247,7 +173,7 @@ static int check_namespace(struct target_info *t, char *err, size_t errlen)
                  (int)t->pid);
         return -1;
     }
-    t->agent_needs_copy = !pf_same_in_target(t->pid, t->agent);
+    t->agent_needs_copy = !proc_same_file(t->pid, t->agent);
     return 0;
 }
 
@@ -266,13 +192,13 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
                  (int)pid);
         return -1;
     }
-    char state = pf_state(pid);
+    char state = proc_state(pid);
     unsigned uids[4], gids[4];
     if (!state || parse_ids(pid, "Uid", uids) < 0 || parse_ids(pid, "Gid", gids) < 0) {
         snprintf(err, errlen, "no such process: pid %d (it exited)", (int)pid);
         return -1;
     }
-    pf_status_field(pid, "Name", t->comm, sizeof t->comm);
+    proc_status_field(pid, "Name", t->comm, sizeof t->comm);
     t->uid = (uid_t)uids[1];
     t->gid = (gid_t)gids[1];
     if (state == 'Z' || state == 'X') {
@@ -285,10 +211,10 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
     if (check_permission(pid, t->comm, target_uids, err, errlen) < 0)
         return -1;
 
-    if (pf_status_field(pid, "TracerPid", v, sizeof v) == 0 && atoi(v) != 0) {
+    if (proc_status_field(pid, "TracerPid", v, sizeof v) == 0 && atoi(v) != 0) {
         pid_t tracer = (pid_t)atoi(v);
         char tcomm[64] = "?";
-        pf_status_field(tracer, "Name", tcomm, sizeof tcomm);
+        proc_status_field(tracer, "Name", tcomm, sizeof tcomm);
         snprintf(err, errlen,
                  "pid %d (%s) is already being traced by pid %d (%s): detach that debugger or "
                  "tracer first (only one ptrace tracer is possible)",
@@ -302,7 +228,7 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
                  (int)pid, t->comm, state, (int)pid);
         return -1;
     }
-    if (pf_status_field(pid, "Seccomp", v, sizeof v) == 0 && atoi(v) == 1) {
+    if (proc_status_field(pid, "Seccomp", v, sizeof v) == 0 && atoi(v) == 1) {
         snprintf(err, errlen,
                  "pid %d (%s) runs under strict seccomp (mode 1): it cannot load an agent; "
                  "nothing can be traced in it",

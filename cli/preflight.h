@@ -35,17 +35,4 @@ struct target_info {
  * (cause and fix) in err. */
 int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen);
 
-/* A line of /proc/PID/status ("TracerPid", "Uid", …): copies the value (leading blanks
- * skipped) into out.  Returns 0, or -1 if the process or the field is absent. */
-int pf_status_field(pid_t pid, const char *field, char *out, size_t cap);
-
-/* 1 if path names the same file for us and for pid (through /proc/PID/root), else 0. */
-int pf_same_in_target(pid_t pid, const char *path);
-
-/* The process state letter from /proc/PID/stat ('R', 'S', 'T', 'Z', …), or 0 if gone. */
-char pf_state(pid_t pid);
-
-/* 1 while the process exists (and is not a zombie), else 0. */
-int pf_alive(pid_t pid);
-
 #endif /* VC_PREFLIGHT_H */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,18 +178,35 @@ const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *
     return NULL;
 }
 
-static int read_small(const char *path, char *buf, size_t len)
+int proc_read_text(const char *path, char *buf, size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (cap == 0)
+        return -EINVAL;
+    /* O_NOFOLLOW|O_NONBLOCK: a path under /proc/PID/ names the target's files; never follow a
+     * last symlink there, never block on a FIFO put in the way. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return -errno;
-    ssize_t r = read(fd, buf, len - 1);
-    int e = errno;
+    size_t len = 0;
+    int e = 0;
+    while (len + 1 < cap) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            e = errno;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
     close(fd);
-    if (r < 0)
-        return -e;
-    buf[r] = 0;
-    return (int)r;
+    buf[len] = 0;
+    return e && len == 0 ? -e : (int)len;
+}
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+    return proc_read_text(path, buf, len);
 }
 
 char proc_task_state(pid_t pid, pid_t tid)
@@ -202,6 +220,58 @@ char proc_task_state(pid_t pid, pid_t tid)
     if (!p || p[1] != ' ' || !p[2])
         return 0;
     return p[2];
+}
+
+char proc_state(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return 0;
+    char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+int proc_alive(pid_t pid)
+{
+    char s = proc_state(pid);
+    return s != 0 && s != 'Z' && s != 'X';
+}
+
+int proc_status_field(pid_t pid, const char *field, char *out, size_t cap)
+{
+    char path[64], buf[8192];
+    if (pid > 0)
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/status");
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return -1;
+    size_t flen = strlen(field);
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (!strncmp(line, field, flen) && line[flen] == ':') {
+            const char *v = line + flen + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(out, cap, "%s", v);
+            return 0;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+int proc_same_file(pid_t pid, const char *path)
+{
+    char theirs[PATH_MAX + 64];
+    struct stat a, b;
+    if (proc_root_path(pid, path, theirs, sizeof theirs) < 0)
+        return 0;
+    return stat(path, &a) == 0 && stat(theirs, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
 }
 
 static long status_field(const char *buf, const char *key)

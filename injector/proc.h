@@ -1,6 +1,7 @@
-/* proc.h — what the injector reads from /proc about a target: its threads, its memory map,
- * each thread's scheduler state, tracer and current syscall, and how to reach the target's
- * files from our mount namespace.  Read-only; nothing here stops or changes the target. */
+/* proc.h — the one /proc parser of the project: what the injector and the CLI's preflight read
+ * about a target (its threads, its memory map, its status fields, each thread's scheduler
+ * state, tracer and current syscall) and how to reach the target's files from our mount
+ * namespace.  Read-only; nothing here stops or changes the target. */
 #ifndef VC_PROC_H
 #define VC_PROC_H
 
@@ -41,6 +42,21 @@ const struct proc_map *proc_find_module(const struct proc_maps *maps,
 const struct proc_map *proc_find_inode(const struct proc_maps *maps, dev_t dev, uint64_t inode);
 /* The offset-0 mapping of the file named path, or NULL. */
 const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *path);
+
+/* Reads a small text file (a /proc entry) into buf, NUL-terminated, at most cap - 1 bytes,
+ * opened O_NOFOLLOW|O_NONBLOCK (never a last symlink, never a FIFO's wait).  Returns the
+ * length, or -errno. */
+int proc_read_text(const char *path, char *buf, size_t cap);
+/* A line of /proc/PID/status ("TracerPid", "Uid", "NSpid", …; pid <= 0: /proc/self/status):
+ * copies its value (leading blanks skipped) into out.  Returns 0, or -1 if the process or the
+ * field is absent. */
+int proc_status_field(pid_t pid, const char *field, char *out, size_t cap);
+/* The process state letter from /proc/PID/stat ('R', 'S', 'T', 'Z', …), or 0 if gone. */
+char proc_state(pid_t pid);
+/* 1 while the process exists and is not a zombie, else 0. */
+int proc_alive(pid_t pid);
+/* 1 if path names the same file for us and for pid (through /proc/PID/root), else 0. */
+int proc_same_file(pid_t pid, const char *path);
 
 /* State letter of /proc/PID/task/TID/stat (R, S, D, T, t, Z, …), or 0 if it cannot be read. */
 char proc_task_state(pid_t pid, pid_t tid);
