@@ -28,7 +28,7 @@ typedef struct func_stats {
 
 /* Accumulates one section (a thread, or all threads when merged). */
 typedef struct summary_acc {
-    const vc_trace *trace;
+    const vct_trace *trace;
     func_stats *stats;  /* [nfuncs], zero outside `touched` */
     uint32_t *active;   /* [nfuncs]: calls of the function open on the current stack */
     uint32_t *touched;  /* functions with calls in this section */
@@ -38,7 +38,7 @@ typedef struct summary_acc {
     enum sort_key sort;
 } summary_acc;
 
-static void on_open(void *ctx, const vc_event *ev, int64_t start, int64_t end, size_t depth)
+static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, size_t depth)
 {
     summary_acc *a = ctx;
     func_stats *s = &a->stats[ev->func];
@@ -55,7 +55,7 @@ static void on_open(void *ctx, const vc_event *ev, int64_t start, int64_t end, s
     a->calls++;
 }
 
-static void on_close(void *ctx, const vc_event *ev, int64_t start, int64_t end, int64_t self,
+static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
                      size_t depth)
 {
     summary_acc *a = ctx;
@@ -94,7 +94,7 @@ static const char *grouped(uint64_t v, char *buf, size_t len)
 
 static const char *human_span(int64_t ticks, char *buf, size_t len)
 {
-    double us = (double)ticks / VC_TICKS_PER_US;
+    double us = (double)ticks / VCT_TICKS_PER_US;
     if (us >= 1e6)
         snprintf(buf, len, "%.3f s", us / 1e6);
     else if (us >= 1e3)
@@ -133,11 +133,11 @@ static void print_section(summary_acc *a, const char *title, size_t top)
     for (size_t i = 0; i < shown; i++) {
         const func_stats *s = &a->stats[a->touched[i]];
         printf("  %11.3f %5.1f%% %11.3f %5.1f%% %11s %11.2f %11.2f  ",
-               (double)s->self / (VC_TICKS_PER_US * 1000.0), pct(s->self, a->busy),
-               (double)s->total / (VC_TICKS_PER_US * 1000.0), pct(s->total, a->busy),
+               (double)s->self / (VCT_TICKS_PER_US * 1000.0), pct(s->self, a->busy),
+               (double)s->total / (VCT_TICKS_PER_US * 1000.0), pct(s->total, a->busy),
                grouped(s->calls, b1, sizeof b1),
-               (double)s->sum_dur / (double)s->calls / VC_TICKS_PER_US,
-               (double)s->max_dur / VC_TICKS_PER_US);
+               (double)s->sum_dur / (double)s->calls / VCT_TICKS_PER_US,
+               (double)s->max_dur / VCT_TICKS_PER_US);
         put_terminal_text(a->trace->funcs[a->touched[i]]);
         putchar('\n');
     }
@@ -157,7 +157,7 @@ static void print_section(summary_acc *a, const char *title, size_t top)
  * when every thread fits. */
 static int cmp_busiest(const void *x, const void *y, void *ctx)
 {
-    const vc_trace *t = ctx;
+    const vct_trace *t = ctx;
     size_t a = *(const size_t *)x, b = *(const size_t *)y;
     size_t na = t->threads[a].nevents, nb = t->threads[b].nevents;
     if (na != nb)
@@ -165,7 +165,7 @@ static int cmp_busiest(const void *x, const void *y, void *ctx)
     return a < b ? -1 : a > b;
 }
 
-static unsigned char *pick_busiest_threads(const vc_trace *t, size_t max_threads, int *failed)
+static unsigned char *pick_busiest_threads(const vct_trace *t, size_t max_threads, int *failed)
 {
     *failed = 0;
     if (t->nthreads <= max_threads)
@@ -187,7 +187,7 @@ static unsigned char *pick_busiest_threads(const vc_trace *t, size_t max_threads
     return shown;
 }
 
-static void print_header(const char *path, const vc_trace *t)
+static void print_header(const char *path, const vct_trace *t)
 {
     char b1[32], b2[32], b3[32];
     printf("%s: %s span, %s calls, %zu thread%s", path,
@@ -283,13 +283,13 @@ int cmd_summary(int argc, char **argv)
     const char *path = argv[optind];
 
     char err[512];
-    vc_trace *t;
-    if (vc_trace_load(path, &t, err, sizeof err) < 0) {
+    vct_trace *t;
+    if (vct_trace_load(path, &t, err, sizeof err) < 0) {
         fprintf(stderr, "vcattach summary: %s\n", err);
         return VC_EXIT_FAIL;
     }
     long only = -1;
-    if (thread_arg && (only = vc_trace_find_thread(t, thread_arg)) < 0) {
+    if (thread_arg && (only = vct_trace_find_thread(t, thread_arg)) < 0) {
         fprintf(stderr, "vcattach summary: no thread '%s' in %s; threads:", thread_arg, path);
         for (size_t i = 0; i < t->nthreads; i++) {
             if (i == 20) {
@@ -298,10 +298,10 @@ int cmd_summary(int argc, char **argv)
             }
             char label[64];
             fprintf(stderr, "%s %s (tid %" PRIu64 ")", i ? "," : "",
-                    vc_thread_label(&t->threads[i], label, sizeof label), t->threads[i].tid);
+                    vct_thread_label(&t->threads[i], label, sizeof label), t->threads[i].tid);
         }
         fputc('\n', stderr);
-        vc_trace_free(t);
+        vct_trace_free(t);
         return VC_EXIT_USAGE;
     }
 
@@ -317,7 +317,7 @@ int cmd_summary(int argc, char **argv)
         rc = VC_EXIT_FAIL;
         goto out;
     }
-    static const vc_walk_ops ops = {on_open, on_close};
+    static const vct_walk_ops ops = {on_open, on_close};
     print_header(path, t);
     size_t hidden = 0;
     uint64_t hidden_calls = 0;
@@ -330,7 +330,7 @@ int cmd_summary(int argc, char **argv)
         goto out;
     }
     for (size_t i = 0; i < t->nthreads; i++) {
-        const vc_thread *th = &t->threads[i];
+        const vct_thread *th = &t->threads[i];
         if ((only >= 0 && (long)i != only) || (!th->nevents && only < 0))
             continue;
         if (shown && !shown[i]) {
@@ -338,7 +338,7 @@ int cmd_summary(int argc, char **argv)
             hidden_calls += th->nevents;
             continue;
         }
-        if (vc_thread_walk(th, &ops, &acc) < 0) {
+        if (vct_thread_walk(th, &ops, &acc) < 0) {
             fprintf(stderr, "vcattach summary: out of memory\n");
             rc = VC_EXIT_FAIL;
             goto out;
@@ -346,7 +346,7 @@ int cmd_summary(int argc, char **argv)
         if (!merged) {
             char label[600], title[700];
             snprintf(title, sizeof title, "%s (pid %" PRIu64 ", tid %" PRIu64 ")",
-                     vc_thread_label(th, label, sizeof label), th->pid, th->tid);
+                     vct_thread_label(th, label, sizeof label), th->pid, th->tid);
             print_section(&acc, title, top);
         }
     }
@@ -372,6 +372,6 @@ out:
     free(acc.stats);
     free(acc.active);
     free(acc.touched);
-    vc_trace_free(t);
+    vct_trace_free(t);
     return rc;
 }

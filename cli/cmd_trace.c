@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "agent_locate.h"
-#include "options.h"
+#include "attach_options.h"
 #include "commands.h"
 #include "inject.h"
 #include "preflight.h"

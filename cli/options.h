@@ -1,41 +1,54 @@
-/* cli.h — the command line of the attach workflow (trace, start, stop, status): option
- * parsing, duration and number parsing, and each subcommand's --help text.
+/* options.h — the one option parser of every `vcattach` subcommand, and the value parsers
+ * (durations, pids, bounded numbers) and formatters the subcommands share.
  *
- * Kept apart from cmd_trace.c so that the workflow reads as a sequence of steps and every
- * parse rule lives in one place, with one error message per kind of bad input.
+ * Each subcommand describes its options in a table (struct opt_spec) and gets them back one
+ * at a time through a callback, in argv order; parsing itself is getopt_long's (GNU style:
+ * -x V, --name V, --name=V, options and operands in any order, `--` ends the options), so
+ * every subcommand accepts the same spellings and rejects bad input with the same kind of
+ * message: one line, "vcattach CMD: what is wrong (see vcattach CMD --help)", exit code 2.
  */
-#ifndef VC_CLI_H
-#define VC_CLI_H
+#ifndef VC_OPTIONS_H
+#define VC_OPTIONS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
-enum cli_mode { CLI_TRACE, CLI_START, CLI_STOP, CLI_STATUS };
-enum cli_method { CLI_METHOD_PTRACE, CLI_METHOD_GDB };
+/* One option of a subcommand.  -h/--help is implicit: every subcommand has it. */
+struct opt_spec {
+    const char *name;  /* long name, without "--" */
+    char short_name;   /* the one-letter form, or 0 */
+    int has_value;     /* 1: takes a value */
+    int id;            /* handed to the callback: the letter, or a constant >= 256 */
+};
+
+/* Called once per option given; value is NULL for a flag.  Returns 0, or -1 with the reason
+ * (one line, without the "vcattach CMD: " prefix) in err. */
+typedef int (*opt_fn)(void *ctx, const struct opt_spec *o, const char *value, char *err,
+                      size_t errlen);
+
+/* A subcommand's command line: its name, its options, its --help text. */
+struct opt_command {
+    const char *name;                /* "convert": used in every message */
+    const struct opt_spec *specs;
+    size_t nspecs;
+    void (*help)(FILE *out);
+};
+
+/* Parses argv (argv[0] = the subcommand name).  Operands (arguments that are not options)
+ * end up, in order, in argv[*first_operand .. argc).  Returns 0; 1 after printing --help on
+ * stdout (exit 0); 2 after printing one usage error on stderr. */
+int opt_parse(const struct opt_command *cmd, int argc, char **argv, opt_fn on_option, void *ctx,
+              int *first_operand);
+
+/* Prints "vcattach CMD: MESSAGE (see vcattach CMD --help)" on stderr; returns 2, the usage
+ * exit code, so that callers can `return opt_usage_error(...)`. */
+int opt_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* The longest accepted duration: a session that runs for days is a mistake, not a trace. */
 #define CLI_DURATION_MAX_MS (24ull * 3600 * 1000)
-/* `vcattach start` without -t: a detached session must always end by itself. */
-#define CLI_START_DEFAULT_MS (60ull * 1000)
-
-struct cli_options {
-    enum cli_mode mode;
-    pid_t pid;
-    uint64_t duration_ms;  /* 0: until Ctrl-C (trace only) */
-    const char *output;    /* NULL: the default name; "unix:/path" streams to a socket */
-    enum cli_method method;
-    unsigned buffer_mb;    /* 0: the agent's default */
-    const char *hook;      /* "auto" | "profile" | "monitoring" */
-    int force;
-    int quiet;
-    int verbose;
-};
-
-/* Parses argv (argv[0] = the subcommand name) for `mode`.  Returns 0 and fills *opt;
- * 1 when --help was printed (exit 0); 2 on a usage error, after printing one line naming the
- * problem and the fix on stderr. */
-int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt);
 
 /* "10s", "500ms", "2m", "1.5s", "1h", or a bare number of seconds.  Returns 0 and *ms (> 0,
  * at most CLI_DURATION_MAX_MS), or -1 with a one-line reason in err. */
@@ -54,4 +67,4 @@ void cli_format_duration(uint64_t ms, char *buf, size_t cap);
 /* "812 B", "3.4 KiB", "12.0 MiB". */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap);
 
-#endif /* VC_CLI_H */
+#endif /* VC_OPTIONS_H */

@@ -1,4 +1,4 @@
-/* convert_chrome.c — .cvf → Chrome trace event JSON, as VizTracer's decompressor returns it:
+/* chrome.c — .cvf → Chrome trace event JSON, as VizTracer's decompressor returns it:
  *     {"traceEvents": [M names, FEE groups, counters, other events], "file_info": ...}
  * with FEE events laid out as ph,name,cat("FEE"),pid,tid,ts,dur[,args] and counters as
  * name,pid,tid,ph,args,ts (spec §6, Q12).

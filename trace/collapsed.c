@@ -1,4 +1,4 @@
-/* export_collapsed.c — a trace as folded stacks ("collapsed" format).
+/* collapsed.c — a trace as folded stacks ("collapsed" format).
  *
  * One line per distinct call stack, "root;child;leaf <self µs>", the input of flamegraph.pl,
  * inferno and speedscope.  Threads are merged (as flame graphs of a service usually are).
@@ -81,7 +81,7 @@ static uint32_t node_for(collapse_ctx *c, uint32_t parent, uint32_t func)
     return (uint32_t)c->nnodes++;
 }
 
-static void on_open(void *ctx, const vc_event *ev, int64_t start, int64_t end, size_t depth)
+static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, size_t depth)
 {
     collapse_ctx *c = ctx;
     if (c->failed)
@@ -102,7 +102,7 @@ static void on_open(void *ctx, const vc_event *ev, int64_t start, int64_t end, s
     c->path[depth] = node;
 }
 
-static void on_close(void *ctx, const vc_event *ev, int64_t start, int64_t end, int64_t self,
+static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
                      size_t depth)
 {
     collapse_ctx *c = ctx;
@@ -121,20 +121,20 @@ static void put_folded_name(FILE *out, const char *s)
     }
 }
 
-int export_collapsed(const vc_trace *t, FILE *out, char *err, size_t errlen)
+int export_collapsed(const vct_trace *t, FILE *out, char *err, size_t errlen)
 {
-    static const vc_walk_ops ops = {on_open, on_close};
+    static const vct_walk_ops ops = {on_open, on_close};
     collapse_ctx c = {0};
     int rc = -1;
     for (size_t i = 0; i < t->nthreads; i++)
-        if (vc_thread_walk(&t->threads[i], &ops, &c) < 0 || c.failed)
+        if (vct_thread_walk(&t->threads[i], &ops, &c) < 0 || c.failed)
             goto nomem;
 
     /* print each stack from its root: collect the leaf-to-root chain, then reverse */
     uint32_t *chain = NULL;
     size_t chain_cap = 0;
     for (size_t n = 0; n < c.nnodes; n++) {
-        int64_t us = (c.nodes[n].self + VC_TICKS_PER_US / 2) / VC_TICKS_PER_US;
+        int64_t us = (c.nodes[n].self + VCT_TICKS_PER_US / 2) / VCT_TICKS_PER_US;
         if (us <= 0)
             continue;
         size_t len = 0;

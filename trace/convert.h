@@ -29,7 +29,7 @@ typedef int (*convert_cvf_fn)(const void *cvf, size_t size, FILE *out, const con
                               cvf_error *err);
 
 /* Chrome trace event JSON, the same events VizTracer's decompressor returns
- * (convert_chrome.c). */
+ * (chrome.c). */
 int convert_cvf_to_chrome(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
                           cvf_error *err);
 

@@ -7,9 +7,9 @@
 
 #include "export.h"
 
-typedef int (*export_fn)(const vc_trace *t, FILE *out, char *err, size_t errlen);
+typedef int (*export_fn)(const vct_trace *t, FILE *out, char *err, size_t errlen);
 
-static int speedscope_unnamed(const vc_trace *t, FILE *out, char *err, size_t errlen)
+static int speedscope_unnamed(const vct_trace *t, FILE *out, char *err, size_t errlen)
 {
     return export_speedscope(t, NULL, out, err, errlen);
 }
@@ -17,8 +17,8 @@ static int speedscope_unnamed(const vc_trace *t, FILE *out, char *err, size_t er
 static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
                         const convert_ctx *cc, cvf_error *err)
 {
-    vc_trace *t;
-    if (vc_trace_from_cvf(cvf, size, &t, err) < 0)
+    vct_trace *t;
+    if (vct_trace_from_cvf(cvf, size, &t, err) < 0)
         return -1;
     if (cc && cc->progress)
         cc->progress(cc->progress_ctx, size / 2, size); /* loaded: the walk is the other half */
@@ -27,7 +27,7 @@ static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
         err->offset = 0;
     else if (cc && cc->progress)
         cc->progress(cc->progress_ctx, size, size);
-    vc_trace_free(t);
+    vct_trace_free(t);
     return rc;
 }
 

@@ -1,4 +1,4 @@
-/* trace_load.c — reads a trace file into a vc_trace (trace_model.h).
+/* load.c — reads a trace file into a vct_trace (model.h).
  *
  * Two inputs, told apart by their first byte: a .cvf (a u64 version 1, so 0x01) through the
  * bounded codec reader, and Chrome-trace JSON ('{' or '[', what `vcattach convert` and
@@ -22,14 +22,14 @@
 
 /* Adds the count of an event like {"ph":"i","name":"vcattach.dropped","args":{"dropped":N}}.
  * Any non-X event with a numeric args.dropped counts: the agent's name may evolve. */
-static void note_drops(vc_trace *t, json_t *event)
+static void note_drops(vct_trace *t, json_t *event)
 {
     json_t *args = json_object_get(event, "args");
     json_t *dropped = json_object_get(args, "dropped");
     if (json_is_integer(dropped) && json_integer_value(dropped) >= 0)
-        vc_trace_add_drops(t, (uint64_t)json_integer_value(dropped));
+        vct_trace_add_drops(t, (uint64_t)json_integer_value(dropped));
     else if (json_is_real(dropped) && json_real_value(dropped) >= 0)
-        vc_trace_add_drops(t, (uint64_t)json_real_value(dropped));
+        vct_trace_add_drops(t, (uint64_t)json_real_value(dropped));
 }
 
 /* ---- Chrome-trace JSON ------------------------------------------------------------------- */
@@ -51,11 +51,11 @@ static int json_us_ticks(json_t *v, double *ticks)
 {
     if (!json_is_number(v) || !isfinite(json_number_value(v)))
         return -1;
-    *ticks = nearbyint(json_number_value(v) * VC_TICKS_PER_US);
+    *ticks = nearbyint(json_number_value(v) * VCT_TICKS_PER_US);
     return *ticks >= -9.2e18 && *ticks <= 9.2e18 ? 0 : -1;
 }
 
-static int load_json(const char *path, vc_trace *t, char *err, size_t errlen)
+static int load_json(const char *path, vct_trace *t, char *err, size_t errlen)
 {
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_DECODE_ANY, &jerr);
@@ -83,7 +83,7 @@ static int load_json(const char *path, vc_trace *t, char *err, size_t errlen)
         if (ph[0] == 'X') {
             double ts, dur;
             uint32_t func;
-            vc_thread *th;
+            vct_thread *th;
             if (!name || json_us_ticks(json_object_get(ev, "ts"), &ts) < 0 ||
                 json_us_ticks(json_object_get(ev, "dur"), &dur) < 0) {
                 snprintf(err, errlen,
@@ -92,13 +92,13 @@ static int load_json(const char *path, vc_trace *t, char *err, size_t errlen)
                 json_decref(root);
                 return -1;
             }
-            if (vc_trace_intern(t, name, &func) < 0 || !(th = vc_trace_thread(t, pid, tid)) ||
-                vc_trace_add_event(t, th, (int64_t)ts, dur > 0 ? (uint64_t)dur : 0, func) < 0)
+            if (vct_trace_intern(t, name, &func) < 0 || !(th = vct_trace_thread(t, pid, tid)) ||
+                vct_trace_add_event(t, th, (int64_t)ts, dur > 0 ? (uint64_t)dur : 0, func) < 0)
                 goto nomem;
         } else if (ph[0] == 'M' && name && !strcmp(name, "thread_name")) {
             const char *tname = json_string_value(json_object_get(json_object_get(ev, "args"),
                                                                   "name"));
-            if (tname && vc_trace_set_thread_name(t, pid, tid, tname) < 0)
+            if (tname && vct_trace_set_thread_name(t, pid, tid, tname) < 0)
                 goto nomem;
         } else if (ph[0] != 'M' && ph[0] != 'C') {
             note_drops(t, ev);
@@ -115,7 +115,7 @@ nomem:
 /* ---- .cvf --------------------------------------------------------------------------------- */
 
 typedef struct cvf_load_ctx {
-    vc_trace *t;
+    vct_trace *t;
     cvf_error *err;
 } cvf_load_ctx;
 
@@ -129,18 +129,18 @@ static int cvf_nomem(cvf_load_ctx *c, uint64_t offset)
 static int on_cvf_thread_name(void *ctx, uint64_t pid, uint64_t tid, const char *name)
 {
     cvf_load_ctx *c = ctx;
-    return vc_trace_set_thread_name(c->t, pid, tid, name) < 0 ? cvf_nomem(c, 0) : 0;
+    return vct_trace_set_thread_name(c->t, pid, tid, name) < 0 ? cvf_nomem(c, 0) : 0;
 }
 
 static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
 {
     cvf_load_ctx *c = ctx;
     uint32_t func;
-    vc_thread *th;
-    if (vc_trace_intern(c->t, g->name, &func) < 0 || !(th = vc_trace_thread(c->t, g->pid, g->tid)))
+    vct_thread *th;
+    if (vct_trace_intern(c->t, g->name, &func) < 0 || !(th = vct_trace_thread(c->t, g->pid, g->tid)))
         return cvf_nomem(c, g->offset);
     for (size_t i = 0; i < g->count; i++)
-        if (vc_trace_add_event(c->t, th, g->ts[i], g->dur[i], func) < 0)
+        if (vct_trace_add_event(c->t, th, g->ts[i], g->dur[i], func) < 0)
             return cvf_nomem(c, g->offset);
     return 0;
 }
@@ -164,7 +164,7 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
     return 0;
 }
 
-static int load_cvf(const void *data, size_t size, vc_trace *t, cvf_error *cerr)
+static int load_cvf(const void *data, size_t size, vct_trace *t, cvf_error *cerr)
 {
     static const cvf_visitor visitor = {
         .thread_name = on_cvf_thread_name,
@@ -175,23 +175,23 @@ static int load_cvf(const void *data, size_t size, vc_trace *t, cvf_error *cerr)
     return cvf_read(data, size, &visitor, &c, 0, cerr) != 0 ? -1 : 0;
 }
 
-int vc_trace_from_cvf(const void *data, size_t size, vc_trace **out, cvf_error *err)
+int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, cvf_error *err)
 {
     *out = NULL;
-    vc_trace *t = vc_trace_new();
+    vct_trace *t = vct_trace_new();
     if (!t) {
         err->offset = 0;
         snprintf(err->msg, sizeof err->msg, "out of memory");
         return -1;
     }
     if (load_cvf(data, size, t, err) < 0) {
-        vc_trace_free(t);
+        vct_trace_free(t);
         return -1;
     }
-    if (vc_trace_finish(t) < 0) {
+    if (vct_trace_finish(t) < 0) {
         err->offset = 0;
         snprintf(err->msg, sizeof err->msg, "out of memory while sorting the events");
-        vc_trace_free(t);
+        vct_trace_free(t);
         return -1;
     }
     *out = t;
@@ -200,7 +200,7 @@ int vc_trace_from_cvf(const void *data, size_t size, vc_trace **out, cvf_error *
 
 /* ---- entry point ------------------------------------------------------------------------- */
 
-int vc_trace_load(const char *path, vc_trace **out, char *err, size_t errlen)
+int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -219,7 +219,7 @@ int vc_trace_load(const char *path, vc_trace **out, char *err, size_t errlen)
         return -1;
     }
 
-    vc_trace *t = vc_trace_new();
+    vct_trace *t = vct_trace_new();
     if (!t) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -245,12 +245,12 @@ int vc_trace_load(const char *path, vc_trace **out, char *err, size_t errlen)
                 snprintf(err, errlen, "%s is not a readable .cvf trace: %s", path, cerr.msg);
         }
     }
-    if (rc == 0 && vc_trace_finish(t) < 0) {
+    if (rc == 0 && vct_trace_finish(t) < 0) {
         snprintf(err, errlen, "%s: out of memory while sorting the events", path);
         rc = -1;
     }
     if (rc < 0) {
-        vc_trace_free(t);
+        vct_trace_free(t);
         return -1;
     }
     *out = t;

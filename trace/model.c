@@ -1,7 +1,7 @@
-/* trace_model.c — per-thread sorted events, interned names, and the nesting walk.
+/* model.c — per-thread sorted events, interned names, and the nesting walk.
  *
  * Owns the in-memory shape every trace reader of the CLI (summary, speedscope and collapsed
- * export) works on; loading from a file lives in trace_load.c.  Memory is a handful of flat
+ * export) works on; loading from a file lives in load.c.  Memory is a handful of flat
  * arrays so a million-event trace costs ~24 MB and one qsort per thread.
  */
 #include "model.h"
@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-vc_trace *vc_trace_new(void)
+vct_trace *vct_trace_new(void)
 {
-    return calloc(1, sizeof(vc_trace));
+    return calloc(1, sizeof(vct_trace));
 }
 
-void vc_trace_free(vc_trace *t)
+void vct_trace_free(vct_trace *t)
 {
     if (!t)
         return;
@@ -41,7 +41,7 @@ static uint64_t hash_name(const char *s)
     return h;
 }
 
-static int grow_func_slots(vc_trace *t)
+static int grow_func_slots(vct_trace *t)
 {
     size_t cap = t->func_slots_cap ? t->func_slots_cap * 2 : 256;
     uint32_t *slots = calloc(cap, sizeof *slots);
@@ -59,7 +59,7 @@ static int grow_func_slots(vc_trace *t)
     return 0;
 }
 
-int vc_trace_intern(vc_trace *t, const char *name, uint32_t *id)
+int vct_trace_intern(vct_trace *t, const char *name, uint32_t *id)
 {
     /* keep the table at most half full */
     if ((t->nfuncs + 1) * 2 > t->func_slots_cap && grow_func_slots(t) < 0)
@@ -92,7 +92,7 @@ int vc_trace_intern(vc_trace *t, const char *name, uint32_t *id)
     return 0;
 }
 
-vc_thread *vc_trace_thread(vc_trace *t, uint64_t pid, uint64_t tid)
+vct_thread *vct_trace_thread(vct_trace *t, uint64_t pid, uint64_t tid)
 {
     if (t->last_thread < t->nthreads && t->threads[t->last_thread].pid == pid &&
         t->threads[t->last_thread].tid == tid)
@@ -105,13 +105,13 @@ vc_thread *vc_trace_thread(vc_trace *t, uint64_t pid, uint64_t tid)
         }
     if (t->nthreads == t->threads_cap) {
         size_t cap = t->threads_cap ? t->threads_cap * 2 : 16;
-        vc_thread *threads = realloc(t->threads, cap * sizeof *threads);
+        vct_thread *threads = realloc(t->threads, cap * sizeof *threads);
         if (!threads)
             return NULL;
         t->threads = threads;
         t->threads_cap = cap;
     }
-    vc_thread *th = &t->threads[t->nthreads];
+    vct_thread *th = &t->threads[t->nthreads];
     memset(th, 0, sizeof *th);
     th->pid = pid;
     th->tid = tid;
@@ -119,9 +119,9 @@ vc_thread *vc_trace_thread(vc_trace *t, uint64_t pid, uint64_t tid)
     return th;
 }
 
-int vc_trace_set_thread_name(vc_trace *t, uint64_t pid, uint64_t tid, const char *name)
+int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const char *name)
 {
-    vc_thread *th = vc_trace_thread(t, pid, tid);
+    vct_thread *th = vct_trace_thread(t, pid, tid);
     if (!th)
         return -1;
     char *copy = strdup(name);
@@ -132,17 +132,17 @@ int vc_trace_set_thread_name(vc_trace *t, uint64_t pid, uint64_t tid, const char
     return 0;
 }
 
-int vc_trace_add_event(vc_trace *t, vc_thread *th, int64_t ts, uint64_t dur, uint32_t func)
+int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func)
 {
     if (th->nevents == th->cap) {
         size_t cap = th->cap ? th->cap * 2 : 1024;
-        vc_event *events = realloc(th->events, cap * sizeof *events);
+        vct_event *events = realloc(th->events, cap * sizeof *events);
         if (!events)
             return -1;
         th->events = events;
         th->cap = cap;
     }
-    vc_event *ev = &th->events[th->nevents++];
+    vct_event *ev = &th->events[th->nevents++];
     ev->ts = ts;
     /* a corrupt dur must not wrap the end around to the past */
     ev->end = (ts >= 0 ? dur > (uint64_t)(INT64_MAX - ts) : dur > (uint64_t)INT64_MAX)
@@ -158,14 +158,14 @@ int vc_trace_add_event(vc_trace *t, vc_thread *th, int64_t ts, uint64_t dur, uin
     return 0;
 }
 
-void vc_trace_add_drops(vc_trace *t, uint64_t dropped)
+void vct_trace_add_drops(vct_trace *t, uint64_t dropped)
 {
     t->has_drops = 1;
     t->dropped += dropped;
 }
 
 /* Parents first: earlier start, and at the same start the longer call encloses the shorter. */
-static inline int event_before(const vc_event *x, const vc_event *y)
+static inline int event_before(const vct_event *x, const vct_event *y)
 {
     if (x->ts != y->ts)
         return x->ts < y->ts;
@@ -178,10 +178,10 @@ static inline int event_before(const vc_event *x, const vc_event *y)
  * groups them by name, ts-sorted), so merging the runs costs O(n log runs) — several times
  * faster than qsort on a million events, with the comparison inlined.  Stable, and `seq`
  * breaks every tie anyway.  Returns -1 if the scratch buffer cannot be allocated. */
-static int sort_events(vc_event *ev, size_t n)
+static int sort_events(vct_event *ev, size_t n)
 {
     size_t nruns = 0, *runs = NULL; /* run i is [runs[i], runs[i + 1]) */
-    vc_event *tmp = NULL;
+    vct_event *tmp = NULL;
     if (n < 2)
         return 0;
     runs = malloc((n + 1) * sizeof *runs);
@@ -201,7 +201,7 @@ static int sort_events(vc_event *ev, size_t n)
         free(runs);
         return -1;
     }
-    vc_event *src = ev, *dst = tmp;
+    vct_event *src = ev, *dst = tmp;
     while (nruns > 1) {
         size_t merged = 0;
         for (size_t r = 0; r < nruns; r += 2) {
@@ -216,7 +216,7 @@ static int sort_events(vc_event *ev, size_t n)
         }
         runs[merged] = n;
         nruns = merged;
-        vc_event *swap = src;
+        vct_event *swap = src;
         src = dst;
         dst = swap;
     }
@@ -230,7 +230,7 @@ static int sort_events(vc_event *ev, size_t n)
 /* Processes in pid order; in each, the main thread (tid == pid) first, then by tid. */
 static int cmp_thread(const void *a, const void *b)
 {
-    const vc_thread *x = a, *y = b;
+    const vct_thread *x = a, *y = b;
     if (x->pid != y->pid)
         return x->pid < y->pid ? -1 : 1;
     int xmain = x->tid == x->pid, ymain = y->tid == y->pid;
@@ -239,7 +239,7 @@ static int cmp_thread(const void *a, const void *b)
     return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
-int vc_trace_finish(vc_trace *t)
+int vct_trace_finish(vct_trace *t)
 {
     for (size_t i = 0; i < t->nthreads; i++)
         if (sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
@@ -254,7 +254,7 @@ int vc_trace_finish(vc_trace *t)
     return 0;
 }
 
-long vc_trace_find_thread(const vc_trace *t, const char *name_or_tid)
+long vct_trace_find_thread(const vct_trace *t, const char *name_or_tid)
 {
     for (size_t i = 0; i < t->nthreads; i++)
         if (t->threads[i].name && !strcmp(t->threads[i].name, name_or_tid))
@@ -268,7 +268,7 @@ long vc_trace_find_thread(const vc_trace *t, const char *name_or_tid)
     return -1;
 }
 
-const char *vc_thread_label(const vc_thread *th, char *buf, size_t buflen)
+const char *vct_thread_label(const vct_thread *th, char *buf, size_t buflen)
 {
     if (th->name && *th->name)
         snprintf(buf, buflen, "%s", th->name);
@@ -280,19 +280,19 @@ const char *vc_thread_label(const vc_thread *th, char *buf, size_t buflen)
 /* ---- the nesting walk ------------------------------------------------------------------- */
 
 typedef struct walk_frame {
-    const vc_event *ev;
+    const vct_event *ev;
     int64_t start, end;  /* clipped */
     int64_t child_ticks; /* sum of the direct children's clipped durations */
 } walk_frame;
 
-int vc_thread_walk(const vc_thread *th, const vc_walk_ops *ops, void *ctx)
+int vct_thread_walk(const vct_thread *th, const vct_walk_ops *ops, void *ctx)
 {
     size_t cap = 64, depth = 0;
     walk_frame *stack = malloc(cap * sizeof *stack);
     if (!stack)
         return -1;
     for (size_t i = 0; i <= th->nevents; i++) {
-        const vc_event *ev = i < th->nevents ? &th->events[i] : NULL;
+        const vct_event *ev = i < th->nevents ? &th->events[i] : NULL;
         /* close every call that ended before this one starts (all of them at the end) */
         while (depth && (!ev || stack[depth - 1].end <= ev->ts)) {
             walk_frame *f = &stack[--depth];

@@ -1,100 +1,102 @@
-/* trace_model.h — a loaded trace as per-thread, time-sorted complete events, and the
+/* model.h — a loaded trace as per-thread, time-sorted complete events, and the
  * nesting walk that `vcattach summary` and the speedscope/collapsed exporters share.
  *
  * The .cvf stores complete events grouped by (pid, tid, function); every consumer here wants
- * them per thread in call order instead.  vc_trace holds exactly that: function names interned
+ * them per thread in call order instead.  vct_trace holds exactly that: function names interned
  * once (an event is 24 bytes, not a string), events per thread sorted by (start asc, duration
  * desc) so a parent always comes before its children, and the trace-wide facts the summary
  * header prints (span, event count, drops).
  *
  * Times are ticks of 10 ns, the .cvf's own unit (cvf.h), so nothing is lost or rounded here.
+ * Names carry the prefix vct_ (vcattach trace): the agent has its own vc_thread, its per-thread
+ * recording state, which has nothing to do with a thread of a loaded trace.
  */
-#ifndef VC_TRACE_MODEL_H
-#define VC_TRACE_MODEL_H
+#ifndef VCT_MODEL_H
+#define VCT_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define VC_TICKS_PER_US 100
+#define VCT_TICKS_PER_US 100
 
 /* One complete call on one thread. */
-typedef struct vc_event {
+typedef struct vct_event {
     int64_t ts;    /* start, ticks */
     int64_t end;   /* ts + dur, saturated at INT64_MAX */
-    uint32_t func; /* index into vc_trace.funcs */
+    uint32_t func; /* index into vct_trace.funcs */
     uint32_t seq;  /* insertion order: makes the sort, and so every output, deterministic */
-} vc_event;
+} vct_event;
 
-typedef struct vc_thread {
+typedef struct vct_thread {
     uint64_t pid, tid;
     char *name; /* thread_name from the trace, or NULL */
-    vc_event *events;
+    vct_event *events;
     size_t nevents, cap;
-} vc_thread;
+} vct_thread;
 
-typedef struct vc_trace {
+typedef struct vct_trace {
     char **funcs; /* interned function names, id = index */
     size_t nfuncs, funcs_cap;
     uint32_t *func_slots; /* open-addressing hash of funcs: slot -> id + 1, 0 = empty */
     size_t func_slots_cap;
 
-    vc_thread *threads; /* after vc_trace_finish: sorted by (pid, tid) */
+    vct_thread *threads; /* after vct_trace_finish: sorted by (pid, tid) */
     size_t nthreads, threads_cap;
     size_t last_thread; /* lookup cache: events arrive in runs of one thread */
 
     uint64_t nevents;     /* complete events */
-    uint64_t nprocesses;  /* distinct pids among threads (set by vc_trace_finish) */
+    uint64_t nprocesses;  /* distinct pids among threads (set by vct_trace_finish) */
     int64_t min_ts;       /* earliest start (valid if nevents) */
     int64_t max_end;      /* latest end */
     int has_drops;        /* an event carried args.dropped */
     uint64_t dropped;     /* sum of every args.dropped */
-} vc_trace;
+} vct_trace;
 
-vc_trace *vc_trace_new(void);
-void vc_trace_free(vc_trace *t);
+vct_trace *vct_trace_new(void);
+void vct_trace_free(vct_trace *t);
 
 /* Returns the id of `name` (adding it if new) in *id.  0, or -1 on allocation failure. */
-int vc_trace_intern(vc_trace *t, const char *name, uint32_t *id);
+int vct_trace_intern(vct_trace *t, const char *name, uint32_t *id);
 /* The thread (pid, tid), created if new.  NULL on allocation failure. */
-vc_thread *vc_trace_thread(vc_trace *t, uint64_t pid, uint64_t tid);
-int vc_trace_set_thread_name(vc_trace *t, uint64_t pid, uint64_t tid, const char *name);
+vct_thread *vct_trace_thread(vct_trace *t, uint64_t pid, uint64_t tid);
+int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const char *name);
 /* Appends one complete event.  0, or -1 on allocation failure. */
-int vc_trace_add_event(vc_trace *t, vc_thread *th, int64_t ts, uint64_t dur, uint32_t func);
-void vc_trace_add_drops(vc_trace *t, uint64_t dropped);
+int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func);
+void vct_trace_add_drops(vct_trace *t, uint64_t dropped);
 /* Sorts threads and their events; call once, after the last add and before any walk.
  * 0, or -1 on allocation failure. */
-int vc_trace_finish(vc_trace *t);
+int vct_trace_finish(vct_trace *t);
 
 struct cvf_error;
 /* Builds a finished trace from a whole .cvf in memory.  0, or -1 with err (the reader's
  * message, which names the byte offset). */
-int vc_trace_from_cvf(const void *data, size_t size, vc_trace **out, struct cvf_error *err);
+int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, struct cvf_error *err);
 
 /* Loads a .cvf (or a Chrome-trace JSON, recognised by its first byte) into a finished trace.
  * On failure returns -1 with a one-line message in err (what is wrong, and where). */
-int vc_trace_load(const char *path, vc_trace **out, char *err, size_t errlen);
+int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen);
 
 /* Which thread a --thread argument names: an exact thread name, or a decimal tid.
  * Returns the index, or -1. */
-long vc_trace_find_thread(const vc_trace *t, const char *name_or_tid);
+long vct_trace_find_thread(const vct_trace *t, const char *name_or_tid);
 
 /* "MainThread" or, for an unnamed thread, "thread 1234"; written into buf. */
-const char *vc_thread_label(const vc_thread *th, char *buf, size_t buflen);
+const char *vct_thread_label(const vct_thread *th, char *buf, size_t buflen);
 
 /* ---- the nesting walk ------------------------------------------------------------------- */
 
-/* Callbacks of vc_thread_walk.  `depth` is 0 for a root call.  Start and end are clipped to
+/* Callbacks of vct_thread_walk.  `depth` is 0 for a root call.  Start and end are clipped to
  * the enclosing call (an event that overlaps its parent without nesting — a broken trace —
  * is cut at the parent's end, so the calls always form a proper tree). */
-typedef struct vc_walk_ops {
-    void (*open)(void *ctx, const vc_event *ev, int64_t start, int64_t end, size_t depth);
+typedef struct vct_walk_ops {
+    void (*open)(void *ctx, const vct_event *ev, int64_t start, int64_t end, size_t depth);
     /* self = (end - start) minus the clipped durations of the direct children. */
-    void (*close)(void *ctx, const vc_event *ev, int64_t start, int64_t end, int64_t self,
+    void (*close)(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
                   size_t depth);
-} vc_walk_ops;
+} vct_walk_ops;
 
 /* Walks one thread's calls in order: open(parent) … children … close(parent).  Opens and
  * closes come in non-decreasing time order.  0, or -1 on allocation failure. */
-int vc_thread_walk(const vc_thread *th, const vc_walk_ops *ops, void *ctx);
+int vct_thread_walk(const vct_thread *th, const vct_walk_ops *ops, void *ctx);
 
-#endif /* VC_TRACE_MODEL_H */
+#endif /* VCT_MODEL_H */

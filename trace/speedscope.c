@@ -1,4 +1,4 @@
-/* export_speedscope.c — a trace as speedscope's own file format.
+/* speedscope.c — a trace as speedscope's own file format.
  *
  * speedscope reads Chrome traces too, but its own format states the nesting explicitly
  * ("evented" profiles of open/close events), is smaller, and loads without the heuristics
@@ -82,9 +82,9 @@ static void put_json_string(FILE *out, const char *s)
 static void put_us(FILE *out, int64_t ticks)
 {
     uint64_t mag = ticks < 0 ? (uint64_t)0 - (uint64_t)ticks : (uint64_t)ticks;
-    fprintf(out, "%s%" PRIu64, ticks < 0 ? "-" : "", mag / VC_TICKS_PER_US);
-    if (mag % VC_TICKS_PER_US)
-        fprintf(out, ".%02" PRIu64, mag % VC_TICKS_PER_US);
+    fprintf(out, "%s%" PRIu64, ticks < 0 ? "-" : "", mag / VCT_TICKS_PER_US);
+    if (mag % VCT_TICKS_PER_US)
+        fprintf(out, ".%02" PRIu64, mag % VCT_TICKS_PER_US);
 }
 
 /* One frame object.  "f (path/x.py:12)" -> name "f (path/x.py:12)", file, line 12. */
@@ -123,20 +123,20 @@ static void put_event(speedscope_ctx *c, char type, uint32_t frame, int64_t at)
     c->first = 0;
 }
 
-static void on_open(void *ctx, const vc_event *ev, int64_t start, int64_t end, size_t depth)
+static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, size_t depth)
 {
     put_event(ctx, 'O', ev->func, start);
 }
 
-static void on_close(void *ctx, const vc_event *ev, int64_t start, int64_t end, int64_t self,
+static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
                      size_t depth)
 {
     put_event(ctx, 'C', ev->func, end);
 }
 
-int export_speedscope(const vc_trace *t, const char *name, FILE *out, char *err, size_t errlen)
+int export_speedscope(const vct_trace *t, const char *name, FILE *out, char *err, size_t errlen)
 {
-    static const vc_walk_ops ops = {on_open, on_close};
+    static const vct_walk_ops ops = {on_open, on_close};
     /* open on the busiest thread, the one a reader most likely wants first */
     size_t active = 0, busiest = 0, nprofiles = 0;
     for (size_t i = 0; i < t->nthreads; i++) {
@@ -161,7 +161,7 @@ int export_speedscope(const vc_trace *t, const char *name, FILE *out, char *err,
     fputs("]},\n\"profiles\":[", out);
     int first_profile = 1;
     for (size_t i = 0; i < t->nthreads; i++) {
-        const vc_thread *th = &t->threads[i];
+        const vct_thread *th = &t->threads[i];
         if (!th->nevents)
             continue;
         int64_t start = th->events[0].ts, end = start;
@@ -171,10 +171,10 @@ int export_speedscope(const vc_trace *t, const char *name, FILE *out, char *err,
         char label[600], title[700];
         if (t->nprocesses > 1)
             snprintf(title, sizeof title, "%s (pid %" PRIu64 ", tid %" PRIu64 ")",
-                     vc_thread_label(th, label, sizeof label), th->pid, th->tid);
+                     vct_thread_label(th, label, sizeof label), th->pid, th->tid);
         else
             snprintf(title, sizeof title, "%s (tid %" PRIu64 ")",
-                     vc_thread_label(th, label, sizeof label), th->tid);
+                     vct_thread_label(th, label, sizeof label), th->tid);
         fputs(first_profile ? "\n{" : ",\n{", out);
         first_profile = 0;
         fputs("\"type\":\"evented\",\"name\":", out);
@@ -185,7 +185,7 @@ int export_speedscope(const vc_trace *t, const char *name, FILE *out, char *err,
         put_us(out, end);
         fputs(",\"events\":[", out);
         speedscope_ctx c = {out, 1};
-        if (vc_thread_walk(th, &ops, &c) < 0) {
+        if (vct_thread_walk(th, &ops, &c) < 0) {
             snprintf(err, errlen, "out of memory while exporting thread %" PRIu64, th->tid);
             return -1;
         }

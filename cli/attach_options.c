@@ -1,0 +1,180 @@
+/* attach_options.c — the command lines of the attach workflow, `vcattach trace|start|stop|
+ * status`: their option tables, --help texts and the checks between options (see
+ * attach_options.h).  Parsing itself is options.c's, like every other subcommand's.
+ */
+#include "attach_options.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+static void help_trace(FILE *out)
+{
+    fprintf(out,
+            "usage: vcattach [trace] --pid PID [-t DURATION] [-o OUT] [options]\n\n"
+            "Attach to the live CPython process PID, record every Python and C call on every\n"
+            "thread for DURATION (without -t: until Ctrl-C), detach, and write the trace.\n"
+            "The process keeps running throughout; nothing is left behind in it.\n\n"
+            "options:\n"
+            "  -p, --pid PID         the process to trace (required)\n"
+            "  -t, --duration DUR    how long: 10s, 500ms, 2m, 1.5s, 1h (a bare number is\n"
+            "                        seconds); without it, trace until Ctrl-C\n"
+            "  -o, --output OUT      the .cvf file to write (default vcattach-PID-DATE-TIME.cvf),\n"
+            "                        or unix:/path/to/socket to stream it to a listening socket\n"
+            "      --method M        ptrace (default) or gdb (fallback injection through gdb)\n"
+            "      --buffer-mb N     record buffer for all threads, in MiB (default: the agent's,\n"
+            "                        256); when full the oldest records are dropped and counted\n"
+            "      --hook H          auto (default), profile (PyEval_SetProfile), or monitoring\n"
+            "                        (sys.monitoring, Python 3.12+)\n"
+            "  -f, --force           replace OUT if it exists\n"
+            "  -q, --quiet           no status line and no summary\n"
+            "  -v, --verbose         progress of the injection on stderr\n"
+            "  -h, --help            this text\n\n"
+            "Ctrl-C (or SIGTERM) stops early and still writes the trace; a second one abandons\n"
+            "it: the agent then writes OUT.partial.cvf itself (OUT without its .cvf suffix), as\n"
+            "it does if vcattach is killed.  OUT is written as OUT.tmp, then renamed.\n\n"
+            "A target in another mount namespace (a container, a service with PrivateTmp) gets\n"
+            "its control socket in its own /tmp, and a copy of the agent there when it cannot\n"
+            "see this one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
+            "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"
+            "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n");
+}
+
+static void help_start(FILE *out)
+{
+    fprintf(out,
+            "usage: vcattach start --pid PID [-t DURATION] [-o OUT] [options]\n\n"
+            "Attach and return at once, leaving the agent tracing: the agent itself writes OUT\n"
+            "when DURATION has passed (default 60s, at most 24h) or at `vcattach stop --pid PID`.\n"
+            "OUT is written by the target process, as the target's user.\n\n"
+            "options: -p/--pid, -t/--duration, -o/--output (a file path; default\n"
+            "vcattach-PID-DATE-TIME.cvf), --method, --buffer-mb, --hook, -f/--force, -q, -v, -h\n"
+            "(as for `vcattach trace --help`)\n\n"
+            "exit codes: 0 tracing; 1 failure on the target side; 2 usage or preflight error\n");
+}
+
+static void help_stop(FILE *out)
+{
+    fprintf(out,
+            "usage: vcattach stop --pid PID [-q]\n\n"
+            "Stop the session started in PID by `vcattach start`, wait for the agent to write its\n"
+            "trace (at most 60s), and print the summary.\n\n"
+            "exit codes: 0 stopped and written; 1 no session running, or the agent failed;\n"
+            "2 usage error\n");
+}
+
+static void help_status(FILE *out)
+{
+    fprintf(out,
+            "usage: vcattach status --pid PID [-q]\n\n"
+            "Tell whether a vcattach session is running in PID, with its elapsed and remaining\n"
+            "time and its output.\n\n"
+            "exit codes: 0 a session is running; 1 no session is running; 2 usage error\n");
+}
+
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK };
+
+static const struct opt_spec attach_specs[] = {
+    {"pid", 'p', 1, 'p'},
+    {"duration", 't', 1, 't'},
+    {"output", 'o', 1, 'o'},
+    {"method", 0, 1, OPT_METHOD},
+    {"buffer-mb", 0, 1, OPT_BUFFER},
+    {"hook", 0, 1, OPT_HOOK},
+    {"force", 'f', 0, 'f'},
+    {"quiet", 'q', 0, 'q'},
+    {"verbose", 'v', 0, 'v'},
+};
+
+static const struct opt_command commands[] = {
+    [CLI_TRACE] = {"trace", attach_specs, sizeof attach_specs / sizeof attach_specs[0], help_trace},
+    [CLI_START] = {"start", attach_specs, sizeof attach_specs / sizeof attach_specs[0], help_start},
+    [CLI_STOP] = {"stop", attach_specs, sizeof attach_specs / sizeof attach_specs[0], help_stop},
+    [CLI_STATUS] = {"status", attach_specs, sizeof attach_specs / sizeof attach_specs[0],
+                    help_status},
+};
+
+struct parse_state {
+    struct cli_options *opt;
+    int has_pid;
+};
+
+static int on_option(void *ctx, const struct opt_spec *o, const char *value, char *err,
+                     size_t errlen)
+{
+    struct parse_state *ps = ctx;
+    struct cli_options *opt = ps->opt;
+    /* Only trace and start take the tracing options; stop and status take --pid and -q. */
+    int full = opt->mode == CLI_TRACE || opt->mode == CLI_START;
+    if (!full && o->id != 'p' && o->id != 'q') {
+        snprintf(err, errlen, "option '--%s' does not apply to %s", o->name,
+                 commands[opt->mode].name);
+        return -1;
+    }
+    switch (o->id) {
+    case 'p':
+        if (cli_parse_pid(value, &opt->pid, err, errlen) < 0)
+            return -1;
+        ps->has_pid = 1;
+        return 0;
+    case 't': return cli_parse_duration(value, &opt->duration_ms, err, errlen);
+    case 'o':
+        if (!*value) {
+            snprintf(err, errlen, "empty output path: give a file name or unix:/path");
+            return -1;
+        }
+        opt->output = value;
+        return 0;
+    case OPT_METHOD:
+        if (!strcmp(value, "ptrace"))
+            opt->method = CLI_METHOD_PTRACE;
+        else if (!strcmp(value, "gdb"))
+            opt->method = CLI_METHOD_GDB;
+        else {
+            snprintf(err, errlen, "unknown method '%s': use ptrace or gdb", value);
+            return -1;
+        }
+        return 0;
+    case OPT_BUFFER:
+        return cli_parse_uint(value, "buffer size (MiB)", 1, 65536, &opt->buffer_mb, err, errlen);
+    case OPT_HOOK:
+        if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring")) {
+            snprintf(err, errlen, "unknown hook '%s': use auto, profile or monitoring", value);
+            return -1;
+        }
+        opt->hook = value;
+        return 0;
+    case 'f': opt->force = 1; return 0;
+    case 'q': opt->quiet = 1; return 0;
+    case 'v': opt->verbose = 1; return 0;
+    }
+    snprintf(err, errlen, "option '--%s' is not handled", o->name);
+    return -1;
+}
+
+int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->mode = mode;
+    opt->hook = "auto";
+    opt->method = CLI_METHOD_PTRACE;
+    const struct opt_command *cmd = &commands[mode];
+    struct parse_state ps = {opt, 0};
+    int first;
+    int rc = opt_parse(cmd, argc, argv, on_option, &ps, &first);
+    if (rc)
+        return rc;
+    if (first < argc)
+        return opt_usage_error(cmd->name, "unexpected argument '%s'", argv[first]);
+    if (!ps.has_pid)
+        return opt_usage_error(cmd->name, "which process? give --pid PID");
+    if (mode == CLI_START) {
+        if (opt->duration_ms == 0)
+            opt->duration_ms = CLI_START_DEFAULT_MS;
+        if (opt->output && !strncmp(opt->output, "unix:", 5))
+            return opt_usage_error(cmd->name, "start writes a file (the agent writes it "
+                                              "itself): use `vcattach trace` to stream to a "
+                                              "socket");
+    }
+    return 0;
+}

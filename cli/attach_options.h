@@ -1,0 +1,41 @@
+/* attach_options.h — the command lines of the attach workflow (trace, start, stop, status):
+ * what each accepts, each subcommand's --help text, and the checks between options.
+ *
+ * Kept apart from cmd_trace.c so that the workflow reads as a sequence of steps; the parsing
+ * itself (and the shape of every error message) is options.c's, shared with convert and
+ * summary.
+ */
+#ifndef VC_ATTACH_OPTIONS_H
+#define VC_ATTACH_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "options.h"
+
+enum cli_mode { CLI_TRACE, CLI_START, CLI_STOP, CLI_STATUS };
+enum cli_method { CLI_METHOD_PTRACE, CLI_METHOD_GDB };
+
+/* `vcattach start` without -t: a detached session must always end by itself. */
+#define CLI_START_DEFAULT_MS (60ull * 1000)
+
+struct cli_options {
+    enum cli_mode mode;
+    pid_t pid;
+    uint64_t duration_ms;  /* 0: until Ctrl-C (trace only) */
+    const char *output;    /* NULL: the default name; "unix:/path" streams to a socket */
+    enum cli_method method;
+    unsigned buffer_mb;    /* 0: the agent's default */
+    const char *hook;      /* "auto" | "profile" | "monitoring" */
+    int force;
+    int quiet;
+    int verbose;
+};
+
+/* Parses argv (argv[0] = the subcommand name) for `mode`.  Returns 0 and fills *opt;
+ * 1 when --help was printed (exit 0); 2 on a usage error, after printing one line naming the
+ * problem and the fix on stderr. */
+int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt);
+
+#endif /* VC_ATTACH_OPTIONS_H */
