@@ -1,16 +1,10 @@
 /* cmd_summary.c — `vcattach summary FILE`: where the time went, in the terminal.
  *
- * Prints the trace's span, call count, threads and drops, then per thread (or merged across
- * threads) the top functions with self time, inclusive time, calls, mean and max duration.
- * Times come from one nesting walk per thread (trace_model.h):
- *   self  = a call's duration minus its direct children's (clipped) durations;
- *   total = inclusive time, counting recursion once: only calls with no active call of the
- *           same function below them on the stack add their duration, so f→g→f is not
- *           counted twice for f;
- *   mean, max over every call (recursive ones included).
- * Percentages are of the section's time in calls (the sum of its root calls' durations).
+ * Owns the command line and the printing: the trace's span, call count, threads and drops,
+ * then per thread (or merged across threads) the top functions with self time, inclusive
+ * time, calls, mean and max duration.  The numbers themselves are trace/summary.c's
+ * (definitions in summary.h); percentages are of the section's time in calls.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,65 +12,107 @@
 
 #include "commands.h"
 #include "model.h"
+#include "options.h"
+#include "summary.h"
 
-enum sort_key { SORT_SELF, SORT_TOTAL, SORT_CALLS };
+struct summary_args {
+    const char *path;
+    size_t top, max_threads;
+    const char *thread;  /* --thread: a name or a tid, or NULL */
+    enum vct_sort_key sort;
+    int merged;
+};
 
-typedef struct func_stats {
-    uint64_t calls;
-    int64_t self, total, sum_dur, max_dur;
-} func_stats;
+/* ---- command line ------------------------------------------------------------------------ */
 
-/* Accumulates one section (a thread, or all threads when merged). */
-typedef struct summary_acc {
-    const vct_trace *trace;
-    func_stats *stats;  /* [nfuncs], zero outside `touched` */
-    uint32_t *active;   /* [nfuncs]: calls of the function open on the current stack */
-    uint32_t *touched;  /* functions with calls in this section */
-    size_t ntouched;
-    uint64_t calls;
-    int64_t busy;       /* time in calls: the sum of root call durations */
-    enum sort_key sort;
-} summary_acc;
-
-static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, size_t depth)
+static void usage(FILE *out)
 {
-    summary_acc *a = ctx;
-    func_stats *s = &a->stats[ev->func];
-    int64_t dur = end - start;
-    if (!s->calls++)
-        a->touched[a->ntouched++] = ev->func;
-    if (!a->active[ev->func]++)
-        s->total += dur; /* outermost call of this function on the stack */
-    s->sum_dur += dur;
-    if (dur > s->max_dur)
-        s->max_dur = dur;
-    if (!depth)
-        a->busy += dur;
-    a->calls++;
+    fprintf(out,
+            "usage: vcattach summary FILE [--top N] [--thread NAME|TID] [--sort self|total|calls]"
+            " [--merged] [--max-threads N]\n"
+            "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
+            "  -n, --top N      functions shown per thread (default 20)\n"
+            "  --thread X       only the thread named X (or with tid X)\n"
+            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
+            "  --merged         one table for all threads together\n"
+            "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n"
+            "  -h, --help       this text\n"
+            "exit codes: 0 printed; 1 the trace cannot be read; 2 usage error\n");
 }
 
-static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
-                     size_t depth)
-{
-    summary_acc *a = ctx;
-    a->stats[ev->func].self += self;
-    a->active[ev->func]--;
-}
+enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS };
 
-static int cmp_funcs(const void *x, const void *y, void *ctx)
+static const struct opt_spec summary_specs[] = {
+    {"top", 'n', 1, 'n'},
+    {"thread", 0, 1, OPT_THREAD},
+    {"sort", 0, 1, OPT_SORT},
+    {"merged", 0, 0, OPT_MERGED},
+    {"max-threads", 0, 1, OPT_MAX_THREADS},
+};
+
+static const struct opt_command summary_command = {
+    "summary", summary_specs, sizeof summary_specs / sizeof summary_specs[0], usage};
+
+static int on_option(void *ctx, const struct opt_spec *o, const char *value, char *err,
+                     size_t errlen)
 {
-    const summary_acc *a = ctx;
-    const func_stats *p = &a->stats[*(const uint32_t *)x], *q = &a->stats[*(const uint32_t *)y];
-    int64_t kp, kq;
-    switch (a->sort) {
-    case SORT_TOTAL: kp = p->total, kq = q->total; break;
-    case SORT_CALLS: kp = (int64_t)p->calls, kq = (int64_t)q->calls; break;
-    default: kp = p->self, kq = q->self; break;
+    struct summary_args *a = ctx;
+    switch (o->id) {
+    case 'n':
+    case OPT_MAX_THREADS: {
+        char *endp;
+        unsigned long long v = strtoull(value, &endp, 10);
+        if (!*value || *endp || value[0] == '-' || (v == 0 && o->id == 'n')) {
+            snprintf(err, errlen, "--%s needs a %s number, not '%s'", o->name,
+                     o->id == 'n' ? "positive" : "whole", value);
+            return -1;
+        }
+        size_t n = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+        if (o->id == 'n')
+            a->top = n;
+        else
+            a->max_threads = n ? n : SIZE_MAX;
+        return 0;
     }
-    if (kp != kq)
-        return kp > kq ? -1 : 1;
-    return strcmp(a->trace->funcs[*(const uint32_t *)x], a->trace->funcs[*(const uint32_t *)y]);
+    case OPT_THREAD: a->thread = value; return 0;
+    case OPT_SORT:
+        if (!strcmp(value, "self"))
+            a->sort = VCT_SORT_SELF;
+        else if (!strcmp(value, "total"))
+            a->sort = VCT_SORT_TOTAL;
+        else if (!strcmp(value, "calls"))
+            a->sort = VCT_SORT_CALLS;
+        else {
+            snprintf(err, errlen, "--sort takes self, total or calls, not '%s'", value);
+            return -1;
+        }
+        return 0;
+    case OPT_MERGED: a->merged = 1; return 0;
+    }
+    snprintf(err, errlen, "option '--%s' is not handled", o->name);
+    return -1;
 }
+
+/* 0 with *a filled; 1 (--help printed) or 2 (usage error printed): the exit code. */
+static int parse_args(int argc, char **argv, struct summary_args *a)
+{
+    *a = (struct summary_args){.top = 20, .max_threads = 12, .sort = VCT_SORT_SELF};
+    int first;
+    int rc = opt_parse(&summary_command, argc, argv, on_option, a, &first);
+    if (rc)
+        return rc;
+    if (first == argc)
+        return opt_usage_error("summary", "which trace? usage: vcattach summary FILE.cvf "
+                                          "[--top N] [--thread X] [--sort KEY] [--merged]");
+    if (first != argc - 1)
+        return opt_usage_error("summary", "one trace file at a time");
+    if (a->merged && a->thread)
+        return opt_usage_error("summary", "--merged and --thread exclude each other");
+    a->path = argv[first];
+    return 0;
+}
+
+/* ---- printing ---------------------------------------------------------------------------- */
 
 /* 1234567 -> "1,234,567" */
 static const char *grouped(uint64_t v, char *buf, size_t len)
@@ -118,20 +154,20 @@ static void put_terminal_text(const char *s)
 }
 
 /* Prints the section accumulated in `a`, then resets it for the next one. */
-static void print_section(summary_acc *a, const char *title, size_t top)
+static void print_section(vct_summary *a, const char *title, size_t top, enum vct_sort_key sort)
 {
     char b1[32], b2[32];
     putchar('\n');
     put_terminal_text(title);
     printf(": %s call%s, %s in calls\n", grouped(a->calls, b1, sizeof b1),
            a->calls == 1 ? "" : "s", human_span(a->busy, b2, sizeof b2));
-    qsort_r(a->touched, a->ntouched, sizeof *a->touched, cmp_funcs, a);
+    vct_summary_sort(a, sort);
     size_t shown = a->ntouched < top ? a->ntouched : top;
     /* "µ" is two bytes but one column: its headers get one byte more of width */
     printf("  %11s %6s %11s %6s %11s %12s %12s  %s\n", "self ms", "self%", "total ms", "total%",
            "calls", "mean µs", "max µs", "function");
     for (size_t i = 0; i < shown; i++) {
-        const func_stats *s = &a->stats[a->touched[i]];
+        const vct_func_stats *s = &a->stats[a->touched[i]];
         printf("  %11.3f %5.1f%% %11.3f %5.1f%% %11s %11.2f %11.2f  ",
                (double)s->self / (VCT_TICKS_PER_US * 1000.0), pct(s->self, a->busy),
                (double)s->total / (VCT_TICKS_PER_US * 1000.0), pct(s->total, a->busy),
@@ -144,47 +180,7 @@ static void print_section(summary_acc *a, const char *title, size_t top)
     if (a->ntouched > shown)
         printf("  … %zu more function%s (--top N shows more)\n", a->ntouched - shown,
                a->ntouched - shown == 1 ? "" : "s");
-    for (size_t i = 0; i < a->ntouched; i++)
-        memset(&a->stats[a->touched[i]], 0, sizeof(func_stats));
-    a->ntouched = 0;
-    a->calls = 0;
-    a->busy = 0;
-}
-
-/* Which threads get a table when there are more than --max-threads: the ones with the most
- * calls (a thread-per-request server has hundreds of tiny threads).  Returns a malloc'd flag
- * per thread (1 = shown), or NULL with *failed set on allocation failure; NULL and !*failed
- * when every thread fits. */
-static int cmp_busiest(const void *x, const void *y, void *ctx)
-{
-    const vct_trace *t = ctx;
-    size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    size_t na = t->threads[a].nevents, nb = t->threads[b].nevents;
-    if (na != nb)
-        return na > nb ? -1 : 1;
-    return a < b ? -1 : a > b;
-}
-
-static unsigned char *pick_busiest_threads(const vct_trace *t, size_t max_threads, int *failed)
-{
-    *failed = 0;
-    if (t->nthreads <= max_threads)
-        return NULL;
-    size_t *order = malloc(t->nthreads * sizeof *order);
-    unsigned char *shown = calloc(t->nthreads, 1);
-    if (!order || !shown) {
-        free(order);
-        free(shown);
-        *failed = 1;
-        return NULL;
-    }
-    for (size_t i = 0; i < t->nthreads; i++)
-        order[i] = i;
-    qsort_r(order, t->nthreads, sizeof *order, cmp_busiest, (void *)t);
-    for (size_t i = 0; i < max_threads; i++)
-        shown[order[i]] = 1;
-    free(order);
-    return shown;
+    vct_summary_reset(a);
 }
 
 static void print_header(const char *path, const vct_trace *t)
@@ -202,134 +198,43 @@ static void print_header(const char *path, const vct_trace *t)
         printf(", no drop count recorded\n");
 }
 
-static void usage(FILE *out)
+/* The thread --thread names, or -1 for all.  -2 after printing that it does not exist, with
+ * the threads there are (the first 20). */
+static long resolve_thread(const vct_trace *t, const struct summary_args *a)
 {
-    fprintf(out,
-            "usage: vcattach summary FILE [--top N] [--thread NAME|TID] [--sort self|total|calls]"
-            " [--merged] [--max-threads N]\n"
-            "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
-            "  --top N          functions shown per thread (default 20)\n"
-            "  --thread X       only the thread named X (or with tid X)\n"
-            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
-            "  --merged         one table for all threads together\n"
-            "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n");
+    if (!a->thread)
+        return -1;
+    long only = vct_trace_find_thread(t, a->thread);
+    if (only >= 0)
+        return only;
+    fprintf(stderr, "vcattach summary: no thread '%s' in %s; threads:", a->thread, a->path);
+    for (size_t i = 0; i < t->nthreads; i++) {
+        if (i == 20) {
+            fprintf(stderr, " … (%zu more)", t->nthreads - i);
+            break;
+        }
+        char label[64];
+        fprintf(stderr, "%s %s (tid %" PRIu64 ")", i ? "," : "",
+                vct_thread_label(&t->threads[i], label, sizeof label), t->threads[i].tid);
+    }
+    fputc('\n', stderr);
+    return -2;
 }
 
-int cmd_summary(int argc, char **argv)
+/* One table per thread (only: that thread; else the busiest --max-threads of them), or one
+ * merged table, then the note on hidden threads.  0, or -1 on allocation failure. */
+static int print_tables(const vct_trace *t, const struct summary_args *a, long only)
 {
-    static const struct option longopts[] = {
-        {"top", required_argument, NULL, 'n'},    {"thread", required_argument, NULL, 't'},
-        {"sort", required_argument, NULL, 's'},   {"merged", no_argument, NULL, 'm'},
-        {"max-threads", required_argument, NULL, 'T'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-    };
-    size_t top = 20, max_threads = 12;
-    const char *thread_arg = NULL;
-    enum sort_key sort = SORT_SELF;
-    int merged = 0, opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
-        case 'T': {
-            char *endp;
-            unsigned long long v = strtoull(optarg, &endp, 10);
-            if (!*optarg || *endp || optarg[0] == '-' || (v == 0 && opt == 'n')) {
-                fprintf(stderr, "vcattach summary: %s needs a %s number, not '%s'\n",
-                        opt == 'n' ? "--top" : "--max-threads",
-                        opt == 'n' ? "positive" : "whole", optarg);
-                return VC_EXIT_USAGE;
-            }
-            size_t value = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
-            if (opt == 'n')
-                top = value;
-            else
-                max_threads = value ? value : SIZE_MAX;
-            break;
-        }
-        case 't': thread_arg = optarg; break;
-        case 's':
-            if (!strcmp(optarg, "self"))
-                sort = SORT_SELF;
-            else if (!strcmp(optarg, "total"))
-                sort = SORT_TOTAL;
-            else if (!strcmp(optarg, "calls"))
-                sort = SORT_CALLS;
-            else {
-                fprintf(stderr, "vcattach summary: --sort takes self, total or calls, not '%s'\n",
-                        optarg);
-                return VC_EXIT_USAGE;
-            }
-            break;
-        case 'm': merged = 1; break;
-        case 'h': usage(stdout); return VC_EXIT_OK;
-        default:
-            fprintf(stderr, "vcattach summary: unknown or incomplete option '%s' "
-                            "(see vcattach summary --help)\n", argv[optind - 1]);
-            return VC_EXIT_USAGE;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, optind == argc ? "vcattach summary: which trace? usage: vcattach summary "
-                                         "FILE.cvf [--top N] [--thread X] [--sort KEY] [--merged]\n"
-                                       : "vcattach summary: one trace file at a time\n");
-        return VC_EXIT_USAGE;
-    }
-    if (merged && thread_arg) {
-        fprintf(stderr, "vcattach summary: --merged and --thread exclude each other\n");
-        return VC_EXIT_USAGE;
-    }
-    const char *path = argv[optind];
-
-    char err[512];
-    vct_trace *t;
-    if (vct_trace_load(path, &t, err, sizeof err) < 0) {
-        fprintf(stderr, "vcattach summary: %s\n", err);
-        return VC_EXIT_FAIL;
-    }
-    long only = -1;
-    if (thread_arg && (only = vct_trace_find_thread(t, thread_arg)) < 0) {
-        fprintf(stderr, "vcattach summary: no thread '%s' in %s; threads:", thread_arg, path);
-        for (size_t i = 0; i < t->nthreads; i++) {
-            if (i == 20) {
-                fprintf(stderr, " … (%zu more)", t->nthreads - i);
-                break;
-            }
-            char label[64];
-            fprintf(stderr, "%s %s (tid %" PRIu64 ")", i ? "," : "",
-                    vct_thread_label(&t->threads[i], label, sizeof label), t->threads[i].tid);
-        }
-        fputc('\n', stderr);
-        vct_trace_free(t);
-        return VC_EXIT_USAGE;
-    }
-
-    summary_acc acc = {.trace = t, .sort = sort};
+    vct_summary acc;
+    if (vct_summary_init(&acc, t) < 0)
+        return -1;
+    int failed = 0;
     unsigned char *shown = NULL; /* threads that get a table, when not all of them do */
-    size_t nf = t->nfuncs ? t->nfuncs : 1;
-    acc.stats = calloc(nf, sizeof *acc.stats);
-    acc.active = calloc(nf, sizeof *acc.active);
-    acc.touched = malloc(nf * sizeof *acc.touched);
-    int rc = VC_EXIT_OK;
-    if (!acc.stats || !acc.active || !acc.touched) {
-        fprintf(stderr, "vcattach summary: out of memory\n");
-        rc = VC_EXIT_FAIL;
-        goto out;
-    }
-    static const vct_walk_ops ops = {on_open, on_close};
-    print_header(path, t);
+    if (!a->merged && only < 0)
+        shown = vct_summary_busiest_threads(t, a->max_threads, &failed);
     size_t hidden = 0;
     uint64_t hidden_calls = 0;
-    int failed = 0;
-    if (!merged && only < 0)
-        shown = pick_busiest_threads(t, max_threads, &failed);
-    if (failed) {
-        fprintf(stderr, "vcattach summary: out of memory\n");
-        rc = VC_EXIT_FAIL;
-        goto out;
-    }
-    for (size_t i = 0; i < t->nthreads; i++) {
+    for (size_t i = 0; i < t->nthreads && !failed; i++) {
         const vct_thread *th = &t->threads[i];
         if ((only >= 0 && (long)i != only) || (!th->nevents && only < 0))
             continue;
@@ -338,40 +243,66 @@ int cmd_summary(int argc, char **argv)
             hidden_calls += th->nevents;
             continue;
         }
-        if (vct_thread_walk(th, &ops, &acc) < 0) {
-            fprintf(stderr, "vcattach summary: out of memory\n");
-            rc = VC_EXIT_FAIL;
-            goto out;
+        if (vct_summary_add_thread(&acc, th) < 0) {
+            failed = 1;
+            break;
         }
-        if (!merged) {
+        if (!a->merged) {
             char label[600], title[700];
             snprintf(title, sizeof title, "%s (pid %" PRIu64 ", tid %" PRIu64 ")",
                      vct_thread_label(th, label, sizeof label), th->pid, th->tid);
-            print_section(&acc, title, top);
+            print_section(&acc, title, a->top, a->sort);
         }
     }
-    if (merged) {
+    if (!failed && a->merged) {
         char title[64];
         snprintf(title, sizeof title, "all %zu threads merged", t->nthreads);
-        print_section(&acc, title, top);
+        print_section(&acc, title, a->top, a->sort);
     }
-    if (hidden) {
+    if (!failed && hidden) {
         char b1[32];
         printf("\n… %zu more thread%s with %s calls: --thread NAME shows one, --max-threads 0 all, "
                "--merged all in one table\n", hidden, hidden == 1 ? "" : "s",
                grouped(hidden_calls, b1, sizeof b1));
     }
-    if (!t->nevents)
-        printf("\n(no complete calls in this trace)\n");
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "vcattach summary: cannot write the summary to stdout\n");
-        rc = VC_EXIT_FAIL;
-    }
-out:
     free(shown);
-    free(acc.stats);
-    free(acc.active);
-    free(acc.touched);
+    vct_summary_free(&acc);
+    return failed ? -1 : 0;
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+int cmd_summary(int argc, char **argv)
+{
+    struct summary_args a;
+    int prc = parse_args(argc, argv, &a);
+    if (prc)
+        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+
+    char err[512];
+    vct_trace *t;
+    if (vct_trace_load(a.path, &t, err, sizeof err) < 0) {
+        fprintf(stderr, "vcattach summary: %s\n", err);
+        return VC_EXIT_FAIL;
+    }
+    int rc = VC_EXIT_OK;
+    long only = resolve_thread(t, &a);
+    if (only == -2) {
+        rc = VC_EXIT_USAGE;
+    } else {
+        print_header(a.path, t);
+        if (print_tables(t, &a, only) < 0) {
+            fprintf(stderr, "vcattach summary: out of memory\n");
+            rc = VC_EXIT_FAIL;
+        } else {
+            if (!t->nevents)
+                printf("\n(no complete calls in this trace)\n");
+            if (fflush(stdout) != 0) {
+                fprintf(stderr, "vcattach summary: cannot write the summary to stdout\n");
+                rc = VC_EXIT_FAIL;
+            }
+        }
+    }
     vct_trace_free(t);
     return rc;
 }
