@@ -1,26 +1,25 @@
 /* cmd_convert.c — `vcattach convert IN [-o OUT] [--format F] [--force] [--quiet]`.
  *
- * Owns the command line of conversion and the file handling around it: which direction
- * (chosen from the input's first bytes, not its name), where the output goes, and the promise
- * that a failed conversion leaves nothing behind: the output is written to OUT.tmp in the same
- * directory, fsync'd, and renamed over OUT only on success (without --force, linked so that
- * an OUT that appeared meanwhile is not clobbered).  The conversions themselves live in
- * convert_*.c and json_cvf.c; adding an output format is one row in `formats[]`.
+ * Owns the command line of conversion and the steps around it: which direction (chosen from
+ * the input's first bytes, not its name), where the output goes, and the promise that a
+ * failed conversion leaves nothing behind: the output goes through the one atomic-output path
+ * (trace_sink.c: OUT.tmp created O_EXCL|O_NOFOLLOW, fsync, rename; removed on an error or a
+ * fatal signal).  The conversions themselves live in trace/ (chrome.c, json_cvf.c, export.c);
+ * adding an output format is one row in `formats[]`.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "convert.h"
 #include "cvf_reader.h"
 #include "export.h"
+#include "options.h"
+#include "trace_sink.h"
 
 /* Output formats of a .cvf input (--format). */
 static const struct format {
@@ -49,13 +48,13 @@ static void usage(FILE *out)
             "  JSON  ({\"traceEvents\": [...]} or a bare [...] list of events) -> .cvf,\n"
             "        grouped like VizTracer's compressor (`viztracer --compress`)\n\n"
             "options:\n"
-            "  -o OUT         output file; '-' writes to stdout.  Default: IN with its\n"
+            "  -o, --output OUT  output file; '-' writes to stdout.  Default: IN with its\n"
             "                 extension replaced (.cvf <-> .json)\n"
             "  --format F     output format for a .cvf input:\n");
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         fprintf(out, "                   %-10s %s\n", formats[i].name, formats[i].summary);
     fprintf(out,
-            "  --force        replace OUT if it exists (otherwise an existing OUT is an error)\n"
+            "  -f, --force    replace OUT if it exists (otherwise an existing OUT is an error)\n"
             "  -q, --quiet    no progress line (printed on stderr for inputs over 50 MB)\n"
             "  -h, --help     this text\n\n"
             "OUT is written to OUT.tmp in the same directory and renamed when complete; on any\n"
@@ -63,31 +62,68 @@ static void usage(FILE *out)
             "I/O error), 2 usage error.\n");
 }
 
-/* ---- cleanup of OUT.tmp on a signal ------------------------------------------------------ */
+/* ---- command line ------------------------------------------------------------------------ */
 
-static char tmp_path_for_signal[4096];
-static volatile sig_atomic_t tmp_live;
+struct convert_args {
+    const char *in, *out, *format_name;
+    const struct format *fmt;
+    bool force, quiet;
+};
 
-static void on_fatal_signal(int sig)
+enum { OPT_FORMAT = 256 };
+
+static const struct opt_spec convert_specs[] = {
+    {"output", 'o', 1, 'o'},
+    {"format", 0, 1, OPT_FORMAT},
+    {"force", 'f', 0, 'f'},
+    {"quiet", 'q', 0, 'q'},
+};
+
+static const struct opt_command convert_command = {
+    "convert", convert_specs, sizeof convert_specs / sizeof convert_specs[0], usage};
+
+static int on_option(void *ctx, const struct opt_spec *o, const char *value, char *err,
+                     size_t errlen)
 {
-    if (tmp_live)
-        unlink(tmp_path_for_signal);
-    signal(sig, SIG_DFL);
-    raise(sig);
+    struct convert_args *a = ctx;
+    switch (o->id) {
+    case 'o': a->out = value; return 0;
+    case OPT_FORMAT:
+        a->format_name = value;
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+            if (!strcmp(formats[i].name, value)) {
+                a->fmt = &formats[i];
+                return 0;
+            }
+        {
+            size_t n = (size_t)snprintf(err, errlen, "unknown --format '%s': use", value);
+            for (size_t i = 0; i < sizeof formats / sizeof formats[0] && n < errlen; i++)
+                n += (size_t)snprintf(err + n, errlen - n, "%s %s", i ? "," : "",
+                                      formats[i].name);
+        }
+        return -1;
+    case 'f': a->force = true; return 0;
+    case 'q': a->quiet = true; return 0;
+    }
+    snprintf(err, errlen, "option '--%s' is not handled", o->name);
+    return -1;
 }
 
-static void guard_tmp(const char *path)
+/* 0 with *a filled; 1 (--help printed) or 2 (usage error printed): the exit code. */
+static int parse_args(int argc, char **argv, struct convert_args *a)
 {
-    snprintf(tmp_path_for_signal, sizeof tmp_path_for_signal, "%s", path);
-    tmp_live = 1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGPIPE, &sa, NULL);
+    *a = (struct convert_args){.fmt = &formats[0]};
+    int first;
+    int rc = opt_parse(&convert_command, argc, argv, on_option, a, &first);
+    if (rc)
+        return rc;
+    if (first == argc)
+        return opt_usage_error("convert", "no input file (usage: vcattach convert IN [-o OUT])");
+    if (argc - first > 1)
+        return opt_usage_error("convert", "one input only ('%s' and '%s'); use -o for the "
+                                          "output", argv[first], argv[first + 1]);
+    a->in = argv[first];
+    return 0;
 }
 
 /* ---- progress ----------------------------------------------------------------------------- */
@@ -110,7 +146,7 @@ static void show_progress(void *ctx, size_t done, size_t total)
     fprintf(stderr, ps->tty ? "\rvcattach convert: %3d%%" : "vcattach convert: %d%%\n", pct);
 }
 
-/* ---- the command --------------------------------------------------------------------------- */
+/* ---- the steps ---------------------------------------------------------------------------- */
 
 enum input_kind { INPUT_CVF, INPUT_JSON, INPUT_UNKNOWN };
 
@@ -148,211 +184,141 @@ static char *default_output(const char *in, enum input_kind kind, const char *ex
     return out;
 }
 
-int cmd_convert(int argc, char **argv)
+/* The input, mapped, and which way it converts.  Returns VC_EXIT_OK, or the exit code after
+ * printing why not (the mapping is released then). */
+static int open_input(const struct convert_args *a, void **data, size_t *size,
+                      enum input_kind *kind)
 {
-    const char *in = NULL, *out = NULL, *format_name = NULL;
-    bool force = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return VC_EXIT_OK;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--format")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "vcattach convert: %s needs a value (see vcattach convert "
-                                "--help)\n", a);
-                return VC_EXIT_USAGE;
-            }
-            if (!strcmp(a, "--format"))
-                format_name = argv[++i];
-            else
-                out = argv[++i];
-        } else if (!strncmp(a, "--format=", 9)) {
-            format_name = a + 9;
-        } else if (!strncmp(a, "--output=", 9)) {
-            out = a + 9;
-        } else if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
-            force = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "vcattach convert: unknown option '%s' (see vcattach convert "
-                            "--help)\n", a);
-            return VC_EXIT_USAGE;
-        } else if (!in) {
-            in = a;
-        } else {
-            fprintf(stderr, "vcattach convert: one input only ('%s' and '%s'); use -o for the "
-                            "output\n", in, a);
-            return VC_EXIT_USAGE;
-        }
-    }
-    if (!in) {
-        fprintf(stderr, "vcattach convert: no input file (usage: vcattach convert IN [-o OUT]; "
-                        "see --help)\n");
-        return VC_EXIT_USAGE;
-    }
-    const struct format *fmt = &formats[0];
-    if (format_name) {
-        fmt = NULL;
-        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
-            if (!strcmp(formats[i].name, format_name))
-                fmt = &formats[i];
-        if (!fmt) {
-            fprintf(stderr, "vcattach convert: unknown --format '%s' (see vcattach convert "
-                            "--help for the list)\n", format_name);
-            return VC_EXIT_USAGE;
-        }
-    }
-
     cvf_error err;
-    void *data = NULL;
-    size_t size = 0;
-    if (cvf_map_file(in, &data, &size, &err) != 0) {
-        fprintf(stderr, "vcattach convert: %s: %s\n", in, err.msg);
+    if (cvf_map_file(a->in, data, size, &err) != 0) {
+        fprintf(stderr, "vcattach convert: %s: %s\n", a->in, err.msg);
         return VC_EXIT_FAIL;
     }
-    enum input_kind kind = sniff(data, size);
-    if (kind == INPUT_UNKNOWN) {
+    *kind = sniff(*data, *size);
+    int rc = VC_EXIT_OK;
+    if (*kind == INPUT_UNKNOWN) {
         fprintf(stderr, "vcattach convert: %s: neither a .cvf file (starts with the version "
-                        "word 1) nor JSON (starts with '{' or '['); check the file name\n", in);
-        cvf_unmap_file(data, size);
-        return VC_EXIT_FAIL;
-    }
-    if (kind == INPUT_JSON && format_name) {
+                        "word 1) nor JSON (starts with '{' or '['); check the file name\n",
+                a->in);
+        rc = VC_EXIT_FAIL;
+    } else if (*kind == INPUT_JSON && a->format_name) {
         fprintf(stderr, "vcattach convert: --format applies to a .cvf input; %s is JSON and "
-                        "converts to .cvf (drop --format)\n", in);
-        cvf_unmap_file(data, size);
-        return VC_EXIT_USAGE;
+                        "converts to .cvf (drop --format)\n", a->in);
+        rc = VC_EXIT_USAGE;
     }
+    if (rc != VC_EXIT_OK)
+        cvf_unmap_file(*data, *size);
+    return rc;
+}
 
-    char *out_owned = NULL;
-    if (!out) {
-        out = out_owned = default_output(in, kind, fmt->ext);
-        if (!out || !strcmp(out, in)) {
-            fprintf(stderr, "vcattach convert: cannot derive an output name from '%s'; give "
-                            "one with -o OUT\n", in);
-            free(out_owned);
-            cvf_unmap_file(data, size);
-            return VC_EXIT_USAGE;
-        }
+/* Runs the conversion into fd (the sink's OUT.tmp, or stdout).  0, or -1 with err. */
+static int run_conversion(const struct convert_args *a, enum input_kind kind, const void *data,
+                          size_t size, int fd, bool to_stdout, convert_ctx *cc, cvf_error *err)
+{
+    if (kind == INPUT_JSON)
+        return convert_json_to_cvf(data, size, fd, cc, err);
+    /* The .cvf converters write a stream: over a duplicate, so that the sink keeps its fd
+     * for the fsync and rename. */
+    int dupfd = to_stdout ? -1 : dup(fd);
+    FILE *fp = to_stdout ? stdout : dupfd >= 0 ? fdopen(dupfd, "w") : NULL;
+    if (!fp) {
+        snprintf(err->msg, sizeof err->msg, "cannot write the output: %s", strerror(errno));
+        if (dupfd >= 0)
+            close(dupfd);
+        return -1;
     }
+    int crc = a->fmt->run(data, size, fp, cc, err);
+    int wrc = to_stdout ? fflush(fp) : fclose(fp);
+    if (crc == 0 && wrc != 0) {
+        snprintf(err->msg, sizeof err->msg, "writing the output failed: %s", strerror(errno));
+        crc = -1;
+    }
+    return crc;
+}
+
+static void report_conversion_error(const struct convert_args *a, enum input_kind kind,
+                                    const cvf_error *err)
+{
+    if (kind == INPUT_CVF)
+        fprintf(stderr, "vcattach convert: %s: %s (the .cvf is corrupt or truncated; "
+                        "re-create it, or recover what precedes that offset from a copy)\n",
+                a->in, err->msg);
+    else
+        fprintf(stderr, "vcattach convert: %s: %s (fix the input JSON; a Chrome trace "
+                        "needs events with ph, pid, tid, ts, and name/dur for X)\n",
+                a->in, err->msg);
+}
+
+/* Converts the mapped input into `out` ("-": stdout) through the sink.  Returns the exit
+ * code; on failure nothing is left behind. */
+static int convert_to(const struct convert_args *a, enum input_kind kind, const void *data,
+                      size_t size, const char *out)
+{
     bool to_stdout = !strcmp(out, "-");
-    int rc = VC_EXIT_FAIL;
-    char *tmp = NULL;
-    int fd = -1;
-    FILE *fp = NULL;
+    struct trace_sink sink = {.fd = -1};
+    char msg[768];
     if (!to_stdout) {
-        struct stat st;
-        if (!force && lstat(out, &st) == 0) {
-            fprintf(stderr, "vcattach convert: %s already exists; pass --force to replace it\n",
-                    out);
-            rc = VC_EXIT_USAGE;
-            goto done;
+        if (sink_open_file(&sink, out, a->force, msg, sizeof msg) < 0) {
+            int e = errno;
+            fprintf(stderr, "vcattach convert: %s\n", msg);
+            return e == EEXIST ? VC_EXIT_USAGE : VC_EXIT_FAIL;
         }
-        tmp = malloc(strlen(out) + 5);
-        if (!tmp)
-            goto oom;
-        sprintf(tmp, "%s.tmp", out);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd < 0) {
-            fprintf(stderr, "vcattach convert: cannot create %s: %s (check the directory "
-                            "exists and is writable)\n", tmp, strerror(errno));
-            goto done;
-        }
-        guard_tmp(tmp);
-    } else
-        fd = STDOUT_FILENO;
-
+        sink_remove_on_signal(&sink);
+    }
     progress_state ps = {-1, isatty(STDERR_FILENO) != 0};
     convert_ctx cc = {NULL, &ps};
-    if (!quiet && size > PROGRESS_MIN_BYTES) {
+    if (!a->quiet && size > PROGRESS_MIN_BYTES) {
         cc.progress = show_progress;
-        fprintf(stderr, "vcattach convert: %s (%zu MB) -> %s\n", in, size >> 20,
+        fprintf(stderr, "vcattach convert: %s (%zu MB) -> %s\n", a->in, size >> 20,
                 to_stdout ? "stdout" : out);
     }
-
-    int crc;
-    if (kind == INPUT_CVF) {
-        fp = to_stdout ? stdout : fdopen(fd, "w");
-        if (!fp)
-            goto oom;
-        if (!to_stdout)
-            fd = -1; /* owned by fp now */
-        crc = fmt->run(data, size, fp, &cc, &err);
-        if (crc == 0 && fflush(fp) != 0) {
-            snprintf(err.msg, sizeof err.msg, "writing the output failed: %s", strerror(errno));
-            crc = -1;
-        }
-    } else {
-        crc = convert_json_to_cvf(data, size, fd, &cc, &err);
-    }
+    cvf_error err;
+    int crc = run_conversion(a, kind, data, size, to_stdout ? STDOUT_FILENO : sink.fd,
+                             to_stdout, &cc, &err);
     if (cc.progress && crc == 0)
         show_progress(&ps, size, size);
     if (cc.progress && ps.tty && ps.last_pct >= 0)
         fputc('\n', stderr);
     if (crc != 0) {
-        if (kind == INPUT_CVF)
-            fprintf(stderr, "vcattach convert: %s: %s (the .cvf is corrupt or truncated; "
-                            "re-create it, or recover what precedes that offset from a copy)\n",
-                    in, err.msg);
-        else
-            fprintf(stderr, "vcattach convert: %s: %s (fix the input JSON; a Chrome trace "
-                            "needs events with ph, pid, tid, ts, and name/dur for X)\n",
-                    in, err.msg);
-        goto done;
+        report_conversion_error(a, kind, &err);
+        if (!to_stdout)
+            sink_abort(&sink);
+        return VC_EXIT_FAIL;
     }
-    if (!to_stdout) {
-        int sync_fd = fp ? fileno(fp) : fd;
-        if (fsync(sync_fd) != 0) {
-            fprintf(stderr, "vcattach convert: writing %s failed: %s\n", tmp, strerror(errno));
-            goto done;
-        }
-        if (fp ? fclose(fp) != 0 : close(fd) != 0) {
-            fp = NULL;
-            fd = -1;
-            fprintf(stderr, "vcattach convert: writing %s failed: %s\n", tmp, strerror(errno));
-            goto done;
-        }
-        fp = NULL;
-        fd = -1;
-        /* Without --force, link() fails if OUT appeared meanwhile; rename() would replace.
-         * Filesystems without hard links get a last check and rename(). */
-        bool linked = false;
-        if (!force) {
-            struct stat st;
-            if (link(tmp, out) == 0)
-                linked = true;
-            else if (errno == EEXIST || lstat(out, &st) == 0) {
-                errno = EEXIST;
-                fprintf(stderr, "vcattach convert: cannot create %s: %s (pass --force to "
-                                "replace it)\n", out, strerror(errno));
-                goto done;
-            }
-        }
-        if (!linked && rename(tmp, out) != 0) {
-            fprintf(stderr, "vcattach convert: cannot create %s: %s%s\n", out, strerror(errno),
-                    errno == EEXIST ? " (pass --force to replace it)" : "");
-            goto done;
-        }
-        if (linked)
-            unlink(tmp);
-        tmp_live = 0;
+    if (!to_stdout && sink_commit(&sink, msg, sizeof msg) < 0) {
+        fprintf(stderr, "vcattach convert: %s\n", msg);
+        sink_abort(&sink);
+        return VC_EXIT_FAIL;
     }
-    rc = VC_EXIT_OK;
-    goto done;
-oom:
-    fprintf(stderr, "vcattach convert: out of memory\n");
-done:
-    if (fp && fp != stdout)
-        fclose(fp);
-    if (fd >= 0 && fd != STDOUT_FILENO)
-        close(fd);
-    if (tmp && rc != VC_EXIT_OK) {
-        unlink(tmp);
-        tmp_live = 0;
+    return VC_EXIT_OK;
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+int cmd_convert(int argc, char **argv)
+{
+    struct convert_args a;
+    int prc = parse_args(argc, argv, &a);
+    if (prc)
+        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    void *data = NULL;
+    size_t size = 0;
+    enum input_kind kind;
+    int rc = open_input(&a, &data, &size, &kind);
+    if (rc != VC_EXIT_OK)
+        return rc;
+    char *out_owned = NULL;
+    const char *out = a.out;
+    if (!out) {
+        out = out_owned = default_output(a.in, kind, a.fmt->ext);
+        if (!out || !strcmp(out, a.in)) {
+            fprintf(stderr, "vcattach convert: cannot derive an output name from '%s'; give "
+                            "one with -o OUT\n", a.in);
+            rc = VC_EXIT_USAGE;
+        }
     }
-    free(tmp);
+    if (rc == VC_EXIT_OK)
+        rc = convert_to(&a, kind, data, size, out);
     free(out_owned);
     cvf_unmap_file(data, size);
     return rc;

@@ -1,9 +1,11 @@
-/* trace_sink.c — the output of `vcattach trace`: atomic file or Unix socket (trace_sink.h). */
+/* trace_sink.c — the one atomic-output path of vcattach (`trace`, `convert`): an OUT.tmp
+ * created O_EXCL|O_NOFOLLOW, fsync, rename; or a Unix socket (see trace_sink.h). */
 #include "trace_sink.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,42 @@
 
 /* How long a socket listener may stall the transfer before we give up on it. */
 #define SOCKET_STALL_MS 30000
+
+/* The OUT.tmp a fatal signal must remove (sink_remove_on_signal): a copy, so that the handler
+ * reads nothing that the main flow may be changing. */
+static char signal_tmp[PATH_MAX + 8];
+static volatile sig_atomic_t signal_tmp_live;
+
+static void on_fatal_signal(int sig)
+{
+    if (signal_tmp_live)
+        unlink(signal_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void sink_remove_on_signal(struct trace_sink *k)
+{
+    if (k->is_socket || !k->tmp_path[0])
+        return;
+    signal_tmp_live = 0;
+    snprintf(signal_tmp, sizeof signal_tmp, "%s", k->tmp_path);
+    signal_tmp_live = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+/* OUT.tmp is no longer ours to remove: renamed, removed, or kept on purpose. */
+static void forget_tmp(struct trace_sink *k)
+{
+    signal_tmp_live = 0;
+    k->tmp_path[0] = '\0';
+}
 
 int sink_absolute_path(const char *out, char *abs, size_t cap, char *err, size_t errlen)
 {
@@ -57,12 +95,14 @@ static int check_existing(const char *abs, int force, char *err, size_t errlen)
         return 0;
     if (S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "output %s is a directory: give a file name inside it", abs);
+        errno = EISDIR;
         return -1;
     }
     if (!force) {
         snprintf(err, errlen, "output %s already exists: choose another name with -o, or pass "
                               "--force to replace it",
                  abs);
+        errno = EEXIST;
         return -1;
     }
     return 0;
@@ -95,6 +135,7 @@ int sink_open_file(struct trace_sink *k, const char *out, int force, char *err, 
         else
             snprintf(err, errlen, "cannot create %s: %s", k->tmp_path, strerror(e));
         k->tmp_path[0] = '\0';
+        errno = e;
         return -1;
     }
     fchmod(k->fd, 0644); /* the operator's file, readable like any other output */
@@ -204,15 +245,15 @@ int sink_commit(struct trace_sink *k, char *err, size_t errlen)
     if (rc < 0) {
         int e = errno;
         if (e == EEXIST)
-            snprintf(err, errlen, "%s appeared while tracing: the trace is kept in %s", k->path,
+            snprintf(err, errlen, "%s appeared while writing: the output is kept in %s", k->path,
                      k->tmp_path);
         else
             snprintf(err, errlen, "cannot rename %s to %s: %s (the trace is kept in %s)",
                      k->tmp_path, k->path, strerror(e), k->tmp_path);
-        k->tmp_path[0] = '\0'; /* keep the data: never remove it on this path */
+        forget_tmp(k); /* keep the data: never remove it on this path */
         return -1;
     }
-    k->tmp_path[0] = '\0';
+    forget_tmp(k);
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", k->path);
     char *slash = strrchr(dir, '/');
@@ -239,7 +280,7 @@ void sink_abort(struct trace_sink *k)
     k->fd = -1;
     if (!k->is_socket && k->tmp_path[0])
         unlink(k->tmp_path);
-    k->tmp_path[0] = '\0';
+    forget_tmp(k);
 }
 
 int sink_check_remote_file(const char *out, uid_t target_uid, int force, char *abs, size_t cap,

@@ -1,9 +1,11 @@
-/* trace_sink.h — where `vcattach trace` puts the .cvf bytes the agent sends: a file written
- * atomically (OUT.tmp, fsync, rename: a crash never leaves a half-written OUT), or a listening
- * Unix stream socket (-o unix:/path).
+/* trace_sink.h — the one atomic-output path of vcattach: where `vcattach trace` puts the
+ * .cvf bytes the agent sends and `vcattach convert` its output.  A file is written atomically
+ * (OUT.tmp created O_EXCL|O_NOFOLLOW, fsync, rename: a crash never leaves a half-written OUT,
+ * a failure or a fatal signal leaves no OUT.tmp); `trace` may also stream to a listening Unix
+ * socket (-o unix:/path).
  *
- * The sink is opened during preflight, before the target is touched, so that an unwritable
- * or already existing OUT is reported with nothing done to the target.
+ * `trace` opens the sink during preflight, before the target is touched, so that an
+ * unwritable or already existing OUT is reported with nothing done to the target.
  */
 #ifndef VC_TRACE_SINK_H
 #define VC_TRACE_SINK_H
@@ -26,8 +28,14 @@ struct trace_sink {
 int sink_absolute_path(const char *out, char *abs, size_t cap, char *err, size_t errlen);
 
 /* Creates OUT.tmp exclusively (O_EXCL|O_NOFOLLOW, mode 0644).  Refuses an existing OUT
- * unless force.  Returns 0 or -1 with err (cause and fix). */
+ * unless force.  Returns 0 or -1 with err (cause and fix); errno is EEXIST when OUT or OUT.tmp
+ * is in the way (a usage error rather than a failure). */
 int sink_open_file(struct trace_sink *k, const char *out, int force, char *err, size_t errlen);
+
+/* Removes OUT.tmp if SIGINT, SIGTERM, SIGHUP or SIGPIPE ends the process before
+ * sink_commit or sink_abort (then re-raises the signal).  For commands without signal
+ * handling of their own (convert); one file sink at a time. */
+void sink_remove_on_signal(struct trace_sink *k);
 
 /* Connects to the listening Unix socket at path.  Returns 0 or -1 with err. */
 int sink_open_socket(struct trace_sink *k, const char *path, char *err, size_t errlen);
