@@ -1,6 +1,6 @@
 /* cvf.h — VizTracer's compressed trace format ("vcompressor" v1), both directions.
  *
- * Owns the byte format described in ../shared/cvf-format.md.  Two halves:
+ * Owns the byte format described in docs/cvf-format.md.  Two halves:
  *   - a streaming writer (cvf_writer.c) used by the agent inside the target and by
  *     `vcattach convert`; it needs only zlib and never builds a JSON tree;
  *   - a bounded reader (cvf_reader.c) that checks every length, count, offset and string

@@ -1,6 +1,6 @@
 /* cvf_reader.c — the bounded .cvf decoder (API and safety contract: cvf_reader.h).
  *
- * Owns the reading side of the format (../shared/cvf-format.md).  The input is one buffer
+ * Owns the reading side of the format (docs/cvf-format.md).  The input is one buffer
  * (usually a read-only mapping of the file); a cursor walks it and every read goes through
  * `need()`, which checks the bytes are really there, so a hostile file can at worst produce an
  * error message.  Counts are checked against the smallest encoding their items could have

@@ -1,6 +1,6 @@
 /* cvf_writer.c — streaming writer of VizTracer's .cvf ("vcompressor" v1) format.
  *
- * Owns every byte the project writes in that format (layout: ../shared/cvf-format.md).  It is
+ * Owns every byte the project writes in that format (layout: docs/cvf-format.md).  It is
  * linked into the agent, which runs inside a production process, so it depends on zlib and libc
  * only, allocates little, and never seeks: records go through one output buffer to a sink
  * function (an fd, a socket, a memory buffer).

@@ -1,4 +1,5 @@
-/* protocol.h — the control channel between `vcattach` (controller) and the agent.
+/* protocol.h — the control channel between `vcattach` (controller) and the agent; the
+ * conversation, both sockets and every timeout are described in docs/protocol.md.
  *
  * Owns the wire format of the Unix stream socket that the injector creates in a fresh 0700
  * directory and the agent connects to.  Both ends run on the same machine, so frames are
