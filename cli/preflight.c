@@ -149,8 +149,8 @@ static int parse_ids(pid_t pid, const char *field, unsigned ids[4])
 }
 
 /* A target in another mount namespace (a container, a systemd service with PrivateTmp) gets
- * the control socket through /proc/PID/root (session.c), and the agent either at the same path
- * (if it is visible there) or as a copy in its /tmp made just before injecting
+ * the control socket through /proc/PID/root (control_client.c), and the agent either at the
+ * same path (if it is visible there) or as a copy in its /tmp made just before injecting
  * (agent_copy_into_target).  Both need a real /tmp directory in the target's view. */
 static int check_namespace(struct target_info *t, char *err, size_t errlen)
 {

@@ -1,7 +1,7 @@
 /* protocol.h — the control channel between `vcattach` (controller) and the agent; the
  * conversation, both sockets and every timeout are described in docs/protocol.md.
  *
- * Owns the wire format of the Unix stream socket that the injector creates in a fresh 0700
+ * Owns the wire format of the Unix stream socket that vcattach creates in a fresh 0700
  * directory and the agent connects to.  Both ends run on the same machine, so frames are
  * host-endian:  u32 type | u32 length | length bytes of payload.
  *
