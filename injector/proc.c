@@ -1,4 +1,4 @@
-/* proc.c — /proc readers for the injector (see proc.h).
+/* proc.c — the project's one /proc parser, for the injector and the CLI (see proc.h).
  *
  * Everything is parsed from text the kernel writes, with bounded buffers, and every failure is a
  * return code: the target may exit at any moment, so ENOENT/ESRCH are ordinary outcomes. */
@@ -204,16 +204,11 @@ int proc_read_text(const char *path, char *buf, size_t cap)
     return e && len == 0 ? -e : (int)len;
 }
 
-static int read_small(const char *path, char *buf, size_t len)
-{
-    return proc_read_text(path, buf, len);
-}
-
 char proc_task_state(pid_t pid, pid_t tid)
 {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
         return 0;
     /* comm may contain spaces and parentheses: the state follows the LAST ')' */
     char *p = strrchr(buf, ')');
@@ -226,7 +221,7 @@ char proc_state(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
         return 0;
     char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
     return p && p[1] == ' ' ? p[2] : 0;
@@ -238,6 +233,39 @@ int proc_alive(pid_t pid)
     return s != 0 && s != 'Z' && s != 'X';
 }
 
+/* The value of "Field:" in the text of a status file (leading blanks skipped) into out.
+ * 0, or -1 if the field is absent. */
+static int status_value(const char *buf, const char *field, char *out, size_t cap)
+{
+    size_t flen = strlen(field);
+    for (const char *line = buf; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len > flen && !strncmp(line, field, flen) && line[flen] == ':') {
+            const char *v = line + flen + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(out, cap, "%.*s", (int)(len - (size_t)(v - line)), v);
+            return 0;
+        }
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    return -1;
+}
+
+/* A numeric status field (the first number of it, for Uid:/Gid:), or -1. */
+static long status_number(const char *buf, const char *field)
+{
+    char v[128];
+    if (status_value(buf, field, v, sizeof v) < 0)
+        return -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return end == v ? -1 : n;
+}
+
 int proc_status_field(pid_t pid, const char *field, char *out, size_t cap)
 {
     char path[64], buf[8192];
@@ -245,23 +273,9 @@ int proc_status_field(pid_t pid, const char *field, char *out, size_t cap)
         snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     else
         snprintf(path, sizeof path, "/proc/self/status");
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
         return -1;
-    size_t flen = strlen(field);
-    for (char *line = buf; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        if (!strncmp(line, field, flen) && line[flen] == ':') {
-            const char *v = line + flen + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            snprintf(out, cap, "%s", v);
-            return 0;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    return -1;
+    return status_value(buf, field, out, cap);
 }
 
 int proc_same_file(pid_t pid, const char *path)
@@ -274,31 +288,23 @@ int proc_same_file(pid_t pid, const char *path)
            a.st_ino == b.st_ino;
 }
 
-static long status_field(const char *buf, const char *key)
-{
-    const char *p = strstr(buf, key);
-    if (!p)
-        return -1;
-    return strtol(p + strlen(key), NULL, 10);
-}
-
 int proc_tracer_pid(pid_t pid, pid_t tid)
 {
-    char path[96], buf[4096];
+    char path[96], buf[8192];
     snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
         return -1;
-    return (int)status_field(buf, "\nTracerPid:");
+    return (int)status_number(buf, "TracerPid");
 }
 
 int proc_ids(pid_t pid, uid_t *uid, gid_t *gid)
 {
-    char path[64], buf[4096];
+    char path[64], buf[8192];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    int r = read_small(path, buf, sizeof buf);
+    int r = proc_read_text(path, buf, sizeof buf);
     if (r < 0)
         return r == -ENOENT ? -ESRCH : r;
-    long u = status_field(buf, "\nUid:"), g = status_field(buf, "\nGid:");
+    long u = status_number(buf, "Uid"), g = status_number(buf, "Gid");
     if (u < 0 || g < 0)
         return -EINVAL;
     *uid = (uid_t)u;
@@ -310,7 +316,7 @@ long proc_task_syscall(pid_t pid, pid_t tid)
 {
     char path[96], buf[256];
     snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
         return -2;
     if (strncmp(buf, "running", 7) == 0)
         return -1;
