@@ -65,9 +65,15 @@ int opt_parse(const struct opt_command *cmd, int argc, char **argv, opt_fn on_op
         } else if (c == ':') {
             return opt_usage_error(cmd->name, "option '%s' needs a value", argv[optind - 1]);
         } else if (c == '?') {
-            if (optopt > 0 && optopt < 256)
+            /* A short option: optopt is its letter.  A long one: optopt is the matched
+             * option's val (a table index, ID_HELP) or 0, and argv[optind - 1] its text. */
+            if (optopt > (int)n && optopt < 256)
                 return opt_usage_error(cmd->name, "unknown option '-%c'", optopt);
-            return opt_usage_error(cmd->name, "unknown option '%s'", argv[optind - 1]);
+            const char *text = argv[optind - 1];
+            if (strchr(text, '='))
+                return opt_usage_error(cmd->name, "bad option '%s': unknown, or a flag given "
+                                                  "a value", text);
+            return opt_usage_error(cmd->name, "unknown option '%s'", text);
         } else {
             for (size_t i = 0; i < n && !o; i++)
                 if (cmd->specs[i].short_name && cmd->specs[i].short_name == c)
