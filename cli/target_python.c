@@ -62,7 +62,7 @@ static int read_py_version(pid_t pid, const struct elf_file *ef, const struct pr
         return -1;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
-    int mem = open(path, O_RDONLY | O_CLOEXEC);
+    int mem = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (mem < 0)
         return -1;
     ssize_t n = pread(mem, hex, sizeof *hex, (off_t)(elf_load_bias(ef, m->start) + vaddr));
@@ -93,6 +93,8 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
     /* The C-API lives in libpythonX.Y.so if one is mapped, else in the executable. */
     const struct proc_map *lib = proc_find_module(&maps, is_libpython);
     const struct proc_map *capi = lib ? lib : proc_find_path(&maps, exe);
+    /* /proc/PID/exe is a link that must be followed (it names the running executable even
+     * when the file was replaced or lives in another mount namespace). */
     int fd = capi ? proc_open_mapped(pid, capi) : open(path, O_RDONLY | O_CLOEXEC);
     snprintf(py->capi_file, sizeof py->capi_file, "%s", lib ? lib->path : exe);
 
