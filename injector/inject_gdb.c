@@ -6,16 +6,19 @@
  *     -ex  'set scheduler-locking off'     other threads run during the call (they may hold
  *                                          the locks dlopen needs; locking deadlocks: memray#966)
  *     -ex  'set unwindonsignal on'         a fault in the call is unwound, not left pending
- *     -iex 'set sysroot /proc/PID/root', -iex 'file /proc/PID/exe'   for a chrooted target
- *                                          only: its libraries are its root's, not ours (a
- *                                          call into our libc's idea of mmap smashed its stack)
+ *     -iex 'set sysroot /proc/PID/root', -iex 'file /proc/PID/exe'   for a target with
+ *                                          another root or mount namespace: its libraries are
+ *                                          its own, not ours (a call into our libc's idea of
+ *                                          mmap smashed its stack); gdb's default "target:"
+ *                                          follows mount namespaces but not chroot
  *     -x   script.py (gdb's Python)        picks a thread at a safe point by unwinding every
  *                                          thread (same rules as safepoint.c: nothing in the
  *                                          loader, malloc, stdio, lock waits, fork, exit, nss),
  *                                          preferring one blocked in a syscall; checks that
- *                                          mmap, munmap, dlopen and dlerror come from the very
- *                                          file the target maps at their address (inode), else
- *                                          refuses (VC_WRONGLIB) before calling anything; then
+ *                                          the executable and mmap, munmap, dlopen, dlerror
+ *                                          come from the very files the target maps (inode),
+ *                                          else refuses (VC_WRONGLIB) before calling anything;
+ *                                          then
  *                                          strings written into a page mmap'd in the target,
  *                                          (void*)dlopen(page, 2), (char*)dlerror() on NULL,
  *                                          `sharedlibrary <agent>`, (int)vc_agent_connect(…),
@@ -165,6 +168,12 @@ static const char script_fmt[] =
     "            if len(p) >= 5:\n"
     "                lo, hi = (int(x, 16) for x in p[0].split('-'))\n"
     "                maps.append((lo, hi, int(p[4])))\n"
+    "    exe = gdb.current_progspace().filename or ''\n"
+    "    try:\n"
+    "        if os.stat(exe).st_ino != os.stat('/proc/{}/exe'.format(pid)).st_ino:\n"
+    "            return 'gdb read the executable from {}, not the target\\'s'.format(exe)\n"
+    "    except OSError as e:\n"
+    "        return 'cannot check the executable ({}): {}'.format(exe, e)\n"
     "    for name in ('mmap', 'munmap', 'dlopen', 'dlerror'):\n"
     "        try:\n"
     "            addr = int(gdb.parse_and_eval('(unsigned long)&' + name))\n"
@@ -266,8 +275,7 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
 {
     char pidstr[32], sysroot[64] = "set width 0", exefile[64] = "set width 0";
     snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
-    if (proc_is_chrooted(pid) == 1) {
-        /* gdb's default sysroot ("target:") follows mount namespaces but not chroot */
+    if (proc_other_root(pid) == 1) {
         snprintf(sysroot, sizeof sysroot, "set sysroot /proc/%d/root", (int)pid);
         snprintf(exefile, sizeof exefile, "file /proc/%d/exe", (int)pid);
     }

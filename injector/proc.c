@@ -289,14 +289,14 @@ int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int proc_is_chrooted(pid_t pid)
+int proc_other_root(pid_t pid)
 {
     char path[64];
-    struct stat a, b, na, nb;
+    struct stat a, b;
     snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)pid);
-    if (stat(path, &na) < 0 || stat("/proc/self/ns/mnt", &nb) < 0 || na.st_ino != nb.st_ino ||
-        na.st_dev != nb.st_dev)
-        return 0;
+    if (stat(path, &a) == 0 && stat("/proc/self/ns/mnt", &b) == 0 &&
+        (a.st_ino != b.st_ino || a.st_dev != b.st_dev))
+        return 1;
     snprintf(path, sizeof path, "/proc/%d/root", (int)pid);
     if (stat(path, &a) < 0 || stat("/proc/self/root", &b) < 0)
         return 0;
