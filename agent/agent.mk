@@ -1,7 +1,11 @@
 # agent/ — build/libvcagent-pyXY.so, one per CPython minor that scripts/find-pythons found
 # headers for (AGENT_PYINCS in $(BUILD)/config.mk), all from the same sources compiled against
 # that minor's headers (for 3.11 a pyenv build's headers are preferred; the .so serves Debian's
-# static python3.11 too).  The agent is NOT linked against libpython: Py* symbols resolve from
+# static python3.11 too).  A word MINOR:INC:EXTRA (headers of scripts/test-root's sid root) adds
+# EXTRA with -idirafter: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>
+# from there, while libc's headers stay the host's (the .so must run on the host's old glibc
+# symbol versions as well as on the root's newer glibc).  The agent is NOT linked against
+# libpython: Py* symbols resolve from
 # the target process's global scope.  Only the vc_* API is exported (-fvisibility=hidden).
 AGENT_SRCS := $(wildcard agent/*.c)
 AGENT_CFLAGS := $(CFLAGS_BASE) -Iagent -fPIC -fvisibility=hidden -fno-strict-aliasing
@@ -10,7 +14,7 @@ AGENT_LIBS := -lz -pthread
 define AGENT_template
 $(BUILD)/agent/py$(1)/%.o: agent/%.c | $(BUILD)/config.mk
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(AGENT_CFLAGS) -isystem $(2) -c $$< -o $$@
+	$$(CC) $$(AGENT_CFLAGS) -isystem $(2) $(if $(3),-idirafter $(3)) -c $$< -o $$@
 
 $(BUILD)/libvcagent-py$(1).so: $(patsubst agent/%.c,$(BUILD)/agent/py$(1)/%.o,$(AGENT_SRCS)) $(BUILD)/libvccommon.a
 	$$(CC) -shared -Wl,-z,now -o $$@ $$^ $(AGENT_LIBS)
@@ -19,7 +23,7 @@ AGENT_SOS += $(BUILD)/libvcagent-py$(1).so
 endef
 
 AGENT_SOS :=
-$(foreach p,$(AGENT_PYINCS),$(eval $(call AGENT_template,$(firstword $(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
+$(foreach p,$(AGENT_PYINCS),$(eval $(call AGENT_template,$(firstword $(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))),$(word 3,$(subst :, ,$(p))))))
 
 .PHONY: agent
 agent: $(AGENT_SOS)

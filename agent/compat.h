@@ -1,9 +1,15 @@
-/* compat.h — the only place that knows how CPython versions differ (3.8 … 3.13).
+/* compat.h — the only place that knows how CPython versions differ (3.8 … 3.15).
  *
  * Everything else in the agent talks to the interpreter through these helpers, so there is
  * no PY_VERSION_HEX test outside compat.[ch].  Hot-path helpers are static inline here; the
  * rest (hook installation per thread state, frame walks, finalization) live in compat.c.
  * All functions need the GIL unless said otherwise.
+ *
+ * 3.14 and 3.15 need no new branch here (checked against Debian sid's headers, tests in the
+ * sid root): frames in progress are read through the public frame API (PyThreadState_GetFrame,
+ * PyFrame_GetBack, PyFrame_GetCode), which hides 3.14's tagged _PyStackRef f_executable and
+ * the frames owned by the C stack or the interpreter; sys.monitoring, the per-thread
+ * _PyEval_SetProfile and native_thread_id are as in 3.13.  A 3.14+ difference goes here.
  */
 #ifndef VC_COMPAT_H
 #define VC_COMPAT_H

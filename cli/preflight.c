@@ -26,7 +26,7 @@
 
 #define CAP_SYS_PTRACE_BIT 19
 #define PY_OLDEST_MINOR 8
-#define PY_NEWEST_MINOR 13
+#define PY_NEWEST_MINOR 15
 
 static int self_has_cap(int bit)
 {
@@ -148,19 +148,23 @@ static int parse_ids(pid_t pid, const char *field, unsigned ids[4])
     return sscanf(v, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4 ? 0 : -1;
 }
 
-/* A target in another mount namespace (a container, a systemd service with PrivateTmp) gets
- * the control socket through /proc/PID/root (control_client.c), and the agent either at the
- * same path (if it is visible there) or as a copy in its /tmp made just before injecting
- * (agent_copy_into_target).  Both need a real /tmp directory in the target's view. */
+/* A target in another mount namespace (a container, a systemd service with PrivateTmp) or
+ * under another root directory (chroot: same mounts, another "/") gets the control socket
+ * through /proc/PID/root (control_client.c), and the agent either at the same path (if it is visible
+ * there) or as a copy in its /tmp made just before injecting (agent_copy_into_target).  Both
+ * need a real /tmp directory in the target's view. */
 static int check_namespace(struct target_info *t, char *err, size_t errlen)
 {
     char theirs[64];
     struct stat a, b;
-    snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)t->pid);
     snprintf(t->agent_in_target, sizeof t->agent_in_target, "%s", t->agent);
-    if (stat(theirs, &a) < 0 || stat("/proc/self/ns/mnt", &b) < 0)
-        return 0; /* cannot tell (no namespaces): same view */
-    t->foreign_mnt_ns = a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+    snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)t->pid);
+    if (stat(theirs, &a) == 0 && stat("/proc/self/ns/mnt", &b) == 0)
+        t->foreign_mnt_ns = a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+    snprintf(theirs, sizeof theirs, "/proc/%d/root", (int)t->pid);
+    if (stat(theirs, &a) == 0 && stat("/proc/self/root", &b) == 0 &&
+        (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+        t->foreign_mnt_ns = 1; /* chrooted: paths differ exactly as in another namespace */
     if (!t->foreign_mnt_ns)
         return 0;
     char tmp[64];
@@ -168,8 +172,8 @@ static int check_namespace(struct target_info *t, char *err, size_t errlen)
     snprintf(tmp, sizeof tmp, "/proc/%d/root/tmp", (int)t->pid);
     if (lstat(tmp, &st) < 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen,
-                 "pid %d runs in a different mount namespace without a /tmp directory (needed "
-                 "for the control socket): run vcattach inside the container",
+                 "pid %d runs in a different mount namespace or root without a /tmp directory "
+                 "(needed for the control socket): run vcattach inside the container",
                  (int)t->pid);
         return -1;
     }

@@ -21,7 +21,7 @@ struct target_info {
     char comm[64];
     struct target_python py;
     char agent[PATH_MAX];  /* absolute path of the agent build for the target's version */
-    int foreign_mnt_ns;    /* the target has another mount namespace */
+    int foreign_mnt_ns;    /* the target has another mount namespace or root (chroot) */
     int agent_needs_copy;  /* ... in which `agent` is not visible: copy it into its /tmp */
     char agent_in_target[PATH_MAX]; /* the path the target loads (agent, or the copy) */
 };

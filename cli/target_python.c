@@ -70,6 +70,32 @@ static int read_py_version(pid_t pid, const struct elf_file *ef, const struct pr
     return n == (ssize_t)sizeof *hex ? 0 : -1;
 }
 
+/* 3.14+: whether the interpreter is a free-threaded build, from the _Py_DebugOffsets that
+ * starts _PyRuntime ({char cookie[8] = "xdebugpy"; uint64 version; uint64 free_threaded;}, the
+ * header remote debuggers and PEP 768 rely on): it tells even when the files are not named
+ * "…t".  Returns 1 or 0, or -1 when it cannot be read. */
+static int read_free_threaded(pid_t pid, const struct elf_file *ef, const struct proc_map *m)
+{
+    uint64_t vaddr;
+    if (!m || elf_lookup(ef, "_PyRuntime", &vaddr) < 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    int mem = open(path, O_RDONLY | O_CLOEXEC);
+    if (mem < 0)
+        return -1;
+    struct {
+        char cookie[8];
+        uint64_t version, free_threaded;
+    } head;
+    ssize_t n = pread(mem, &head, sizeof head, (off_t)(elf_load_bias(ef, m->start) + vaddr));
+    close(mem);
+    if (n != (ssize_t)sizeof head || memcmp(head.cookie, "xdebugpy", 8) != 0 ||
+        ((head.version >> 24) & 0xff) != 3 || ((head.version >> 16) & 0xff) < 14)
+        return -1;
+    return head.free_threaded != 0;
+}
+
 int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t errlen)
 {
     char path[64], exe[PATH_MAX];
@@ -122,6 +148,7 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
         py->micro = (int)((hex >> 8) & 0xff);
         snprintf(py->how, sizeof py->how, "Py_Version");
     }
+    int debug_ft = have_elf ? read_free_threaded(pid, &ef, capi) : -1;
     if (have_elf)
         elf_close(&ef);
     /* The names also tell a free-threaded build (python3.13t, libpython3.13t.so), whose
@@ -131,7 +158,7 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
                                              &lib_minor, &lib_t) == 0;
     int exe_named = version_from_name(base_name(exe), "python", &exe_major, &exe_minor,
                                       &exe_t) == 0;
-    py->free_threaded = (lib_named && lib_t) || (exe_named && exe_t);
+    py->free_threaded = (lib_named && lib_t) || (exe_named && exe_t) || debug_ft == 1;
     if (!py->major && lib_named) {
         py->major = lib_major;
         py->minor = lib_minor;

@@ -6,10 +6,19 @@
  *     -ex  'set scheduler-locking off'     other threads run during the call (they may hold
  *                                          the locks dlopen needs; locking deadlocks: memray#966)
  *     -ex  'set unwindonsignal on'         a fault in the call is unwound, not left pending
+ *     -iex 'set sysroot /proc/PID/root', -iex 'file /proc/PID/exe'   for a target with
+ *                                          another root or mount namespace: its libraries are
+ *                                          its own, not ours (a call into our libc's idea of
+ *                                          mmap smashed its stack); gdb's default "target:"
+ *                                          follows mount namespaces but not chroot
  *     -x   script.py (gdb's Python)        picks a thread at a safe point by unwinding every
  *                                          thread (same rules as safepoint.c: nothing in the
  *                                          loader, malloc, stdio, lock waits, fork, exit, nss),
- *                                          preferring one blocked in a syscall; then
+ *                                          preferring one blocked in a syscall; checks that
+ *                                          the executable and mmap, munmap, dlopen, dlerror
+ *                                          come from the very files the target maps (inode),
+ *                                          else refuses (VC_WRONGLIB) before calling anything;
+ *                                          then
  *                                          strings written into a page mmap'd in the target,
  *                                          (void*)dlopen(page, 2), (char*)dlerror() on NULL,
  *                                          `sharedlibrary <agent>`, (int)vc_agent_connect(…),
@@ -146,6 +155,42 @@ static const char script_fmt[] =
     "    if nr >= 0:\n"
     "        return 0, 'blocked in syscall %%d (%%s)' %% (nr, top)\n"
     "    return 0, 'running (%%s)' %% top\n"
+    /* Every function we call must come from the file the target maps at its address: gdb
+     * reading another libc than the target's (a chroot, a container) computes addresses that
+     * land in the target's libc at the wrong offsets.  Compared by inode (maps vs stat of the
+     * file gdb read; "target:" names are the target's paths). */
+    "def wrong_library():\n"
+    "    pid = gdb.selected_inferior().pid\n"
+    "    maps = []\n"
+    "    with open('/proc/{}/maps'.format(pid)) as f:\n"
+    "        for line in f:\n"
+    "            p = line.split(None, 5)\n"
+    "            if len(p) >= 5:\n"
+    "                lo, hi = (int(x, 16) for x in p[0].split('-'))\n"
+    "                maps.append((lo, hi, int(p[4])))\n"
+    "    exe = gdb.current_progspace().filename or ''\n"
+    "    try:\n"
+    "        if os.stat(exe).st_ino != os.stat('/proc/{}/exe'.format(pid)).st_ino:\n"
+    "            return 'gdb read the executable from {}, not the target\\'s'.format(exe)\n"
+    "    except OSError as e:\n"
+    "        return 'cannot check the executable ({}): {}'.format(exe, e)\n"
+    "    for name in ('mmap', 'munmap', 'dlopen', 'dlerror'):\n"
+    "        try:\n"
+    "            addr = int(gdb.parse_and_eval('(unsigned long)&' + name))\n"
+    "        except gdb.error as e:\n"
+    "            return '{} not found: {}'.format(name, str(e).replace('\\n', ' '))\n"
+    "        path = gdb.solib_name(addr) or gdb.current_progspace().filename or ''\n"
+    "        if path.startswith('target:'):\n"
+    "            path = '/proc/{}/root{}'.format(pid, path[7:])\n"
+    "        ino = [m[2] for m in maps if m[0] <= addr < m[1]]\n"
+    "        try:\n"
+    "            mine = os.stat(path).st_ino\n"
+    "        except OSError as e:\n"
+    "            return 'cannot check {} ({}): {}'.format(name, path, e)\n"
+    "        if not ino or ino[0] != mine:\n"
+    "            return 'gdb read {} from {}, which is not the file the target maps at {:#x}'" \
+    ".format(name, path, addr)\n"
+    "    return None\n"
     /* registers first (cheap), then unwind in order of preference, stopping at the first
      * clean stack: the best choice, found with as little unwinding as possible */
     "def main():\n"
@@ -169,6 +214,10 @@ static const char script_fmt[] =
     "        return\n"
     "    th = chosen[0]\n"
     "    th.switch()\n"
+    "    wrong = wrong_library()\n"
+    "    if wrong:\n"
+    "        print('VC_WRONGLIB ' + wrong)\n"
+    "        return\n"
     "    print('VC_CHOSEN %%d %%s' %% (th.ptid[1], chosen[1]))\n"
     /* The strings go into a page we mmap in the target and write ourselves: string literals
      * in a gdb call would make gdb call malloc in the target (and leak there). */
@@ -224,10 +273,16 @@ static const char *marker(const char *out, const char *m);
 static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
                    size_t outlen)
 {
-    char pidstr[32];
+    char pidstr[32], sysroot[64] = "set width 0", exefile[64] = "set width 0";
     snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+    if (proc_other_root(pid) == 1) {
+        snprintf(sysroot, sizeof sysroot, "set sysroot /proc/%d/root", (int)pid);
+        snprintf(exefile, sizeof exefile, "file /proc/%d/exe", (int)pid);
+    }
     const char *argv[] = {
         gdb, "-batch", "-nx", "-nw", "-p", pidstr,
+        "-iex", sysroot,
+        "-iex", exefile,
         "-iex", "set auto-solib-add off",
         "-iex", "set debuginfod enabled off",
         "-iex", "set pagination off",
@@ -482,6 +537,10 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
                         "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
             else
                 set_err(err, errlen, "gdb: the call failed: %s", line);
+        } else if ((p = marker(out, "VC_WRONGLIB"))) {
+            line_at(p, line, sizeof line);
+            set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
+                    "mount namespace hides its own files from gdb; use --method ptrace)", line);
         } else if ((p = marker(out, "VC_PREPFAIL"))) {
             line_at(p, line, sizeof line);
             set_err(err, errlen, "gdb: could not prepare the call: %s", line);

@@ -365,6 +365,20 @@ int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+int proc_other_root(pid_t pid)
+{
+    char path[64];
+    struct stat a, b;
+    snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)pid);
+    if (stat(path, &a) == 0 && stat("/proc/self/ns/mnt", &b) == 0 &&
+        (a.st_ino != b.st_ino || a.st_dev != b.st_dev))
+        return 1;
+    snprintf(path, sizeof path, "/proc/%d/root", (int)pid);
+    if (stat(path, &a) < 0 || stat("/proc/self/root", &b) < 0)
+        return 0;
+    return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+}
+
 int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t errlen)
 {
     uid_t uid;

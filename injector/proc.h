@@ -77,6 +77,11 @@ int proc_open_mapped(pid_t pid, const struct proc_map *m);
 /* "/proc/PID/root" + path into buf: the target's view of an absolute path. */
 int proc_root_path(pid_t pid, const char *path, char *buf, size_t len);
 
+/* 1 when the target sees another filesystem than ours: another root directory (chroot) or
+ * another mount namespace (a container), so that a path names another file for it than for
+ * us.  0 when it is the same view (or it cannot be told). */
+int proc_other_root(pid_t pid);
+
 /* The checks both injection methods make before touching anything: the process exists and is
  * not a zombie, is not stopped by job control, is not traced already, and the agent file exists
  * at agent_path in the target's mount namespace as a regular file the target's uid can read.

@@ -13,6 +13,7 @@ PACKAGES=(
   libjansson-dev                    # JSON side of `vcattach convert`
   libunwind-dev                     # libunwind-ptrace: safe-point check before injecting
   gdb                               # --method gdb
+  debootstrap                       # scripts/test-root: the sid root with CPython 3.14/3.15
   python3 python3-pytest            # test runner (Debian's python3)
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
   procps psmisc                     # ps/pkill in tests

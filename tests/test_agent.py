@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT, VCATTACH, agent_path, python_params
+from conftest import (ALL_PYTHONS, BUILD, PYTHONS, ROOT, VCATTACH, agent_path,
+                      copy_vcattach_into, python_params, root_workdir)
 
 N_LEAF = 100000
 
@@ -231,22 +232,29 @@ def _named(events, prefix):
 _RUNS = {}
 
 
-@pytest.fixture(params=python_params())
+@pytest.fixture(params=python_params(chroot=True))
 def run(request, tmp_path_factory):
     py = request.param
     if not os.path.exists(agent_path(py["minor"])):
         pytest.fail("agent not built for %s: run make" % py["id"])
     if py["id"] not in _RUNS:
-        d = tmp_path_factory.mktemp("agent-" + py["id"])
-        script = d / "target.py"
-        script.write_text(TARGET)
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        # a chroot interpreter sees only its root: the script, the python/ package and the
+        # agent are copied into a fresh directory under ROOT/tmp (outside/inside paths)
+        outside, inside = root_workdir(py, tmp_path_factory.mktemp("agent-" + py["id"]))
+        pypath = os.path.join(ROOT, "python")
+        if py["root"]:
+            copy_vcattach_into(outside, py["minor"])
+            pypath = os.path.join(inside, "python")
+        with open(os.path.join(outside, "target.py"), "w") as f:
+            f.write(TARGET)
+        env = dict(os.environ, PYTHONPATH=pypath)
         env.pop("VCATTACH_AGENT", None)
-        p = subprocess.run([py["path"], str(script), str(d / "trace")], capture_output=True,
-                           text=True, timeout=300, env=env, cwd=str(d))
+        p = subprocess.run(py["argv"] + [os.path.join(inside, "target.py"),
+                                         os.path.join(inside, "trace")],
+                           capture_output=True, text=True, timeout=300, env=env, cwd=outside)
         assert p.returncode == 0, "target failed on %s:\n%s\n%s" % (py["id"], p.stdout, p.stderr)
         rep = json.loads(p.stdout.strip().splitlines()[-1])
-        _RUNS[py["id"]] = (py, str(d / "trace"), rep, {})
+        _RUNS[py["id"]] = (py, os.path.join(outside, "trace"), rep, {})
     py, base, rep, cache = _RUNS[py["id"]]
 
     def events(kind):
@@ -367,7 +375,7 @@ def test_agent_foreign_profiler_refused(run):
 
 
 def test_agent_builds_not_linked_to_libpython():
-    minors = sorted({p["minor"] for p in PYTHONS})
+    minors = sorted({p["minor"] for p in ALL_PYTHONS})
     for m in minors:
         path = agent_path(m)
         assert os.path.exists(path), "missing %s: run make" % path

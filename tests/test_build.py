@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT
+from conftest import ALL_PYTHONS, BUILD, ROOT
 
 
 def test_tree_builds_with_clang():
@@ -19,7 +19,7 @@ def test_tree_builds_with_clang():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "warning:" not in r.stderr, r.stderr[-3000:]
     assert os.access(os.path.join(out, "vcattach"), os.X_OK)
-    for minor in {p["minor"] for p in PYTHONS}:
+    for minor in {p["minor"] for p in ALL_PYTHONS}:
         assert os.path.exists(os.path.join(out, "libvcagent-py%d.so" % minor))
     r = subprocess.run([os.path.join(out, "vcattach"), "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "convert" in r.stdout

@@ -1,6 +1,6 @@
 """Loading libvcagent-pyXY.so into this process and calling its C API (agent/vcagent.h).
 
-stdlib only (ctypes), Python 3.8–3.13.  ctypes.CDLL releases the GIL around every call, which
+stdlib only (ctypes), Python 3.8–3.15.  ctypes.CDLL releases the GIL around every call, which
 vc_agent_wait_started and vc_agent_stop need: the agent thread takes the GIL to install and
 remove its hooks while we wait.
 """

@@ -1,0 +1,92 @@
+"""The in-process agent on the sid test root's CPython 3.14 and 3.15 (scripts/test-root), for
+what test_agent.py does not cover there: a fork while tracing (the child must be left
+untraced: 3.14 changed fork and thread-state handling), and a trace started deep inside a
+recursion (frames in progress at start are seeded from the 3.14 frame layout through the
+public API, and close with the right names).  The python/ package and the agent are copied
+into a fresh directory under ROOT/tmp (conftest.root_workdir)."""
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from conftest import (CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path,
+                      copy_vcattach_into, root_workdir)
+from test_agent import _check_nesting, _decode, _named
+from test_agent_control import PRELUDE
+
+pytestmark = pytest.mark.skipif(
+    TEST_ROOT is None, reason="no sid test root (CPython 3.14/3.15): %s" % TEST_ROOT_ERROR)
+
+
+@pytest.fixture(params=[pytest.param(p, id=p["id"]) for p in CHROOT_PYTHONS])
+def chroot_py(request, tmp_path):
+    py = request.param
+    assert os.path.exists(agent_path(py["minor"])), "agent for %s not built: run make" % py["id"]
+    outside, inside = root_workdir(py, tmp_path, "vc-agent")
+    copy_vcattach_into(outside, py["minor"])
+
+    def run(body, timeout=120):
+        env = dict(os.environ, PYTHONPATH=os.path.join(inside, "python"))
+        env.pop("VCATTACH_AGENT", None)
+        p = subprocess.run(py["argv"] + ["-c", PRELUDE + textwrap.dedent(body),
+                                         os.path.join(inside, "out.cvf")],
+                           capture_output=True, text=True, timeout=timeout, env=env)
+        assert p.returncode == 0, "target failed (rc %s):\n%s\n%s" % (p.returncode, p.stdout,
+                                                                      p.stderr)
+        return p, json.loads(p.stdout.strip().splitlines()[-1])
+    return run, os.path.join(outside, "out.cvf")
+
+
+def test_fork_child_is_left_untraced(chroot_py):
+    run, out = chroot_py
+    p, rep = run(r'''
+        import warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        vcattach.start(sys.argv[1])
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(100):
+                leaf()
+            os.write(w, json.dumps(hooks_state()).encode())
+            os._exit(0)
+        os.close(w)
+        child = json.loads(os.read(r, 65536).decode())
+        os.waitpid(pid, 0)
+        for _ in range(10):
+            leaf()
+        res = vcattach.stop()
+        print(json.dumps({"child": child, "status": res.status, "pid": os.getpid()}))
+    ''')
+    assert rep["child"]["getprofile"] == "None"
+    assert rep["child"]["threading_profile_hook"] == "None"
+    assert all(x is None for x in rep["child"]["tools"])
+    assert rep["status"] == 0
+    ev = _decode(out)
+    assert len(_named(ev, "leaf")) == 10
+    assert {e["pid"] for e in ev if e["ph"] == "X"} == {rep["pid"]}
+
+
+def test_trace_started_deep_in_recursion(chroot_py):
+    """Started at depth 50 of down(): the 50 frames in progress are seeded, and each closes
+    as one down() event when the recursion unwinds (none lost, none unnamed)."""
+    run, out = chroot_py
+    p, rep = run(r'''
+        def down(n):
+            if n == 0:
+                vcattach.start(sys.argv[1])
+                for _ in range(5):
+                    leaf()
+                return 0
+            return down(n - 1) + 1
+        depth = down(50)
+        res = vcattach.stop()
+        print(json.dumps({"depth": depth, "status": res.status}))
+    ''')
+    assert rep == {"depth": 50, "status": 0}
+    ev = _decode(out)
+    _check_nesting(ev)
+    assert len(_named(ev, "leaf")) == 5
+    assert len(_named(ev, "down")) == 51

@@ -1,0 +1,162 @@
+"""End to end: `vcattach` against targets/busy_service.py running in the sid test root
+(scripts/test-root) under CPython 3.14 and 3.15: a process whose libc, /usr/lib and /tmp are
+not ours, as a service in a container image is.
+
+Each target runs as `chroot ROOT /usr/bin/python3.X` (same mount namespace, another root), or
+container-like inside `unshare --mount --pid --fork` as well.  Both injection methods must load
+the agent with the target's own libc (ptrace: dlopen found in the libc the target maps; gdb:
+the root as sysroot), the agent file is copied into the target's /tmp, and the service must be
+unharmed: the computation equals an untraced run, no early sleep return, the blocked accept()
+and lock wait complete, nothing left stopped or traced.  Skipped, with the reason, only when
+the root cannot be created on this machine."""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path, root_workdir
+from targets.harness import BUSY, VCATTACH, proc_state, python_pid, run_vcattach, tracer_pid
+
+from test_e2e_attach import THREADS, check_summary, thread_names, x_events
+from vcattach import cvf
+
+pytestmark = pytest.mark.skipif(
+    TEST_ROOT is None, reason="no sid test root (CPython 3.14/3.15): %s" % TEST_ROOT_ERROR)
+
+CONTAINER = ("unshare", "--mount", "--propagation", "private", "--pid", "--fork")
+
+
+class ChrootService:
+    """busy_service.py under a chroot interpreter, in a fresh directory under ROOT/tmp."""
+
+    def __init__(self, python, tmp_path, wrap=()):
+        self.python = python
+        self.outside, self.inside = root_workdir(python, tmp_path, "vc-svc")
+        shutil.copy2(BUSY, os.path.join(self.outside, "busy_service.py"))
+        self.script = os.path.join(self.inside, "busy_service.py")
+        self.log = open(os.path.join(self.outside, "service.log"), "w")
+        self.proc = subprocess.Popen(list(wrap) + python["argv"] + [self.script, self.inside],
+                                     stdout=self.log, stderr=subprocess.STDOUT, cwd="/")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(self.outside, "ready")):
+            assert self.proc.poll() is None, "service died: %s" % self.output()
+            assert time.monotonic() < deadline, "service not ready: %s" % self.output()
+            time.sleep(0.02)
+        self.pid = python_pid(self.proc.pid) if wrap else self.proc.pid
+
+    def output(self):
+        self.log.flush()
+        with open(os.path.join(self.outside, "service.log")) as f:
+            return f.read()
+
+    def start_late_thread(self):
+        open(os.path.join(self.outside, "start_late"), "w").close()
+
+    def finish(self, timeout=60):
+        import json
+        open(os.path.join(self.outside, "finish"), "w").close()
+        self.proc.wait(timeout)
+        self.log.close()
+        with open(os.path.join(self.outside, "report.json")) as f:
+            return json.load(f)
+
+    def expected_checksum(self, rounds):
+        out = subprocess.run(self.python["argv"] + [self.script, "--check", str(rounds)],
+                             capture_output=True, text=True, timeout=120, check=True)
+        return int(out.stdout)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, 9)
+            except ProcessLookupError:
+                pass
+            self.proc.kill()
+            self.proc.wait(10)
+        if not self.log.closed:
+            self.log.close()
+
+
+@pytest.fixture
+def chroot_service(tmp_path):
+    started = []
+
+    def start(python, wrap=()):
+        s = ChrootService(python, tmp_path, wrap)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.close()
+
+
+def params():
+    if TEST_ROOT and not CHROOT_PYTHONS:
+        raise AssertionError("scripts/test-root made %s but find-pythons lists no interpreter "
+                             "in it" % TEST_ROOT)
+    return [pytest.param(p, m, w, id="%s-%s%s" % (p["id"], m, "-container" if w else ""))
+            for p in CHROOT_PYTHONS for m in ("ptrace", "gdb") for w in ((), CONTAINER)]
+
+
+def assert_alive_and_running(pid):
+    assert proc_state(pid) in ("R", "S", "D"), "target state %r" % proc_state(pid)
+    assert tracer_pid(pid) == 0
+
+
+@pytest.mark.parametrize("python,method,wrap", params())
+def test_trace_chrooted_service(python, method, wrap, chroot_service, tmp_path):
+    assert os.path.exists(agent_path(python["minor"])), "agent for %s not built: run make" % (
+        python["id"])
+    svc = chroot_service(python, wrap)
+    assert os.readlink("/proc/%d/root" % svc.pid) == python["root"]
+    out = tmp_path / "trace.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "1.5s", "-o", str(out),
+                             "--method", method, "-v"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if run_vcattach("status", "--pid", svc.pid, "-q").returncode == 0:
+                break
+            time.sleep(0.05)
+        svc.start_late_thread()
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    events, threads, drops = check_summary(r, out)
+    assert "agent copied into the target's mount namespace as /tmp/.vcattach-" in r.stderr
+    assert_alive_and_running(svc.pid)
+    # the agent the target mapped is the copy in its own /tmp, with its own libc next to it
+    with open("/proc/%d/maps" % svc.pid) as f:
+        mapped = {line.split()[-1] for line in f if "libvcagent" in line or "libc.so" in line}
+    assert any(m.endswith("/libvcagent-py%d.so" % python["minor"]) and "/tmp/.vcattach-" in m
+               for m in mapped), mapped
+    assert all("/tmp/.vcattach-" in m or "libc.so" in m for m in mapped), mapped
+
+    trace = cvf.load(str(out))
+    names = thread_names(trace)
+    assert THREADS <= set(names.values()), names
+    xs = x_events(trace)
+    assert len(xs) == events and events > 0
+    by_name = {}
+    for e in xs:
+        by_name.setdefault(names.get(e["tid"]), []).append(e["name"])
+    assert any("one_round" in n for n in by_name["MainThread"])
+    assert any("fib" in n for n in by_name["late-starter"])
+    assert any("sleep" in n for n in by_name["sleeper"])
+
+    out2 = tmp_path / "again.cvf"
+    check_summary(run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2, "--method", method),
+                  out2)
+    assert_alive_and_running(svc.pid)
+    report = svc.finish()
+    assert report["exceptions"] == [], report["exceptions"]
+    assert report["early_sleeps"] == 0, report
+    assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
+    assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
+        "computation differs from an untraced run"
