@@ -99,10 +99,9 @@ static const char script_head_fmt[] =
 
 static const char *marker(const char *out, const char *m);
 
-/* Runs gdb once; fills out (NUL-terminated, truncated to outlen).  Returns 0 when gdb exited,
- * -ETIMEDOUT when it had to be killed, -errno when it could not run. */
-static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
-                   size_t outlen)
+/* Starts gdb on pid with the script, its stdout and stderr into a pipe (*read_fd).  Returns
+ * gdb's pid, or -errno. */
+static pid_t spawn_gdb(const char *gdb, pid_t pid, const char *script, int *read_fd)
 {
     char pidstr[32];
     snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
@@ -150,6 +149,19 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
         _exit(127);
     }
     close(fds[1]);
+    *read_fd = fds[0];
+    return child;
+}
+
+/* Runs gdb once; fills out (NUL-terminated, truncated to outlen).  Returns 0 when gdb exited,
+ * -ETIMEDOUT when it had to be killed, -errno when it could not run. */
+static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
+                   size_t outlen)
+{
+    int fd = -1;
+    pid_t child = spawn_gdb(gdb, pid, script, &fd);
+    if (child < 0)
+        return (int)child;
     size_t used = 0;
     int64_t deadline = now_ms() + timeout_ms;
     int timed_out = 0, interrupted = 0;
@@ -176,14 +188,14 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
             timed_out = 1;
             break;
         }
-        struct pollfd p = {fds[0], POLLIN, 0};
+        struct pollfd p = {fd, POLLIN, 0};
         int r = poll(&p, 1, (int)(left > 100 ? 100 : left));
         if (r < 0 && errno != EINTR)
             break;
         if (r <= 0)
             continue;
         char buf[4096];
-        ssize_t n = read(fds[0], buf, sizeof buf);
+        ssize_t n = read(fd, buf, sizeof buf);
         if (n <= 0)
             break; /* EOF: gdb is exiting */
         size_t take = (size_t)n < outlen - 1 - used ? (size_t)n : outlen - 1 - used;
@@ -191,7 +203,7 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
         used += take;
     }
     out[used] = 0;
-    close(fds[0]);
+    close(fd);
     int status;
     if (timed_out) {
         kill(child, SIGKILL); /* the kernel detaches a dead tracer from every thread */

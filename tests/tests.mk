@@ -43,7 +43,7 @@ $(BUILD)/asan/tests/cvf_corrupt: tests/unit/cvf_corrupt.c $(CODEC_JSON_SRCS) $(C
 # The whole CLI, instrumented: every cli, trace, injector and common source (with the injector's
 # generated one, the gdb script), same libraries.
 ASAN_CLI_SRCS = $(wildcard cli/*.c trace/*.c injector/*.c common/*.c) $(INJECT_GEN_SRCS)
-$(BUILD)/asan/vcattach: $(ASAN_CLI_SRCS) $(wildcard cli/*.h trace/*.h injector/*.h common/*.h)
+$(BUILD)/asan/vcattach: $(ASAN_CLI_SRCS) $(wildcard cli/*.h trace/*.h injector/*.h injector/*.def common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CODEC_SAN_CFLAGS) -Icli -Iinjector $(UNWIND_CFLAGS) -o $@ $(ASAN_CLI_SRCS) $(CLI_LIBS)
 
