@@ -10,19 +10,19 @@
  *                                          another root or mount namespace: its libraries are
  *                                          its own, not ours (a call into our libc's idea of
  *                                          mmap smashed its stack); gdb's default "target:"
- *                                          follows mount namespaces but not chroot
- *     -x   script.py (gdb's Python)        picks a thread at a safe point by unwinding every
- *                                          thread (same rules as safepoint.c: nothing in the
- *                                          loader, malloc, stdio, lock waits, fork, exit, nss),
- *                                          preferring one blocked in a syscall; checks that
- *                                          the executable and mmap, munmap, dlopen, dlerror
- *                                          come from the very files the target maps (inode),
- *                                          else refuses (VC_WRONGLIB) before calling anything;
- *                                          then
- *                                          strings written into a page mmap'd in the target,
- *                                          (void*)dlopen(page, 2), (char*)dlerror() on NULL,
- *                                          `sharedlibrary <agent>`, (int)vc_agent_connect(…),
- *                                          munmap(page).
+ *                                          follows mount namespaces but not chroot.  The script
+ *                                          also checks that the executable and mmap, munmap,
+ *                                          dlopen, dlerror come from the very files the target
+ *                                          maps (inode), else refuses (VC_WRONGLIB) before
+ *                                          calling anything
+ *     -x   script.py (gdb's Python)        gdb_inject.py, embedded at build time with the
+ *                                          rules of safepoint_rules.def (gdb_script.h): picks
+ *                                          a thread at a safe point by the same table as
+ *                                          safepoint.c, preferring one blocked in a syscall;
+ *                                          then strings written into a page mmap'd in the
+ *                                          target, (void*)dlopen(page, 2), (char*)dlerror() on
+ *                                          NULL, `sharedlibrary <agent>`,
+ *                                          (int)vc_agent_connect(…), munmap(page).
  * No thread at a safe point: the script calls nothing and exits (gdb detaches every thread);
  * gdb is run again after a short pause, until half the timeout is spent.  Entry breakpoints
  * (memray's approach) are deliberately not used: if gdb is killed on timeout while a
@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gdb_script.h"
 #include "proc.h"
 
 #define DEFAULT_TIMEOUT_MS 20000
@@ -99,179 +100,17 @@ static void hex_encode(const char *s, char *out)
     *out = 0;
 }
 
-/* The Python script gdb runs after attaching.  %s: agent (hex), control (hex). */
-static const char script_fmt[] =
-    "import gdb, os, re\n"
+/* The lines inject_gdb.c puts before vc_gdb_script: the paths, hex-encoded (any byte is safe
+ * in them).  %s: agent (hex), control (hex). */
+static const char script_head_fmt[] =
     "AGENT = bytes.fromhex('%s').decode('utf-8', 'surrogateescape')\n"
-    "CONTROL = bytes.fromhex('%s').decode('utf-8', 'surrogateescape')\n"
-    "UNSAFE = re.compile(r'^(?:__GI_+)?(?:malloc|__libc_malloc|_int_|calloc|__libc_calloc|"
-    "realloc|__libc_realloc|free(?:$|@)|__libc_free|cfree|memalign|__libc_memalign|"
-    "posix_memalign|aligned_alloc|valloc|pvalloc|tcache_|sysmalloc|malloc_consolidate|_IO_|"
-    "__lll_lock_wait|__lll_lock_wake|pthread_mutex_lock|__pthread_mutex_lock|"
-    "___pthread_mutex_lock|__pthread_mutex_cond_lock|pthread_rwlock_|__pthread_rwlock_|"
-    "fork|__libc_fork|_Fork|__run_fork_handlers|__register_atfork|pthread_create|"
-    "__pthread_create|exit(?:$|@)|_exit|__run_exit_handlers|atexit|__cxa_atexit|"
-    "__cxa_finalize|__new_exitfn|dl_iterate_phdr|__dl_iterate_phdr|_dl_|dlopen|dlclose|dlsym|"
-    "dlvsym|dlerror|___dlopen|__libc_dlopen|__libc_dlsym|__libc_dlclose|getaddrinfo|"
-    "gethostby|getpw|getgr|__nss_|_nss_|nss_|getnameinfo|fflush|fwrite|fputs|fopen|fclose|"
-    "__vfprintf)')\n"
-    /* futex clock_nanosleep nanosleep select pselect6 poll ppoll epoll_wait epoll_pwait read
-     * accept accept4 recvfrom recvmsg wait4 waitid pause rt_sigtimedwait rt_sigsuspend
-     * restart_syscall */
-    "IDLE = {202, 230, 35, 23, 270, 7, 271, 232, 281, 0, 43, 288, 45, 47, 61, 247, 34, 128, 130, 219}\n"
-    "def bre(s):\n"
-    "    return re.sub(r'([.*\\[\\]^$\\\\])', r'\\\\\\1', s)\n"
-    "def syscall_nr(th):\n"
-    "    th.switch()\n"
-    "    try:\n"
-    "        nr = int(gdb.parse_and_eval('$orig_rax'))\n"
-    "    except (gdb.error, ValueError):\n"
-    "        return -1\n"
-    "    return nr - (1 << 64) if nr >= 1 << 63 else nr\n"
-    "def judge(th, nr):\n"
-    "    th.switch()\n"
-    "    try:\n"
-    "        f = gdb.newest_frame()\n"
-    "    except gdb.error as e:\n"
-    "        return -1, 'cannot unwind: %%s' %% e\n"
-    "    n, top = 0, '?'\n"
-    "    while f is not None and n < 512:\n"
-    "        pc = f.pc()\n"
-    "        if pc == 0:\n"
-    "            break\n"
-    "        name = f.name() or ''\n"
-    "        lib = os.path.basename(gdb.solib_name(pc if n == 0 else pc - 1) or '')\n"
-    "        if n == 0:\n"
-    "            top = '%%s in %%s' %% (name or hex(pc), lib or 'the executable')\n"
-    "        if lib.startswith('ld-linux') or lib.startswith('ld-musl') or lib.startswith('ld.so'):\n"
-    "            return -1, 'in the dynamic loader (%%s)' %% (name or hex(pc))\n"
-    "        if UNSAFE.match(name):\n"
-    "            return -1, 'in %%s' %% name\n"
-    "        try:\n"
-    "            f = f.older()\n"
-    "        except gdb.error:\n"
-    "            break\n"
-    "        n += 1\n"
-    "    if nr >= 0:\n"
-    "        return 0, 'blocked in syscall %%d (%%s)' %% (nr, top)\n"
-    "    return 0, 'running (%%s)' %% top\n"
-    /* Every function we call must come from the file the target maps at its address: gdb
-     * reading another libc than the target's (a chroot, a container) computes addresses that
-     * land in the target's libc at the wrong offsets.  Compared by inode (maps vs stat of the
-     * file gdb read; "target:" names are the target's paths). */
-    "def wrong_library():\n"
-    "    pid = gdb.selected_inferior().pid\n"
-    "    maps = []\n"
-    "    with open('/proc/{}/maps'.format(pid)) as f:\n"
-    "        for line in f:\n"
-    "            p = line.split(None, 5)\n"
-    "            if len(p) >= 5:\n"
-    "                lo, hi = (int(x, 16) for x in p[0].split('-'))\n"
-    "                maps.append((lo, hi, int(p[4])))\n"
-    "    exe = gdb.current_progspace().filename or ''\n"
-    "    try:\n"
-    "        if os.stat(exe).st_ino != os.stat('/proc/{}/exe'.format(pid)).st_ino:\n"
-    "            return 'gdb read the executable from {}, not the target\\'s'.format(exe)\n"
-    "    except OSError as e:\n"
-    "        return 'cannot check the executable ({}): {}'.format(exe, e)\n"
-    "    for name in ('mmap', 'munmap', 'dlopen', 'dlerror'):\n"
-    "        try:\n"
-    "            addr = int(gdb.parse_and_eval('(unsigned long)&' + name))\n"
-    "        except gdb.error as e:\n"
-    "            return '{} not found: {}'.format(name, str(e).replace('\\n', ' '))\n"
-    "        path = gdb.solib_name(addr) or gdb.current_progspace().filename or ''\n"
-    "        if path.startswith('target:'):\n"
-    "            path = '/proc/{}/root{}'.format(pid, path[7:])\n"
-    "        ino = [m[2] for m in maps if m[0] <= addr < m[1]]\n"
-    "        try:\n"
-    "            mine = os.stat(path).st_ino\n"
-    "        except OSError as e:\n"
-    "            return 'cannot check {} ({}): {}'.format(name, path, e)\n"
-    "        if not ino or ino[0] != mine:\n"
-    "            return 'gdb read {} from {}, which is not the file the target maps at {:#x}'" \
-    ".format(name, path, addr)\n"
-    "    return None\n"
-    /* registers first (cheap), then unwind in order of preference, stopping at the first
-     * clean stack: the best choice, found with as little unwinding as possible */
-    "def main():\n"
-    "    order = []\n"
-    "    for th in gdb.selected_inferior().threads():\n"
-    "        nr = syscall_nr(th)\n"
-    "        order.append((-(3 if nr in IDLE else (2 if nr >= 0 else 1)), th.num, th, nr))\n"
-    "    order.sort(key=lambda c: (c[0], c[1]))\n"
-    "    chosen = None\n"
-    "    for _, _, th, nr in order:\n"
-    "        try:\n"
-    "            s, why = judge(th, nr)\n"
-    "        except Exception as e:\n"
-    "            s, why = -1, 'cannot inspect: %%s' %% e\n"
-    "        print('VC_THREAD %%d %%s %%s' %% (th.ptid[1], 'unsafe' if s < 0 else 'safe', why))\n"
-    "        if s >= 0:\n"
-    "            chosen = (th, why)\n"
-    "            break\n"
-    "    if chosen is None:\n"
-    "        print('VC_UNSAFE')\n"
-    "        return\n"
-    "    th = chosen[0]\n"
-    "    th.switch()\n"
-    "    wrong = wrong_library()\n"
-    "    if wrong:\n"
-    "        print('VC_WRONGLIB ' + wrong)\n"
-    "        return\n"
-    "    print('VC_CHOSEN %%d %%s' %% (th.ptid[1], chosen[1]))\n"
-    /* The strings go into a page we mmap in the target and write ourselves: string literals
-     * in a gdb call would make gdb call malloc in the target (and leak there). */
-    "    data = AGENT.encode('utf-8', 'surrogateescape') + b'\\0'\n"
-    "    ctl = CONTROL.encode('utf-8', 'surrogateescape') + b'\\0'\n"
-    "    size = 4096 * ((len(data) + len(ctl)) // 4096 + 1)\n"
-    "    try:\n"
-    "        buf = int(gdb.parse_and_eval('(unsigned long)(void*)mmap(0, %%d, 3, 0x22, -1, 0)' %% size))\n"
-    "    except gdb.error as e:\n"
-    "        print('VC_PREPFAIL mmap: %%s' %% str(e).replace('\\n', ' '))\n"
-    "        return\n"
-    "    if buf == 0 or buf >= (1 << 64) - 4096:\n"
-    "        print('VC_PREPFAIL mmap failed in the target')\n"
-    "        return\n"
-    "    try:\n"
-    "        inf = gdb.selected_inferior()\n"
-    "        inf.write_memory(buf, data)\n"
-    "        inf.write_memory(buf + len(data), ctl)\n"
-    "        calls(buf, buf + len(data))\n"
-    "    finally:\n"
-    "        try:\n"
-    "            gdb.parse_and_eval('(int)munmap(%%d, %%d)' %% (buf, size))\n"
-    "        except gdb.error:\n"
-    "            pass\n"
-    "def calls(agent, control):\n"
-    "    print('VC_CALLING', flush=True)\n"
-    "    try:\n"
-    "        h = int(gdb.parse_and_eval('(unsigned long)(void*)dlopen((char*)%%d, 2)' %% agent))\n"
-    "    except gdb.error as e:\n"
-    "        print('VC_CALLFAIL dlopen: %%s' %% str(e).replace('\\n', ' '))\n"
-    "        return\n"
-    "    print('VC_DLOPEN %%#x' %% h)\n"
-    "    if h == 0:\n"
-    "        try:\n"
-    "            e = gdb.parse_and_eval('(char*)dlerror()')\n"
-    "            print('VC_DLERROR %%s' %% (e.string() if int(e) else ''))\n"
-    "        except gdb.error as e:\n"
-    "            print('VC_DLERROR (dlerror failed: %%s)' %% e)\n"
-    "        return\n"
-    "    gdb.execute('sharedlibrary ' + bre(os.path.basename(AGENT)), to_string=True)\n"
-    "    try:\n"
-    "        rc = int(gdb.parse_and_eval('(int)vc_agent_connect((char*)%%d)' %% control))\n"
-    "    except gdb.error as e:\n"
-    "        print('VC_CALLFAIL vc_agent_connect: %%s' %% str(e).replace('\\n', ' '))\n"
-    "        return\n"
-    "    print('VC_CONNECT %%d' %% rc)\n"
-    "main()\n";
+    "CONTROL = bytes.fromhex('%s').decode('utf-8', 'surrogateescape')\n";
 
 static const char *marker(const char *out, const char *m);
 
-/* Runs gdb once; fills out (NUL-terminated, truncated to outlen).  Returns 0 when gdb exited,
- * -ETIMEDOUT when it had to be killed, -errno when it could not run. */
-static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
-                   size_t outlen)
+/* Starts gdb on pid with the script, its stdout and stderr into a pipe (*read_fd).  Returns
+ * gdb's pid, or -errno. */
+static pid_t spawn_gdb(const char *gdb, pid_t pid, const char *script, int *read_fd)
 {
     char pidstr[32], sysroot[64] = "set width 0", exefile[64] = "set width 0";
     snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
@@ -325,6 +164,19 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
         _exit(127);
     }
     close(fds[1]);
+    *read_fd = fds[0];
+    return child;
+}
+
+/* Runs gdb once; fills out (NUL-terminated, truncated to outlen).  Returns 0 when gdb exited,
+ * -ETIMEDOUT when it had to be killed, -errno when it could not run. */
+static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
+                   size_t outlen)
+{
+    int fd = -1;
+    pid_t child = spawn_gdb(gdb, pid, script, &fd);
+    if (child < 0)
+        return (int)child;
     size_t used = 0;
     int64_t deadline = now_ms() + timeout_ms;
     int timed_out = 0, interrupted = 0;
@@ -351,14 +203,14 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
             timed_out = 1;
             break;
         }
-        struct pollfd p = {fds[0], POLLIN, 0};
+        struct pollfd p = {fd, POLLIN, 0};
         int r = poll(&p, 1, (int)(left > 100 ? 100 : left));
         if (r < 0 && errno != EINTR)
             break;
         if (r <= 0)
             continue;
         char buf[4096];
-        ssize_t n = read(fds[0], buf, sizeof buf);
+        ssize_t n = read(fd, buf, sizeof buf);
         if (n <= 0)
             break; /* EOF: gdb is exiting */
         size_t take = (size_t)n < outlen - 1 - used ? (size_t)n : outlen - 1 - used;
@@ -366,7 +218,7 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
         used += take;
     }
     out[used] = 0;
-    close(fds[0]);
+    close(fd);
     int status;
     if (timed_out) {
         kill(child, SIGKILL); /* the kernel detaches a dead tracer from every thread */
@@ -435,60 +287,192 @@ static int valid_path(const char *s)
     return 1;
 }
 
-int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
+
+/* Step 1: everything that can be checked before gdb touches the target; finds gdb.  Returns 0,
+ * or -1 with err set (nothing was done to the target). */
+static int check_request(const struct inject_request *req, char *gdb, size_t gdblen, char *err,
+                         size_t errlen)
 {
     pid_t pid = req->pid;
-    int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
-    int64_t t0 = now_ms(), deadline = t0 + timeout_ms, search_until = t0 + timeout_ms / 2;
-    err[0] = 0;
     if (!req->agent_path || !req->control_path || !valid_path(req->agent_path) ||
         !valid_path(req->control_path) || strlen(req->agent_path) > 4096 ||
         strlen(req->control_path) > 4096) {
         set_err(err, errlen, "agent or control path missing, too long or with control characters");
-        return INJECT_UNTOUCHED;
+        return -1;
     }
-    char gdb[4096];
-    if (find_gdb(gdb, sizeof gdb) < 0) {
+    if (find_gdb(gdb, gdblen) < 0) {
         set_err(err, errlen, "gdb not found: install gdb or use --method ptrace");
-        return INJECT_UNTOUCHED;
+        return -1;
     }
     if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
-        return INJECT_UNTOUCHED;
+        return -1;
     struct proc_maps maps;
-    int mr = proc_read_maps_or_explain(pid, &maps, err, errlen);
-    if (mr < 0)
-        return INJECT_UNTOUCHED;
+    if (proc_read_maps_or_explain(pid, &maps, err, errlen) < 0)
+        return -1;
     int has_libc = proc_find_module(&maps, is_libc_name) != NULL;
     proc_free_maps(&maps);
     if (!has_libc) {
         set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
                 "native process): it cannot load the agent", (int)pid);
-        return INJECT_UNTOUCHED;
+        return -1;
     }
+    return 0;
+}
 
-    size_t cap = sizeof script_fmt + 2 * (strlen(req->agent_path) + strlen(req->control_path));
-    char *script = malloc(cap), *ahex = malloc(2 * strlen(req->agent_path) + 1),
-         *chex = malloc(2 * strlen(req->control_path) + 1), *out = malloc(OUTPUT_MAX);
-    char script_path[] = "/tmp/vcattach-gdb-XXXXXX.py";
-    int status = INJECT_UNTOUCHED, fd = -1, script_made = 0;
-    if (!script || !ahex || !chex || !out) {
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Step 2: the script gdb runs, in a new file named from path (a mkstemps template, filled in):
+ * the AGENT and CONTROL lines, then vc_gdb_script.  *made says whether path is now our file
+ * (the caller unlinks it).  Returns 0, or -1 with err set. */
+static int write_script(const struct inject_request *req, char *path, int *made, char *err,
+                        size_t errlen)
+{
+    size_t alen = strlen(req->agent_path), clen = strlen(req->control_path);
+    size_t cap = sizeof script_head_fmt + 2 * (alen + clen);
+    char *head = malloc(cap), *ahex = malloc(2 * alen + 1), *chex = malloc(2 * clen + 1);
+    int rc = -1;
+    *made = 0;
+    if (!head || !ahex || !chex) {
         set_err(err, errlen, "out of memory");
-        goto done;
+        goto out;
     }
     hex_encode(req->agent_path, ahex);
     hex_encode(req->control_path, chex);
-    int n = snprintf(script, cap, script_fmt, ahex, chex);
-    fd = mkstemps(script_path, 3);
+    int n = snprintf(head, cap, script_head_fmt, ahex, chex);
+    int fd = mkstemps(path, 3);
     if (fd >= 0)
-        script_made = 1;
-    if (fd < 0 || write(fd, script, (size_t)n) != n) {
+        *made = 1;
+    if (fd < 0 || write_all(fd, head, (size_t)n) < 0 ||
+        write_all(fd, vc_gdb_script, strlen(vc_gdb_script)) < 0) {
         set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
-        goto done;
+        if (fd >= 0)
+            close(fd);
+        goto out;
     }
-    close(fd);
-    fd = -1;
+    if (close(fd) < 0) {
+        set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(head);
+    free(ahex);
+    free(chex);
+    return rc;
+}
 
-    /* termination signals wait until gdb has detached (see the top comment) */
+/* Step 3: what one gdb run means (r: run_gdb's result, out: its output).  Returns the
+ * inject_status with err set when not OK; *no_safe_point is set when the script found no
+ * thread at a safe point and called nothing (the caller may run gdb again). */
+static int interpret_run(const struct inject_request *req, const char *gdb, int r,
+                         const char *out, int timeout_ms, int *no_safe_point, char *err,
+                         size_t errlen)
+{
+    char line[512], gerr[512];
+    const char *p;
+    *no_safe_point = 0;
+    first_gdb_error(out, gerr, sizeof gerr);
+    if (r == -ETIMEDOUT && strstr(out, "GDB has restored the context")) {
+        set_err(err, errlen, "the call into the target did not return within the timeout "
+                "(%d ms); gdb unwound it (registers restored) and detached", timeout_ms);
+        return marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
+    }
+    if (r == -ETIMEDOUT) {
+        int status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
+        set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel detached "
+                "it)%s", timeout_ms, status == INJECT_FAILED ? " during the call" : "");
+        return status;
+    }
+    if (r < 0) {
+        set_err(err, errlen, "cannot run %s: %s", gdb, strerror(-r));
+        return INJECT_UNTOUCHED;
+    }
+    if ((p = marker(out, "VC_CONNECT"))) {
+        int rc = atoi(p);
+        if (rc)
+            set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
+                    req->control_path, rc, rc < 0 ? strerror(-rc) : "error");
+        return rc == 0 ? INJECT_OK : INJECT_FAILED;
+    }
+    if ((p = marker(out, "VC_DLERROR"))) {
+        line_at(p, line, sizeof line);
+        set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
+                line[0] ? line : "(no dlerror text)");
+        return INJECT_FAILED;
+    }
+    if ((p = marker(out, "VC_CALLFAIL"))) {
+        line_at(p, line, sizeof line);
+        const char *sig = strstr(out, "received signal ");
+        char signame[64] = "a signal";
+        if (sig)
+            sscanf(sig + 16, "%63[A-Z0-9]", signame);
+        if (strstr(line, "signaled while in a function called from GDB"))
+            set_err(err, errlen, "the injected call crashed with %s; gdb restored the "
+                    "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
+        else
+            set_err(err, errlen, "gdb: the call failed: %s", line);
+        return INJECT_FAILED;
+    }
+    if ((p = marker(out, "VC_WRONGLIB"))) {
+        line_at(p, line, sizeof line);
+        set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
+                "mount namespace hides its own files from gdb; use --method ptrace)", line);
+        return INJECT_UNTOUCHED;
+    }
+    if ((p = marker(out, "VC_PREPFAIL"))) {
+        line_at(p, line, sizeof line);
+        set_err(err, errlen, "gdb: could not prepare the call: %s", line);
+        return INJECT_UNTOUCHED;
+    }
+    if (marker(out, "VC_UNSAFE")) {
+        *no_safe_point = 1;
+        set_err(err, errlen, "no thread reached a safe point");
+        return INJECT_UNTOUCHED;
+    }
+    if (strstr(out, "ptrace: Operation not permitted")) {
+        set_err(err, errlen, "gdb: ptrace: Operation not permitted on pid %d (another "
+                "user's process? run as its user or with CAP_SYS_PTRACE; check "
+                "kernel.yama.ptrace_scope)", (int)req->pid);
+        return INJECT_UNTOUCHED;
+    }
+    if (strstr(out, "ptrace: No such process")) {
+        set_err(err, errlen, "gdb: no process with pid %d", (int)req->pid);
+        return INJECT_UNTOUCHED;
+    }
+    if (strstr(out, "Python scripting is not supported")) {
+        set_err(err, errlen, "this gdb has no Python support: install Debian's gdb or use "
+                "--method ptrace");
+        return INJECT_UNTOUCHED;
+    }
+    if (marker(out, "VC_CALLING")) {
+        set_err(err, errlen, "gdb stopped during the call: %s", gerr[0] ? gerr : "no output");
+        return INJECT_FAILED;
+    }
+    set_err(err, errlen, "gdb failed before the call: %s",
+            gerr[0] ? gerr : "no recognizable output (run with -v)");
+    return INJECT_UNTOUCHED;
+}
+
+/* Step 4: gdb runs until one run reaches a verdict; a run that found no thread at a safe point
+ * is repeated after a short pause until half the timeout is spent.  Termination signals wait
+ * until gdb has detached (see the top comment).  The timeout counts from t0. */
+static int run_attempts(const struct inject_request *req, const char *gdb,
+                        const char *script_path, int64_t t0, char *out, char *err, size_t errlen)
+{
+    int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
+    int64_t deadline = t0 + timeout_ms, search_until = t0 + timeout_ms / 2;
     sigset_t block, old_mask;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -496,89 +480,45 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGQUIT);
     sigprocmask(SIG_BLOCK, &block, &old_mask);
+    int status;
     for (int attempt = 1;; attempt++) {
         int64_t left = deadline - now_ms();
-        int r = left > 0 ? run_gdb(gdb, pid, script_path, (int)left, out, OUTPUT_MAX) : -ETIMEDOUT;
+        int r = left > 0 ? run_gdb(gdb, req->pid, script_path, (int)left, out, OUTPUT_MAX)
+                         : -ETIMEDOUT;
         if (req->verbose)
             fprintf(stderr, "vcattach: gdb attempt %d (%d):\n%s", attempt, r, out);
-        char line[512], gerr[512];
-        const char *p;
-        first_gdb_error(out, gerr, sizeof gerr);
-        if (r == -ETIMEDOUT && strstr(out, "GDB has restored the context")) {
-            status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
-            set_err(err, errlen, "the call into the target did not return within the timeout "
-                    "(%d ms); gdb unwound it (registers restored) and detached", timeout_ms);
-        } else if (r == -ETIMEDOUT) {
-            status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
-            set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel detached "
-                    "it)%s", timeout_ms, status == INJECT_FAILED ? " during the call" : "");
-        } else if (r < 0) {
-            set_err(err, errlen, "cannot run %s: %s", gdb, strerror(-r));
-        } else if ((p = marker(out, "VC_CONNECT"))) {
-            int rc = atoi(p);
-            status = rc == 0 ? INJECT_OK : INJECT_FAILED;
-            if (rc)
-                set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
-                        req->control_path, rc, rc < 0 ? strerror(-rc) : "error");
-        } else if ((p = marker(out, "VC_DLERROR"))) {
-            line_at(p, line, sizeof line);
-            status = INJECT_FAILED;
-            set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
-                    line[0] ? line : "(no dlerror text)");
-        } else if ((p = marker(out, "VC_CALLFAIL"))) {
-            line_at(p, line, sizeof line);
-            status = INJECT_FAILED;
-            const char *sig = strstr(out, "received signal ");
-            char signame[64] = "a signal";
-            if (sig)
-                sscanf(sig + 16, "%63[A-Z0-9]", signame);
-            if (strstr(line, "signaled while in a function called from GDB"))
-                set_err(err, errlen, "the injected call crashed with %s; gdb restored the "
-                        "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
-            else
-                set_err(err, errlen, "gdb: the call failed: %s", line);
-        } else if ((p = marker(out, "VC_WRONGLIB"))) {
-            line_at(p, line, sizeof line);
-            set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
-                    "mount namespace hides its own files from gdb; use --method ptrace)", line);
-        } else if ((p = marker(out, "VC_PREPFAIL"))) {
-            line_at(p, line, sizeof line);
-            set_err(err, errlen, "gdb: could not prepare the call: %s", line);
-        } else if (marker(out, "VC_UNSAFE")) {
-            if (now_ms() < search_until) {
-                struct timespec ts = {0, 50 * 1000000};
-                nanosleep(&ts, NULL);
-                continue;
-            }
+        int no_safe_point;
+        status = interpret_run(req, gdb, r, out, timeout_ms, &no_safe_point, err, errlen);
+        if (!no_safe_point)
+            break;
+        if (now_ms() >= search_until) {
             set_err(err, errlen, "no thread reached a safe point in %d gdb attempts; nothing "
                     "was run, retry later", attempt);
-        } else if (strstr(out, "ptrace: Operation not permitted")) {
-            set_err(err, errlen, "gdb: ptrace: Operation not permitted on pid %d (another "
-                    "user's process? run as its user or with CAP_SYS_PTRACE; check "
-                    "kernel.yama.ptrace_scope)", (int)pid);
-        } else if (strstr(out, "ptrace: No such process")) {
-            set_err(err, errlen, "gdb: no process with pid %d", (int)pid);
-        } else if (strstr(out, "Python scripting is not supported")) {
-            set_err(err, errlen, "this gdb has no Python support: install Debian's gdb or use "
-                    "--method ptrace");
-        } else if (marker(out, "VC_CALLING")) {
-            status = INJECT_FAILED;
-            set_err(err, errlen, "gdb stopped during the call: %s", gerr[0] ? gerr : "no output");
-        } else {
-            set_err(err, errlen, "gdb failed before the call: %s",
-                    gerr[0] ? gerr : "no recognizable output (run with -v)");
+            break;
         }
-        break;
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
     }
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
-done:
-    if (fd >= 0)
-        close(fd);
+    return status;
+}
+
+int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
+{
+    int64_t t0 = now_ms();
+    char gdb[4096];
+    err[0] = 0;
+    if (check_request(req, gdb, sizeof gdb, err, errlen) < 0)
+        return INJECT_UNTOUCHED;
+    char script_path[] = "/tmp/vcattach-gdb-XXXXXX.py";
+    int script_made = 0, status = INJECT_UNTOUCHED;
+    char *out = malloc(OUTPUT_MAX);
+    if (!out)
+        set_err(err, errlen, "out of memory");
+    else if (write_script(req, script_path, &script_made, err, errlen) == 0)
+        status = run_attempts(req, gdb, script_path, t0, out, err, errlen);
     if (script_made) /* after a failed mkstemps the name may be someone else's file */
         unlink(script_path);
-    free(script);
-    free(ahex);
-    free(chex);
     free(out);
     return status;
 }

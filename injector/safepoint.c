@@ -6,7 +6,8 @@
  * (kubo/injector#5).  So every stopped thread's stack is unwound (libunwind-ptrace, reading the
  * target through ptrace) and a thread is rejected if ANY frame is in the dynamic loader, the
  * malloc family, stdio internals, low-level lock waits, fork/atfork, pthread_create,
- * exit/atexit, dl_iterate_phdr or nss/getaddrinfo.
+ * exit/atexit, dl_iterate_phdr or nss/getaddrinfo: the rules are in safepoint_rules.def, one
+ * table shared with the gdb method (inject_gdb.c), which renders them into its script.
  *
  * Among the rest, a thread blocked in a syscall (futex in take_gil, sleep, poll, accept, read)
  * is preferred: it is idle, holds nothing, and is restarted normally after restore.
@@ -30,107 +31,130 @@
 #define MAX_FRAMES 512
 #define MAX_ELF_CACHE 64
 
-/* Prefix patterns: a frame whose function name starts with one of these is unsafe. */
+/* The rules (injector/safepoint_rules.def, shared with the gdb method's script). */
+enum rule_kind { RULE_NAME, RULE_PREFIX };
+
+static const struct {
+    enum rule_kind kind;
+    const char *text;
+    const char *why;
+} symbol_rules[] = {
+#define SP_NAME(name, why) {RULE_NAME, name, why},
+#define SP_PREFIX(prefix, why) {RULE_PREFIX, prefix, why},
+#define SP_ALIAS(prefix)
+#define SP_MODULE(prefix, needs_so, why)
+#define SP_IDLE_SYSCALL(name)
+#include "safepoint_rules.def"
+#undef SP_NAME
+#undef SP_PREFIX
+#undef SP_ALIAS
+#undef SP_MODULE
+#undef SP_IDLE_SYSCALL
+};
+
+static const char *const alias_prefixes[] = {
+#define SP_NAME(name, why)
+#define SP_PREFIX(prefix, why)
+#define SP_ALIAS(prefix) prefix,
+#define SP_MODULE(prefix, needs_so, why)
+#define SP_IDLE_SYSCALL(name)
+#include "safepoint_rules.def"
+#undef SP_NAME
+#undef SP_PREFIX
+#undef SP_ALIAS
+#undef SP_MODULE
+#undef SP_IDLE_SYSCALL
+};
+
 static const struct {
     const char *prefix;
+    int needs_so;
     const char *why;
-} unsafe_prefixes[] = {
-    {"malloc", "in malloc"},           {"__libc_malloc", "in malloc"},
-    {"_int_malloc", "in malloc"},      {"calloc", "in malloc"},
-    {"__libc_calloc", "in malloc"},    {"realloc", "in malloc"},
-    {"__libc_realloc", "in malloc"},   {"_int_realloc", "in malloc"},
-    {"free", "in free"},               {"__libc_free", "in free"},
-    {"cfree", "in free"},              {"_int_free", "in free"},
-    {"memalign", "in malloc"},         {"__libc_memalign", "in malloc"},
-    {"_int_memalign", "in malloc"},    {"posix_memalign", "in malloc"},
-    {"aligned_alloc", "in malloc"},    {"valloc", "in malloc"},
-    {"pvalloc", "in malloc"},          {"malloc_consolidate", "in malloc"},
-    {"sysmalloc", "in malloc"},        {"systrim", "in malloc"},
-    {"tcache_", "in malloc"},          {"arena_get", "in malloc"},
-    {"__malloc_", "in malloc"},        {"malloc_trim", "in malloc"},
-    {"_IO_", "in stdio"},              {"__GI__IO_", "in stdio"},
-    {"__vfprintf", "in stdio"},        {"__printf", "in stdio"},
-    {"fflush", "in stdio"},            {"fwrite", "in stdio"},
-    {"fputs", "in stdio"},             {"fopen", "in stdio"},
-    {"fclose", "in stdio"},            {"__lll_lock_wait", "waiting for a low-level lock"},
-    {"__lll_lock_wake", "in a low-level lock"},
-    {"pthread_mutex_lock", "waiting for a mutex"},
-    {"__pthread_mutex_lock", "waiting for a mutex"},
-    {"___pthread_mutex_lock", "waiting for a mutex"},
-    {"__pthread_mutex_cond_lock", "waiting for a mutex"},
-    {"pthread_rwlock_", "in a rwlock"},
-    {"__pthread_rwlock_", "in a rwlock"},
-    {"fork", "in fork"},               {"__libc_fork", "in fork"},
-    {"_Fork", "in fork"},              {"__run_fork_handlers", "in fork handlers"},
-    {"__register_atfork", "in atfork"},{"pthread_atfork", "in atfork"},
-    {"pthread_create", "in pthread_create"},
-    {"__pthread_create", "in pthread_create"},
-    {"exit", "in exit"},               {"_exit", "in exit"},
-    {"__run_exit_handlers", "in exit"},{"atexit", "in atexit"},
-    {"__cxa_atexit", "in atexit"},     {"__cxa_finalize", "in exit"},
-    {"__new_exitfn", "in atexit"},     {"__call_tls_dtors", "in exit"},
-    {"dl_iterate_phdr", "in dl_iterate_phdr"},
-    {"__dl_iterate_phdr", "in dl_iterate_phdr"},
-    {"_dl_", "in the dynamic loader"}, {"__libc_dlopen", "in the dynamic loader"},
-    {"__libc_dlsym", "in the dynamic loader"},
-    {"__libc_dlclose", "in the dynamic loader"},
-    {"dlopen", "in dlopen"},           {"dlclose", "in dlclose"},
-    {"dlsym", "in dlsym"},             {"dlvsym", "in dlsym"},
-    {"dlerror", "in dlerror"},         {"dladdr", "in dladdr"},
-    {"dlinfo", "in dlinfo"},           {"___dlopen", "in dlopen"},
-    {"getaddrinfo", "in getaddrinfo (nss)"},
-    {"gethostbyname", "in nss"},       {"gethostbyaddr", "in nss"},
-    {"getpwnam", "in nss"},            {"getpwuid", "in nss"},
-    {"getgrnam", "in nss"},            {"getgrgid", "in nss"},
-    {"__nss_", "in nss"},              {"nss_", "in nss"},
-    {"_nss_", "in nss"},               {"getnameinfo", "in nss"},
-    {"__libc_start_main", NULL},       /* (explicitly fine: every main thread has it) */
+} module_rules[] = {
+#define SP_NAME(name, why)
+#define SP_PREFIX(prefix, why)
+#define SP_ALIAS(prefix)
+#define SP_MODULE(prefix, needs_so, why) {prefix, needs_so, why},
+#define SP_IDLE_SYSCALL(name)
+#include "safepoint_rules.def"
+#undef SP_NAME
+#undef SP_PREFIX
+#undef SP_ALIAS
+#undef SP_MODULE
+#undef SP_IDLE_SYSCALL
 };
+
+static const long idle_syscalls[] = {
+#define SP_NAME(name, why)
+#define SP_PREFIX(prefix, why)
+#define SP_ALIAS(prefix)
+#define SP_MODULE(prefix, needs_so, why)
+#define SP_IDLE_SYSCALL(name) SYS_##name,
+#include "safepoint_rules.def"
+#undef SP_NAME
+#undef SP_PREFIX
+#undef SP_ALIAS
+#undef SP_MODULE
+#undef SP_IDLE_SYSCALL
+};
+
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+
+/* The first symbol rule name matches.  A SP_NAME rule matches the name and its variants only:
+ * "free" is free, free@GLIBC_2.2.5 or free_hook, never freeaddrinfo. */
+static const char *match_symbol(const char *name)
+{
+    for (size_t i = 0; i < COUNT(symbol_rules); i++) {
+        size_t n = strlen(symbol_rules[i].text);
+        if (strncmp(name, symbol_rules[i].text, n) != 0)
+            continue;
+        char next = name[n];
+        if (symbol_rules[i].kind == RULE_NAME && next && next != '_' && next != '@' &&
+            next != '.' && !(next >= '0' && next <= '9'))
+            continue;
+        return symbol_rules[i].why;
+    }
+    return NULL;
+}
 
 const char *safepoint_unsafe_symbol(const char *name)
 {
     if (!name || !*name)
         return NULL;
-    for (size_t i = 0; i < sizeof unsafe_prefixes / sizeof *unsafe_prefixes; i++) {
-        size_t n = strlen(unsafe_prefixes[i].prefix);
-        if (strncmp(name, unsafe_prefixes[i].prefix, n) != 0)
-            continue;
-        /* "free" must not match "freeaddrinfo" style names only by accident: a prefix ending in
-         * a letter matches the whole name or a name continuing with '_' / '@' / digits */
-        char next = name[n];
-        char last = unsafe_prefixes[i].prefix[n - 1];
-        if (last != '_' && next && next != '_' && next != '@' && next != '.' &&
-            !(next >= '0' && next <= '9'))
-            continue;
-        return unsafe_prefixes[i].why;
+    const char *why = match_symbol(name);
+    for (size_t i = 0; !why && i < COUNT(alias_prefixes); i++) {
+        size_t n = strlen(alias_prefixes[i]);
+        if (strncmp(name, alias_prefixes[i], n) == 0 && name[n])
+            why = match_symbol(name + n);
     }
-    return NULL;
+    return why;
 }
 
 const char *safepoint_unsafe_module(const char *path)
 {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
-    if (strncmp(b, "ld-linux", 8) == 0 || strncmp(b, "ld-musl", 7) == 0 ||
-        (strncmp(b, "ld-", 3) == 0 && strstr(b, ".so")) || strncmp(b, "ld.so", 5) == 0)
-        return "in the dynamic loader";
+    for (size_t i = 0; i < COUNT(module_rules); i++)
+        if (strncmp(b, module_rules[i].prefix, strlen(module_rules[i].prefix)) == 0 &&
+            (!module_rules[i].needs_so || strstr(b, ".so")))
+            return module_rules[i].why;
     return NULL;
+}
+
+const char *safepoint_unsafe_frame(const char *name, const char *module_path)
+{
+    const char *why = module_path && module_path[0] == '/' ? safepoint_unsafe_module(module_path)
+                                                            : NULL;
+    return why ? why : safepoint_unsafe_symbol(name);
 }
 
 /* Syscalls a thread idles in: the best places to borrow it. */
 static int idle_syscall(long nr)
 {
-    switch (nr) {
-    case SYS_futex: case SYS_clock_nanosleep: case SYS_nanosleep: case SYS_select:
-    case SYS_pselect6: case SYS_poll: case SYS_ppoll: case SYS_epoll_wait:
-    case SYS_epoll_pwait: case SYS_read: case SYS_accept: case SYS_accept4:
-    case SYS_recvfrom: case SYS_recvmsg: case SYS_wait4: case SYS_waitid: case SYS_pause:
-    case SYS_rt_sigtimedwait: case SYS_rt_sigsuspend:
-    case SYS_restart_syscall: /* a restarted sleep/poll/futex wait */
-        return 1;
-    default:
-        return 0;
-    }
+    for (size_t i = 0; i < COUNT(idle_syscalls); i++)
+        if (idle_syscalls[i] == nr)
+            return 1;
+    return 0;
 }
 
 struct elf_cache {
@@ -227,7 +251,6 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
             }
             break; /* the unwind left the known stack: stop here */
         }
-        const char *bad = m->path[0] == '/' ? safepoint_unsafe_module(m->path) : NULL;
         /* Names: our cached ELF index first (libunwind re-reads the file's symbol table for
          * every frame, ~1 ms each on libpython), libunwind's lookup when ours finds nothing. */
         char name[256] = "";
@@ -239,8 +262,7 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
         unw_word_t off = 0;
         if (!name[0] && (unw_get_proc_name(&cur, name, sizeof name, &off) < 0))
             name[0] = 0;
-        if (!bad)
-            bad = safepoint_unsafe_symbol(name);
+        const char *bad = safepoint_unsafe_frame(name, m->path);
         if (verbose > 1)
             fprintf(stderr, "vcattach:   tid %d #%d %#lx %s (%s)\n", (int)tid, frames,
                     (unsigned long)ip, name[0] ? name : "?", m->path);

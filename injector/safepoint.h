@@ -19,5 +19,9 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
  * string if a frame in it makes the thread unsafe, else NULL. */
 const char *safepoint_unsafe_symbol(const char *name);
 const char *safepoint_unsafe_module(const char *path);
+/* One frame: function name (may be empty) in the module at module_path (absolute, else the
+ * module is not judged).  The ptrace method judges every frame with it; the gdb method's script
+ * does the same from the same table (tests/test_safepoint_rules.py compares the two). */
+const char *safepoint_unsafe_frame(const char *name, const char *module_path);
 
 #endif /* VC_SAFEPOINT_H */

@@ -4,13 +4,22 @@
  *   inject-test ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] [-v]
  *
  * Prints one line per injection: "status=S elapsed_us=U err=TEXT"; exit code = the last
- * status (0 INJECT_OK, 1 INJECT_UNTOUCHED, 2 INJECT_FAILED), 3 on usage errors. */
+ * status (0 INJECT_OK, 1 INJECT_UNTOUCHED, 2 INJECT_FAILED), 3 on usage errors.
+ *
+ *   inject-test judge-stacks < STACKS
+ *
+ * Judges recorded stacks with the ptrace method's rules (safepoint_unsafe_frame, the same call
+ * safepoint.c makes for every unwound frame), for tests/test_safepoint_rules.py, which judges
+ * the same input with the gdb method's script.  STACKS: one frame a line, innermost first,
+ * "function<TAB>module path" (either may be empty); a blank line ends a stack; '#' lines are
+ * comments.  Prints per stack "safe" or "unsafe INDEX WHY" (INDEX: the first unsafe frame). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "inject.h"
+#include "safepoint.h"
 
 static long long now_us(void)
 {
@@ -19,11 +28,64 @@ static long long now_us(void)
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Ends the current stack: prints its verdict. */
+static void end_stack(int *frames, int *unsafe_at, const char **why)
+{
+    if (*frames == 0)
+        return;
+    if (*unsafe_at >= 0)
+        printf("unsafe %d %s\n", *unsafe_at, *why);
+    else
+        printf("safe\n");
+    *frames = 0;
+    *unsafe_at = -1;
+    *why = NULL;
+}
+
+static int judge_stacks(void)
+{
+    char line[4096];
+    int frames = 0, unsafe_at = -1;
+    const char *why = NULL;
+    while (fgets(line, sizeof line, stdin)) {
+        size_t n = strlen(line);
+        if (n && line[n - 1] != '\n' && !feof(stdin)) {
+            fprintf(stderr, "inject-test: judge-stacks: a line longer than %zu bytes: frames "
+                    "are 'function<TAB>module path'\n", sizeof line - 2);
+            return 3;
+        }
+        line[strcspn(line, "\n")] = 0;
+        if (line[0] == '#')
+            continue;
+        if (!line[0]) {
+            end_stack(&frames, &unsafe_at, &why);
+            continue;
+        }
+        char *tab = strchr(line, '\t');
+        if (!tab) {
+            fprintf(stderr, "inject-test: judge-stacks: no tab in '%s': frames are "
+                    "'function<TAB>module path'\n", line);
+            return 3;
+        }
+        *tab = 0;
+        const char *w = safepoint_unsafe_frame(line, tab + 1);
+        if (w && unsafe_at < 0) {
+            unsafe_at = frames;
+            why = w;
+        }
+        frames++;
+    }
+    end_stack(&frames, &unsafe_at, &why);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "judge-stacks") == 0)
+        return judge_stacks();
     if (argc < 5 || (strcmp(argv[1], "ptrace") != 0 && strcmp(argv[1], "gdb") != 0)) {
         fprintf(stderr, "usage: %s ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] "
-                "[-v]\n", argv[0]);
+                "[-v]\n       %s judge-stacks < STACKS\n", argv[0], argv[0]);
         return 3;
     }
     struct inject_request req = {0};

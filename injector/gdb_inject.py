@@ -1,0 +1,247 @@
+# gdb_inject.py — the gdb method's script (inject_gdb.c), run by gdb's Python after it attached.
+#
+# Picks a thread at a safe point by unwinding every thread with the rules of
+# injector/safepoint_rules.def (the table safepoint.c compiles in; the build renders it at the
+# "@SAFEPOINT_RULES@" line below), preferring one blocked in an idle syscall; then writes the
+# agent and control paths into a page mmap'd in the target and calls
+# (void*)dlopen(page, RTLD_NOW), (char*)dlerror() on NULL, `sharedlibrary <agent>`,
+# (int)vc_agent_connect(control), munmap(page).  No thread at a safe point: nothing is called.
+#
+# It reports on stdout with VC_* marker lines that inject_gdb.c parses:
+#   VC_THREAD tid safe|unsafe why   VC_UNSAFE   VC_CHOSEN tid why   VC_WRONGLIB text   VC_PREPFAIL text
+#   VC_CALLING   VC_CALLFAIL text   VC_DLOPEN handle   VC_DLERROR text   VC_CONNECT rc
+#
+# inject_gdb.c prepends AGENT and CONTROL (the paths, str).  Outside gdb (python3, the tests)
+# the module imports without running anything: the judging functions are plain Python.
+import os
+import re
+
+try:
+    import gdb
+except ImportError:  # imported by the tests with python3: only the judge is used
+    gdb = None
+
+# @SAFEPOINT_RULES@
+
+MAX_FRAMES = 512
+
+
+def _match_symbol(name):
+    """The first symbol rule matching name (a 'name' rule matches the name and its variants:
+    followed by '_', '@', '.' or a digit, never a letter)."""
+    for kind, text, why in SYMBOL_RULES:
+        if not name.startswith(text):
+            continue
+        rest = name[len(text):]
+        if kind == 'name' and rest and rest[0] not in '_@.0123456789':
+            continue
+        return why
+    return None
+
+
+def symbol_verdict(name):
+    """Why a frame in function name makes its thread unsafe, or None."""
+    if not name:
+        return None
+    why = _match_symbol(name)
+    for alias in ALIASES:
+        if why is None and name.startswith(alias) and len(name) > len(alias):
+            why = _match_symbol(name[len(alias):])
+    return why
+
+
+def module_verdict(path):
+    base = os.path.basename(path)
+    for prefix, needs_so, why in MODULE_RULES:
+        if base.startswith(prefix) and (not needs_so or '.so' in base):
+            return why
+    return None
+
+
+def frame_verdict(name, path):
+    """Why a frame in function name (may be '') of the module at path (absolute, else the
+    module is not judged) makes its thread unsafe, or None.  safepoint_unsafe_frame() in C."""
+    why = module_verdict(path) if path.startswith('/') else None
+    return why or symbol_verdict(name)
+
+
+def stack_verdict(frames):
+    """frames: (name, module path) pairs, innermost first.  (index, why) of the first unsafe
+    frame, or None when the stack is clean."""
+    for i, (name, path) in enumerate(frames[:MAX_FRAMES]):
+        why = frame_verdict(name, path)
+        if why:
+            return i, why
+    return None
+
+
+def bre(s):
+    return re.sub(r'([.*\[\]^$\\])', r'\\\1', s)
+
+
+def syscall_nr(th):
+    th.switch()
+    try:
+        nr = int(gdb.parse_and_eval('$orig_rax'))
+    except (gdb.error, ValueError):
+        return -1
+    return nr - (1 << 64) if nr >= 1 << 63 else nr
+
+
+def older_frames(f):
+    """(name, module path, pc) of f and the frames it was called from, innermost first."""
+    n = 0
+    while f is not None and n < MAX_FRAMES:
+        pc = f.pc()
+        if pc == 0:
+            break
+        # a return address points after the call: look up the call itself
+        path = gdb.solib_name(pc if n == 0 else pc - 1) or ''
+        if path.startswith('target:'):  # gdb's name for a file read through the target
+            path = path[len('target:'):]
+        yield f.name() or '', path, pc
+        try:
+            f = f.older()
+        except gdb.error:
+            break  # the unwind ends here: judge what was seen
+        n += 1
+
+
+def judge(th, nr):
+    """(-1, why) when the thread is at no safe point, else (0, where it is)."""
+    th.switch()
+    try:
+        f = gdb.newest_frame()
+    except gdb.error as e:
+        return -1, 'cannot unwind: %s' % e
+    top = '?'
+    for n, (name, path, pc) in enumerate(older_frames(f)):
+        if n == 0:
+            top = '%s in %s' % (name or hex(pc), os.path.basename(path) or 'the executable')
+        why = frame_verdict(name, path)
+        if why:
+            return -1, '%s (%s)' % (why, name or hex(pc))
+    if nr >= 0:
+        return 0, 'blocked in syscall %d (%s)' % (nr, top)
+    return 0, 'running (%s)' % top
+
+
+def choose_thread():
+    """Registers first (cheap), then unwind in order of preference, stopping at the first clean
+    stack: the best choice, found with as little unwinding as possible."""
+    order = []
+    for th in gdb.selected_inferior().threads():
+        nr = syscall_nr(th)
+        order.append((-(3 if nr in IDLE_SYSCALLS else (2 if nr >= 0 else 1)), th.num, th, nr))
+    order.sort(key=lambda c: (c[0], c[1]))
+    for _, _, th, nr in order:
+        try:
+            s, why = judge(th, nr)
+        except Exception as e:
+            s, why = -1, 'cannot inspect: %s' % e
+        print('VC_THREAD %d %s %s' % (th.ptid[1], 'unsafe' if s < 0 else 'safe', why))
+        if s >= 0:
+            return th, why
+    return None
+
+# Every function we call must come from the file the target maps at its address: gdb reading
+# another libc than the target's (a chroot, a container) computes addresses that land in the
+# target's libc at the wrong offsets.  Compared by inode (maps vs stat of the file gdb read;
+# "target:" names are the target's paths).
+def wrong_library():
+    pid = gdb.selected_inferior().pid
+    maps = []
+    with open('/proc/{}/maps'.format(pid)) as f:
+        for line in f:
+            p = line.split(None, 5)
+            if len(p) >= 5:
+                lo, hi = (int(x, 16) for x in p[0].split('-'))
+                maps.append((lo, hi, int(p[4])))
+    exe = gdb.current_progspace().filename or ''
+    try:
+        if os.stat(exe).st_ino != os.stat('/proc/{}/exe'.format(pid)).st_ino:
+            return "gdb read the executable from {}, not the target's".format(exe)
+    except OSError as e:
+        return 'cannot check the executable ({}): {}'.format(exe, e)
+    for name in ('mmap', 'munmap', 'dlopen', 'dlerror'):
+        try:
+            addr = int(gdb.parse_and_eval('(unsigned long)&' + name))
+        except gdb.error as e:
+            return '{} not found: {}'.format(name, str(e).replace('\n', ' '))
+        path = gdb.solib_name(addr) or gdb.current_progspace().filename or ''
+        if path.startswith('target:'):
+            path = '/proc/{}/root{}'.format(pid, path[7:])
+        ino = [m[2] for m in maps if m[0] <= addr < m[1]]
+        try:
+            mine = os.stat(path).st_ino
+        except OSError as e:
+            return 'cannot check {} ({}): {}'.format(name, path, e)
+        if not ino or ino[0] != mine:
+            return 'gdb read {} from {}, which is not the file the target maps at {:#x}'.format(
+                name, path, addr)
+    return None
+
+
+def main():
+    chosen = choose_thread()
+    if chosen is None:
+        print('VC_UNSAFE')
+        return
+    th = chosen[0]
+    th.switch()
+    wrong = wrong_library()
+    if wrong:
+        print('VC_WRONGLIB ' + wrong)
+        return
+    print('VC_CHOSEN %d %s' % (th.ptid[1], chosen[1]))
+    # The strings go into a page we mmap in the target and write ourselves: string literals in
+    # a gdb call would make gdb call malloc in the target (and leak there).
+    data = AGENT.encode('utf-8', 'surrogateescape') + b'\0'
+    ctl = CONTROL.encode('utf-8', 'surrogateescape') + b'\0'
+    size = 4096 * ((len(data) + len(ctl)) // 4096 + 1)
+    try:
+        buf = int(gdb.parse_and_eval('(unsigned long)(void*)mmap(0, %d, 3, 0x22, -1, 0)' % size))
+    except gdb.error as e:
+        print('VC_PREPFAIL mmap: %s' % str(e).replace('\n', ' '))
+        return
+    if buf == 0 or buf >= (1 << 64) - 4096:
+        print('VC_PREPFAIL mmap failed in the target')
+        return
+    try:
+        inf = gdb.selected_inferior()
+        inf.write_memory(buf, data)
+        inf.write_memory(buf + len(data), ctl)
+        calls(buf, buf + len(data))
+    finally:
+        try:
+            gdb.parse_and_eval('(int)munmap(%d, %d)' % (buf, size))
+        except gdb.error:
+            pass
+
+
+def calls(agent, control):
+    print('VC_CALLING', flush=True)
+    try:
+        h = int(gdb.parse_and_eval('(unsigned long)(void*)dlopen((char*)%d, 2)' % agent))
+    except gdb.error as e:
+        print('VC_CALLFAIL dlopen: %s' % str(e).replace('\n', ' '))
+        return
+    print('VC_DLOPEN %#x' % h)
+    if h == 0:
+        try:
+            e = gdb.parse_and_eval('(char*)dlerror()')
+            print('VC_DLERROR %s' % (e.string() if int(e) else ''))
+        except gdb.error as e:
+            print('VC_DLERROR (dlerror failed: %s)' % e)
+        return
+    gdb.execute('sharedlibrary ' + bre(os.path.basename(AGENT)), to_string=True)
+    try:
+        rc = int(gdb.parse_and_eval('(int)vc_agent_connect((char*)%d)' % control))
+    except gdb.error as e:
+        print('VC_CALLFAIL vc_agent_connect: %s' % str(e).replace('\n', ' '))
+        return
+    print('VC_CONNECT %d' % rc)
+
+
+if gdb is not None and __name__ == '__main__':
+    main()
