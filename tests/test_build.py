@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT
+from support.paths import BUILD, PYTHONS, ROOT
 
 
 def test_tree_builds_with_clang():

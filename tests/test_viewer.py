@@ -26,7 +26,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT, VCATTACH
+from support.paths import BUILD, PYTHONS, ROOT, VCATTACH
 
 VIEWER = os.path.join(ROOT, "tests", "viewer")
 SPEEDSCOPE = os.path.join(VIEWER, "node_modules", "speedscope", "dist", "release")
