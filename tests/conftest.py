@@ -15,6 +15,21 @@ def corpus_dir():
     return CORPUS
 
 
+@pytest.fixture
+def start_target():
+    """start_target(TargetClass, *args, **kw) starts a support.targets.Target that is closed
+    (resumed if stopped, killed, reaped) at the end of the test, whatever happened."""
+    started = []
+
+    def start(cls, *args, **kw):
+        t = cls(*args, **kw)
+        started.append(t)
+        return t
+    yield start
+    for t in started:
+        t.close()
+
+
 def pytest_report_header(config):
     lines = ["vcattach build: %s" % BUILD, "interpreters: " + ", ".join(
         "%s=%s" % (p["id"], p["path"]) for p in PYTHONS)]

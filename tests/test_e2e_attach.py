@@ -35,16 +35,10 @@ def agents_present():
 
 
 @pytest.fixture
-def service(tmp_path):
-    started = []
-
+def service(tmp_path, start_target):
     def start(python, name="svc"):
-        s = Service(python, tmp_path / name)
-        started.append(s)
-        return s
-    yield start
-    for s in started:
-        s.close()
+        return start_target(Service, python, tmp_path / name)
+    return start
 
 
 def wait_session(pid, running=True, timeout=15, proc=None):

@@ -33,16 +33,10 @@ def built():
 
 
 @pytest.fixture
-def target_factory():
-    made = []
-
+def target_factory(start_target):
     def make(py, *args):
-        t = FixtureTarget(py, *args)
-        made.append(t)
-        return t
-    yield make
-    for t in made:
-        t.close()
+        return start_target(FixtureTarget, py, *args)
+    return make
 
 
 class Listener:

@@ -33,16 +33,10 @@ def agents():
 
 
 @pytest.fixture
-def idle():
-    targets = []
-
+def idle(start_target):
     def start(python=ANY, **kw):
-        t = Idle(python, **kw)
-        targets.append(t)
-        return t
-    yield start
-    for t in targets:
-        t.close()
+        return start_target(Idle, python, **kw)
+    return start
 
 
 def one_line(r):
