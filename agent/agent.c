@@ -31,8 +31,6 @@
 #define VC_ATEXIT_WAIT_MS 10000
 #define VC_TICK_MS 100
 
-vc_session g_vc = {.control_fd = -1, .status_fd = -1, .status_client_fd = -1, .tool_id = -1};
-
 static uint32_t g_gen;
 
 /* ---- atexit: the process is exiting while a session runs ---------------------------------- */

@@ -1,6 +1,6 @@
 /* session.h — the state of one tracing session, shared by the agent's files.
  *
- * There is at most one session per process (g_vc, defined in agent.c).  Its fields are
+ * There is at most one session per process (g_vc, defined in session.c).  Its fields are
  * written either by the agent thread or by the hooks, always under the GIL.  The life-cycle
  * state (state, stop request, result, wake pipe) is not here: lifecycle.h owns it, behind its
  * own lock.  (Include guard VC_AGENT_SESSION_H: the CLI's control client once used
