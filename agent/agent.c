@@ -103,8 +103,10 @@ static void discard_names_under_gil(vc_session *s)
  * lifecycle.c's pthread_atfork handlers keep the lock usable in the child and note that a
  * session was running; os.register_at_fork(after_in_child=…) (registered once per process: os
  * has no unregister; it does nothing unless a session was running at the fork) then removes,
- * in the child and under its GIL, every hook the child inherited, so it runs on untraced and
- * leaves no trace. */
+ * in the child and under its GIL, every hook the child inherited and discards the parent's
+ * records it holds a copy of.  A plain session's child then runs on untraced; a process-tree
+ * session's child (follow_forks) starts its own session on the controller's socket
+ * (follow.c), so that it is traced from its start with its own buffers, pid and threads. */
 
 static PyObject *after_fork_child(PyObject *self, PyObject *unused)
 {
@@ -123,6 +125,12 @@ static PyObject *after_fork_child(PyObject *self, PyObject *unused)
         close(s->status_client_fd);
     s->control_fd = s->status_fd = s->status_client_fd = -1;
     PyErr_Clear();
+    /* A process-tree session (--subprocesses): the child opens its own session back to the
+     * same controller, which tells it apart by SO_PEERCRED. */
+    if (s->follow_forks && s->control_path[0] != '\0') {
+        vc_follow_fork_child(s->control_path); /* vc_agent_connect copies it first */
+        PyErr_Clear();
+    }
     Py_RETURN_NONE;
 }
 
@@ -478,6 +486,7 @@ VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
         s->control_path[0] = '\0';
         s->control_fd = -1;
         s->detach = 0;
+        s->follow_forks = 0;
         s->duration_ms = cfg->duration_ms;
         s->buffer_mb = cfg->buffer_mb ? cfg->buffer_mb : 256;
         s->hook_kind = cfg->hook;
@@ -496,11 +505,15 @@ VC_EXPORT int vc_agent_connect(const char *control_path)
     if (rc != 0)
         return rc;
     vc_session *s = &g_vc;
-    rc = copy_str(s->control_path, sizeof s->control_path, control_path);
+    char path[VC_PATH_MAX];
+    rc = copy_str(path, sizeof path, control_path); /* it may be s->control_path itself */
+    if (rc == 0)
+        memcpy(s->control_path, path, strlen(path) + 1);
     if (rc == 0) {
         s->output[0] = s->fallback[0] = '\0';
         s->control_fd = -1;
         s->detach = 0;
+        s->follow_forks = 0;
         s->duration_ms = 0;
         s->buffer_mb = 256;
         s->hook_kind = VC_HOOK_AUTO;

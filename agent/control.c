@@ -120,6 +120,8 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
             s->null_hook = strcmp(val, "1") == 0;
         if (vc_kv_get(cfg, "detach", val, sizeof val) > 0)
             s->detach = strcmp(val, "1") == 0;
+        if (vc_kv_get(cfg, "follow_forks", val, sizeof val) > 0)
+            s->follow_forks = strcmp(val, "1") == 0;
     }
     free(cfg);
     return rc;

@@ -190,7 +190,12 @@ static int write_names(emit_ctx *e)
             continue;
         char fallback_name[32];
         snprintf(fallback_name, sizeof fallback_name, "Thread-%d", (int)t->tid);
-        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)t->tid, t->name ? t->name : fallback_name) != 0)
+        /* The thread whose tid is the pid is the main thread in every process: a fork child
+         * made from another thread, or whose threading module kept the parent's objects,
+         * still gets its main track named as the viewer and the summary expect. */
+        const char *name = (uint64_t)t->tid == e->pid ? "MainThread"
+                           : t->name ? t->name : fallback_name;
+        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)t->tid, name) != 0)
             return emit_write_failed(e);
     }
     return 0;

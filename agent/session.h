@@ -60,6 +60,7 @@ typedef struct vc_session {
     uint32_t hook_kind;
     uint32_t null_hook;
     int detach;               /* control: the controller closes after STARTED */
+    int follow_forks;         /* control: a fork child opens its own session (follow.c) */
     int control_fd;           /* -1 if none */
     int status_fd;            /* abstract listening socket, -1 if none */
     int status_client_fd;     /* a `vcattach stop` waiting for END, -1 if none */
@@ -115,6 +116,12 @@ int vc_threading_foreign(void);
 int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
                    size_t errlen);
 int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen);
+
+/* ---- fork following (follow.c) ---- */
+/* In a fork child of a session with follow_forks, under the child's GIL, after the inherited
+ * hooks are gone: wraps os._exit (so that a child leaving through it still sends its trace)
+ * and starts the child's own session on the same control socket. */
+void vc_follow_fork_child(const char *control_path);
 
 /* ---- control (control.c) ---- */
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);

@@ -8,9 +8,12 @@
  */
 #include "session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 vc_thread vc_ignored_thread; /* the agent's own thread and threads beyond the table */
 
@@ -27,6 +30,19 @@ static vc_thread *table_base(void)
     return base;
 }
 
+/* A native thread id CPython reports, if it is one of this process's threads.  After fork,
+ * the child's main thread keeps the parent's native_id (in the thread state and in
+ * threading's Thread object): taken as is, the child's main thread would be filed under a
+ * thread of its parent.  0 (unknown) lets the hook take gettid() on the thread's first event. */
+static pid_t own_tid(unsigned long native)
+{
+    if (native == 0 || native > 0x7fffffffu)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%lu", native);
+    return access(path, F_OK) == 0 ? (pid_t)native : 0;
+}
+
 vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts)
 {
     if (s->threads == NULL || s->nthreads >= VC_MAX_THREADS)
@@ -38,7 +54,10 @@ vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts)
     t->gen = s->gen;
     t->tstate = ts;
     t->ident = ts ? (unsigned long)ts->thread_id : 0;
-    t->tid = ts ? (pid_t)vc_compat_native_tid(ts) : 0;
+    if (ts != NULL && ts == vc_compat_current_tstate())
+        t->tid = (pid_t)syscall(SYS_gettid);
+    else
+        t->tid = ts ? own_tid(vc_compat_native_tid(ts)) : 0;
     return t;
 }
 
@@ -141,12 +160,13 @@ void vc_threads_capture_names(vc_session *s)
         }
         for (uint32_t i = 0; i < s->nthreads; i++) {
             vc_thread *t = &s->threads[i];
-            int same = (native != 0 && t->tid != 0) ? (pid_t)native == t->tid
-                                                    : (ident != 0 && ident == t->ident && t->tstate);
+            /* ident first: a fork child's threading keeps the parent's _native_id. */
+            int same = (ident != 0 && ident == t->ident && t->tstate) ||
+                       (native != 0 && t->tid != 0 && (pid_t)native == t->tid);
             if (same) {
                 set_name(t, name);
-                if (t->tid == 0 && native != 0)
-                    t->tid = (pid_t)native;
+                if (t->tid == 0)
+                    t->tid = own_tid(native);
             }
         }
         Py_DECREF(name);

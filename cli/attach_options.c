@@ -26,6 +26,20 @@ static void help_trace(FILE *out)
             "                        256); when full the oldest records are dropped and counted\n"
             "      --hook H          auto (default), profile (PyEval_SetProfile), or monitoring\n"
             "                        (sys.monitoring, Python 3.12+)\n"
+            "      --subprocesses    trace PID and every CPython process descending from it\n"
+            "                        (a gunicorn master and its workers, multiprocessing pools)\n"
+            "                        into one .cvf, on one clock, following the processes born\n"
+            "                        during the trace (forked ones reconnect by themselves, new\n"
+            "                        interpreters are found within 100 ms and injected); non-\n"
+            "                        Python descendants are skipped (named with -v).  With it,\n"
+            "                        --buffer-mb is the budget of the whole tree: 3/4 of it is\n"
+            "                        split evenly among the processes found at attach, 1/4 is a\n"
+            "                        reserve from which each process born later gets 1/8 of the\n"
+            "                        budget (at least 2 MiB); an ended process's share returns\n"
+            "                        to the reserve, and a process the reserve cannot serve is\n"
+            "                        not traced (said in the summary)\n"
+            "      --max-processes N at most N processes in the tree trace (default 32); the\n"
+            "                        ones beyond are named in the summary\n"
             "  -f, --force           replace OUT if it exists\n"
             "  -q, --quiet           no status line and no summary\n"
             "  -v, --verbose         progress of the injection on stderr\n"
@@ -56,7 +70,7 @@ static void help_start(FILE *out)
 static void help_stop(FILE *out)
 {
     fprintf(out,
-            "usage: vcattach stop --pid PID [-q]\n\n"
+            "usage: vcattach stop --pid PID [--subprocesses] [-q]\n\n"
             "Stop the session started in PID by `vcattach start`, wait for the agent to write its\n"
             "trace (at most 60s), and print the summary.\n\n"
             "exit codes: 0 stopped and written; 1 no session running, or the agent failed;\n"
@@ -66,13 +80,13 @@ static void help_stop(FILE *out)
 static void help_status(FILE *out)
 {
     fprintf(out,
-            "usage: vcattach status --pid PID [-q]\n\n"
+            "usage: vcattach status --pid PID [--subprocesses] [-q]\n\n"
             "Tell whether a vcattach session is running in PID, with its elapsed and remaining\n"
             "time and its output.\n\n"
             "exit codes: 0 a session is running; 1 no session is running; 2 usage error\n");
 }
 
-enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK };
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_SUBPROCESSES, OPT_MAX_PROCESSES };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -81,6 +95,8 @@ static const struct opt_spec attach_specs[] = {
     {"method", 0, 1, OPT_METHOD},
     {"buffer-mb", 0, 1, OPT_BUFFER},
     {"hook", 0, 1, OPT_HOOK},
+    {"subprocesses", 0, 0, OPT_SUBPROCESSES},
+    {"max-processes", 0, 1, OPT_MAX_PROCESSES},
     {"force", 'f', 0, 'f'},
     {"quiet", 'q', 0, 'q'},
     {"verbose", 'v', 0, 'v'},
@@ -106,7 +122,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     struct cli_options *opt = ps->opt;
     /* Only trace and start take the tracing options; stop and status take --pid and -q. */
     int full = opt->mode == CLI_TRACE || opt->mode == CLI_START;
-    if (!full && o->id != 'p' && o->id != 'q') {
+    if (!full && o->id != 'p' && o->id != 'q' && o->id != OPT_SUBPROCESSES) {
         snprintf(err, errlen, "option '--%s' does not apply to %s", o->name,
                  commands[opt->mode].name);
         return -1;
@@ -144,6 +160,10 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         }
         opt->hook = value;
         return 0;
+    case OPT_SUBPROCESSES: opt->subprocesses = 1; return 0;
+    case OPT_MAX_PROCESSES:
+        return cli_parse_uint(value, "--max-processes", 1, 4096, &opt->max_processes, err,
+                              errlen);
     case 'f': opt->force = 1; return 0;
     case 'q': opt->quiet = 1; return 0;
     case 'v': opt->verbose = 1; return 0;
@@ -168,6 +188,14 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
         return opt_usage_error(cmd->name, "unexpected argument '%s'", argv[first]);
     if (!ps.has_pid)
         return opt_usage_error(cmd->name, "which process? give --pid PID");
+    if (opt->max_processes && !opt->subprocesses)
+        return opt_usage_error(cmd->name, "--max-processes bounds --subprocesses: add "
+                                          "--subprocesses");
+    if (!opt->max_processes)
+        opt->max_processes = CLI_TREE_MAX_DEFAULT;
+    if (opt->subprocesses && opt->output && !strncmp(opt->output, "unix:", 5))
+        return opt_usage_error(cmd->name, "--subprocesses writes one merged file: give -o "
+                                          "FILE.cvf, not a socket");
     if (mode == CLI_START) {
         if (opt->duration_ms == 0)
             opt->duration_ms = CLI_START_DEFAULT_MS;

@@ -19,6 +19,9 @@ enum cli_method { CLI_METHOD_PTRACE, CLI_METHOD_GDB };
 
 /* `vcattach start` without -t: a detached session must always end by itself. */
 #define CLI_START_DEFAULT_MS (60ull * 1000)
+/* --subprocesses without --max-processes: a service's master and its workers, with room for
+ * the workers that replace them, but not a runaway fork loop. */
+#define CLI_TREE_MAX_DEFAULT 32
 
 struct cli_options {
     enum cli_mode mode;
@@ -31,6 +34,8 @@ struct cli_options {
     int force;
     int quiet;
     int verbose;
+    int subprocesses;      /* --subprocesses: PID and its Python descendants (cmd_tree.c) */
+    unsigned max_processes; /* --max-processes: bound of the tree (CLI_TREE_MAX_DEFAULT) */
 };
 
 /* Parses argv (argv[0] = the subcommand name) for `mode`.  Returns 0 and fills *opt;

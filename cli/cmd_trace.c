@@ -29,8 +29,10 @@
 #include "inject.h"
 #include "preflight.h"
 #include "proc.h"
+#include "cmd_tree.h"
 #include "control_client.h"
 #include "trace_sink.h"
+#include "tree.h"
 
 /* Bounds of each phase (ms). */
 #define INJECT_TIMEOUT_MS 10000
@@ -141,18 +143,39 @@ static long end_status(const char *end_text)
     return vc_kv_get(end_text, "status", v, sizeof v) > 0 ? strtol(v, NULL, 10) : 0;
 }
 
+/* Without --subprocesses: "; pid N has 4 Python child processes; --subprocesses traces them
+ * all" when it has any (a gunicorn master, a multiprocessing parent), else "". */
+static void python_children_hint(pid_t pid, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    pid_t *pids = NULL;
+    long n = tree_descendants(pid, &pids);
+    long python = 0;
+    for (long i = 0; i < n; i++) {
+        struct target_python py;
+        char e[256];
+        python += target_python_detect(pids[i], &py, e, sizeof e) == 1;
+    }
+    free(pids);
+    if (python > 0)
+        snprintf(buf, cap, "; pid %d has %ld Python child process%s; --subprocesses traces "
+                           "them all", (int)pid, python, python == 1 ? "" : "es");
+}
+
 /* One line from an END text: "12345 events, 5 threads, 0 dropped, 1.2 MiB -> OUT". */
 static void print_summary(pid_t pid, const char *end_text, const char *where, uint64_t bytes,
                           uint64_t traced_ms)
 {
+    char hint[160];
+    python_children_hint(pid, hint, sizeof hint);
     char size[32], dur[32] = "";
     cli_format_bytes(bytes ? bytes : kv_u64(end_text, "bytes"), size, sizeof size);
     if (traced_ms)
         snprintf(dur, sizeof dur, " in %.1fs", (double)traced_ms / 1000.0);
     unsigned long long drops = kv_u64(end_text, "drops");
-    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s\n", (int)pid,
-           dur, kv_u64(end_text, "events"), kv_u64(end_text, "threads"), drops,
-           drops ? " (buffer full: raise --buffer-mb)" : "", size, where);
+    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s\n",
+           (int)pid, dur, kv_u64(end_text, "events"), kv_u64(end_text, "threads"), drops,
+           drops ? " (buffer full: raise --buffer-mb)" : "", size, where, hint);
     fflush(stdout);
 }
 
@@ -402,6 +425,14 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
     if (prc)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
     const char *cmd = mode == CLI_START ? "vcattach start" : "vcattach";
+    if (opt.subprocesses && mode == CLI_TRACE)
+        return run_tree(&opt);
+    if (opt.subprocesses) {
+        fprintf(stderr, "%s: --subprocesses is supported by `vcattach trace` only for now: use "
+                        "`vcattach --pid %d --subprocesses -t DURATION -o OUT.cvf`\n", cmd,
+                (int)opt.pid);
+        return VC_EXIT_USAGE;
+    }
 
     char err[1024] = "";
     struct target_info t;
