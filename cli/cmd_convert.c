@@ -18,6 +18,7 @@
 #include "convert.h"
 #include "cvf_reader.h"
 #include "export.h"
+#include "merge.h"
 #include "options.h"
 #include "trace_sink.h"
 
@@ -41,7 +42,9 @@ static const struct format {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vcattach convert IN [-o OUT] [--format FORMAT] [--force] [--quiet]\n\n"
+            "usage: vcattach convert IN... [-o OUT] [--format FORMAT] [--force] [--quiet]\n\n"
+            "Several .cvf inputs (traces of processes taken separately) are merged into one\n"
+            "trace, written to OUT (-o required).\n"
             "Converts between VizTracer's compressed .cvf format and Chrome trace JSON.\n"
             "The direction comes from IN's contents, not its name:\n"
             "  .cvf  (starts with the version word 1) -> FORMAT (default chrome)\n"
@@ -66,6 +69,8 @@ static void usage(FILE *out)
 
 struct convert_args {
     const char *in, *out, *format_name;
+    char *const *ins;  /* several .cvf inputs: merged into one trace first (trace/merge.c) */
+    size_t nins;
     const struct format *fmt;
     bool force, quiet;
 };
@@ -119,10 +124,13 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
         return rc;
     if (first == argc)
         return opt_usage_error("convert", "no input file (usage: vcattach convert IN [-o OUT])");
-    if (argc - first > 1)
-        return opt_usage_error("convert", "one input only ('%s' and '%s'); use -o for the "
-                                          "output", argv[first], argv[first + 1]);
+    if (argc - first > 1 && !a->out)
+        return opt_usage_error("convert", "several inputs ('%s', '%s', …) are merged into one "
+                                          "trace: name it with -o OUT", argv[first],
+                               argv[first + 1]);
     a->in = argv[first];
+    a->ins = argv + first;
+    a->nins = (size_t)(argc - first);
     return 0;
 }
 
@@ -301,6 +309,18 @@ int cmd_convert(int argc, char **argv)
     int prc = parse_args(argc, argv, &a);
     if (prc)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    char merged_path[64];
+    int merged_fd = -1;
+    if (a.nins > 1) {
+        char err[1024];
+        merged_fd = vct_cvf_merge_to_memfd((const char *const *)a.ins, a.nins, err, sizeof err);
+        if (merged_fd < 0) {
+            fprintf(stderr, "vcattach convert: %s (several inputs must all be .cvf)\n", err);
+            return VC_EXIT_FAIL;
+        }
+        snprintf(merged_path, sizeof merged_path, "/proc/self/fd/%d", merged_fd);
+        a.in = merged_path; /* stays open until the process exits */
+    }
     void *data = NULL;
     size_t size = 0;
     enum input_kind kind;

@@ -10,13 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "commands.h"
+#include "merge.h"
 #include "model.h"
 #include "options.h"
 #include "summary.h"
 
 struct summary_args {
-    const char *path;
+    const char *path;        /* the one file, or a label for several */
+    char *const *paths;      /* every FILE given */
+    size_t npaths;
+    uint64_t pid;            /* --pid: only that process (0: all) */
     size_t top, max_threads;
     const char *thread;  /* --thread: a name or a tid, or NULL */
     enum vct_sort_key sort;
@@ -28,9 +34,12 @@ struct summary_args {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vcattach summary FILE [--top N] [--thread NAME|TID] [--sort self|total|calls]"
-            " [--merged] [--max-threads N]\n"
+            "usage: vcattach summary FILE... [--top N] [--pid PID] [--thread NAME|TID]\n"
+            "                        [--sort self|total|calls] [--merged] [--max-threads N]\n"
             "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
+            "Several .cvf files (traces of processes taken separately) are read as one trace;\n"
+            "a trace of several processes (--subprocesses) lists them in its header.\n"
+            "  -p, --pid PID    only the threads of process PID (--merged: that process merged)\n"
             "  -n, --top N      functions shown per thread (default 20)\n"
             "  --thread X       only the thread named X (or with tid X)\n"
             "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
@@ -40,7 +49,7 @@ static void usage(FILE *out)
             "exit codes: 0 printed; 1 the trace cannot be read; 2 usage error\n");
 }
 
-enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS };
+enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS, OPT_PID };
 
 static const struct opt_spec summary_specs[] = {
     {"top", 'n', 1, 'n'},
@@ -48,6 +57,7 @@ static const struct opt_spec summary_specs[] = {
     {"sort", 0, 1, OPT_SORT},
     {"merged", 0, 0, OPT_MERGED},
     {"max-threads", 0, 1, OPT_MAX_THREADS},
+    {"pid", 'p', 1, OPT_PID},
 };
 
 static const struct opt_command summary_command = {
@@ -88,6 +98,13 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         }
         return 0;
     case OPT_MERGED: a->merged = 1; return 0;
+    case OPT_PID: {
+        pid_t pid;
+        if (cli_parse_pid(value, &pid, err, errlen) < 0)
+            return -1;
+        a->pid = (uint64_t)pid;
+        return 0;
+    }
     }
     snprintf(err, errlen, "option '--%s' is not handled", o->name);
     return -1;
@@ -104,11 +121,11 @@ static int parse_args(int argc, char **argv, struct summary_args *a)
     if (first == argc)
         return opt_usage_error("summary", "which trace? usage: vcattach summary FILE.cvf "
                                           "[--top N] [--thread X] [--sort KEY] [--merged]");
-    if (first != argc - 1)
-        return opt_usage_error("summary", "one trace file at a time");
     if (a->merged && a->thread)
         return opt_usage_error("summary", "--merged and --thread exclude each other");
     a->path = argv[first];
+    a->paths = argv + first;
+    a->npaths = (size_t)(argc - first);
     return 0;
 }
 
@@ -183,6 +200,26 @@ static void print_section(vct_summary *a, const char *title, size_t top, enum vc
     vct_summary_reset(a);
 }
 
+/* One line per process: pid, threads, calls, name (threads are sorted by pid, tid). */
+static void print_processes(const vct_trace *t)
+{
+    char b1[32];
+    for (size_t i = 0; i < t->nthreads;) {
+        uint64_t pid = t->threads[i].pid, calls = 0;
+        size_t threads = 0;
+        for (; i < t->nthreads && t->threads[i].pid == pid; i++)
+            threads++, calls += t->threads[i].nevents;
+        const char *name = vct_trace_process_name(t, pid);
+        printf("  process %" PRIu64 ": %zu thread%s, %s calls", pid, threads,
+               threads == 1 ? "" : "s", grouped(calls, b1, sizeof b1));
+        if (name) {
+            printf(": ");
+            put_terminal_text(name);
+        }
+        putchar('\n');
+    }
+}
+
 static void print_header(const char *path, const vct_trace *t)
 {
     char b1[32], b2[32], b3[32];
@@ -196,6 +233,8 @@ static void print_header(const char *path, const vct_trace *t)
                t->dropped ? " (agent buffers were full: the trace is incomplete)" : "");
     else
         printf(", no drop count recorded\n");
+    if (t->nprocesses > 1)
+        print_processes(t);
 }
 
 /* The thread --thread names, or -1 for all.  -2 after printing that it does not exist, with
@@ -238,6 +277,8 @@ static int print_tables(const vct_trace *t, const struct summary_args *a, long o
         const vct_thread *th = &t->threads[i];
         if ((only >= 0 && (long)i != only) || (!th->nevents && only < 0))
             continue;
+        if (a->pid && th->pid != a->pid)
+            continue;
         if (shown && !shown[i]) {
             hidden++;
             hidden_calls += th->nevents;
@@ -255,8 +296,14 @@ static int print_tables(const vct_trace *t, const struct summary_args *a, long o
         }
     }
     if (!failed && a->merged) {
-        char title[64];
-        snprintf(title, sizeof title, "all %zu threads merged", t->nthreads);
+        char title[96];
+        if (a->pid)
+            snprintf(title, sizeof title, "process %" PRIu64 ", all its threads merged", a->pid);
+        else if (t->nprocesses > 1)
+            snprintf(title, sizeof title, "all %zu threads of %" PRIu64 " processes merged",
+                     t->nthreads, t->nprocesses);
+        else
+            snprintf(title, sizeof title, "all %zu threads merged", t->nthreads);
         print_section(&acc, title, a->top, a->sort);
     }
     if (!failed && hidden) {
@@ -279,11 +326,40 @@ int cmd_summary(int argc, char **argv)
     if (prc)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
 
-    char err[512];
+    char err[1024];
     vct_trace *t;
-    if (vct_trace_load(a.path, &t, err, sizeof err) < 0) {
+    int merged_fd = -1;
+    char label[64], merged_path[64];
+    const char *load_path = a.path;
+    if (a.npaths > 1) { /* several files: one trace, merged in memory */
+        merged_fd = vct_cvf_merge_to_memfd((const char *const *)a.paths, a.npaths, err,
+                                           sizeof err);
+        if (merged_fd < 0) {
+            fprintf(stderr, "vcattach summary: %s\n", err);
+            return VC_EXIT_FAIL;
+        }
+        snprintf(merged_path, sizeof merged_path, "/proc/self/fd/%d", merged_fd);
+        snprintf(label, sizeof label, "%zu files", a.npaths);
+        load_path = merged_path;
+        a.path = label;
+    }
+    int lrc = vct_trace_load(load_path, &t, err, sizeof err);
+    if (merged_fd >= 0)
+        close(merged_fd);
+    if (lrc < 0) {
         fprintf(stderr, "vcattach summary: %s\n", err);
         return VC_EXIT_FAIL;
+    }
+    if (a.pid && !vct_trace_process_name(t, a.pid)) {
+        int found = 0;
+        for (size_t i = 0; i < t->nthreads && !found; i++)
+            found = t->threads[i].pid == a.pid;
+        if (!found) {
+            fprintf(stderr, "vcattach summary: no process %" PRIu64 " in %s (the header of "
+                            "`vcattach summary %s` lists them)\n", a.pid, a.path, a.paths[0]);
+            vct_trace_free(t);
+            return VC_EXIT_USAGE;
+        }
     }
     int rc = VC_EXIT_OK;
     long only = resolve_thread(t, &a);

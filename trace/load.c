@@ -100,6 +100,11 @@ static int load_json(const char *path, vct_trace *t, char *err, size_t errlen)
                                                                   "name"));
             if (tname && vct_trace_set_thread_name(t, pid, tid, tname) < 0)
                 goto nomem;
+        } else if (ph[0] == 'M' && name && !strcmp(name, "process_name")) {
+            const char *pname = json_string_value(json_object_get(json_object_get(ev, "args"),
+                                                                  "name"));
+            if (pname && vct_trace_set_process_name(t, pid, pname) < 0)
+                goto nomem;
         } else if (ph[0] != 'M' && ph[0] != 'C') {
             note_drops(t, ev);
         }
@@ -130,6 +135,13 @@ static int on_cvf_thread_name(void *ctx, uint64_t pid, uint64_t tid, const char 
 {
     cvf_load_ctx *c = ctx;
     return vct_trace_set_thread_name(c->t, pid, tid, name) < 0 ? cvf_nomem(c, 0) : 0;
+}
+
+static int on_cvf_process_name(void *ctx, uint64_t pid, uint64_t tid, const char *name)
+{
+    cvf_load_ctx *c = ctx;
+    (void)tid;
+    return vct_trace_set_process_name(c->t, pid, name) < 0 ? cvf_nomem(c, 0) : 0;
 }
 
 static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
@@ -167,6 +179,7 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
 static int load_cvf(const void *data, size_t size, vct_trace *t, cvf_error *cerr)
 {
     static const cvf_visitor visitor = {
+        .process_name = on_cvf_process_name,
         .thread_name = on_cvf_thread_name,
         .fee_group = on_cvf_fee,
         .other_events = on_cvf_other,

@@ -29,6 +29,9 @@ void vct_trace_free(vct_trace *t)
         free(t->threads[i].events);
     }
     free(t->threads);
+    for (size_t i = 0; i < t->nprocs; i++)
+        free(t->procs[i].name);
+    free(t->procs);
     free(t);
 }
 
@@ -130,6 +133,40 @@ int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const ch
     free(th->name); /* the last name wins, as in VizTracer's reader */
     th->name = copy;
     return 0;
+}
+
+int vct_trace_set_process_name(vct_trace *t, uint64_t pid, const char *name)
+{
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    for (size_t i = 0; i < t->nprocs; i++)
+        if (t->procs[i].pid == pid) {
+            free(t->procs[i].name);
+            t->procs[i].name = copy;
+            return 0;
+        }
+    if (t->nprocs == t->procs_cap) {
+        size_t cap = t->procs_cap ? t->procs_cap * 2 : 8;
+        struct vct_process *bigger = realloc(t->procs, cap * sizeof *bigger);
+        if (!bigger) {
+            free(copy);
+            return -1;
+        }
+        t->procs = bigger;
+        t->procs_cap = cap;
+    }
+    t->procs[t->nprocs].pid = pid;
+    t->procs[t->nprocs++].name = copy;
+    return 0;
+}
+
+const char *vct_trace_process_name(const vct_trace *t, uint64_t pid)
+{
+    for (size_t i = 0; i < t->nprocs; i++)
+        if (t->procs[i].pid == pid)
+            return t->procs[i].name;
+    return NULL;
 }
 
 int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func)

@@ -48,6 +48,8 @@ typedef struct vct_trace {
     uint64_t nprocesses;  /* distinct pids among threads (set by vct_trace_finish) */
     int64_t min_ts;       /* earliest start (valid if nevents) */
     int64_t max_end;      /* latest end */
+    struct vct_process { uint64_t pid; char *name; } *procs; /* process_name records */
+    size_t nprocs, procs_cap;
     int has_drops;        /* an event carried args.dropped */
     uint64_t dropped;     /* sum of every args.dropped */
 } vct_trace;
@@ -60,6 +62,10 @@ int vct_trace_intern(vct_trace *t, const char *name, uint32_t *id);
 /* The thread (pid, tid), created if new.  NULL on allocation failure. */
 vct_thread *vct_trace_thread(vct_trace *t, uint64_t pid, uint64_t tid);
 int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const char *name);
+/* The name of process pid (its command line, as the agent recorded it).  0 or -1 (memory). */
+int vct_trace_set_process_name(vct_trace *t, uint64_t pid, const char *name);
+/* The recorded name of process pid, or NULL. */
+const char *vct_trace_process_name(const vct_trace *t, uint64_t pid);
 /* Appends one complete event.  0, or -1 on allocation failure. */
 int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func);
 void vct_trace_add_drops(vct_trace *t, uint64_t dropped);
