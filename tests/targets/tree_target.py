@@ -1,0 +1,120 @@
+"""A process tree for `vcattach --subprocesses` tests (tests/test_tree.py).
+
+    tree_target.py fork        a parent, two long-lived fork children (one answers a pipe
+                               ping-pong: the clock check) and a short-lived fork child
+                               every 0.3 s that leaves through os._exit
+    tree_target.py mp METHOD   multiprocessing pools (fork, forkserver or spawn) created again
+                               and again: workers born during the trace
+    tree_target.py subprocess  subprocess.run of a Python child and of a shell child, again
+                               and again
+
+Prints "ready" once the tree is up; runs until killed (at most 120 s).
+"""
+import os
+import subprocess
+import sys
+import time
+
+END = time.time() + 120
+
+
+def child_work(n):
+    return sum(child_leaf(i) for i in range(n))
+
+
+def child_leaf(i):
+    return i * 2
+
+
+def clock_ping(wfd):
+    os.write(wfd, b"p")
+
+
+def clock_wait(rfd):
+    os.read(rfd, 1)
+
+
+def clock_pong(rfd, wfd):
+    os.read(rfd, 1)
+    os.write(wfd, b"q")
+
+
+def long_child(rfd=None, wfd=None):
+    while time.time() < END:
+        if rfd is not None:
+            clock_pong(rfd, wfd)
+        else:
+            child_work(200)
+            time.sleep(0.02)
+    os._exit(0)
+
+
+def short_child():
+    child_work(300)
+    time.sleep(0.05)
+    child_work(300)
+    os._exit(0)
+
+
+def run_fork():
+    to_child_r, to_child_w = os.pipe()
+    to_parent_r, to_parent_w = os.pipe()
+    if os.fork() == 0:
+        long_child(to_child_r, to_parent_w)
+    if os.fork() == 0:
+        long_child()
+    print("ready", flush=True)
+    last_fork = 0.0
+    while time.time() < END:
+        clock_ping(to_child_w)
+        clock_wait(to_parent_r)
+        time.sleep(0.02)
+        if time.time() - last_fork > 0.3:
+            last_fork = time.time()
+            pid = os.fork()
+            if pid == 0:
+                short_child()
+            os.waitpid(pid, 0)
+
+
+def mp_work(x):
+    return child_work(100 + x)
+
+
+def run_mp(method):
+    import multiprocessing as mp
+    ctx = mp.get_context(method)
+    print("ready", flush=True)
+    while time.time() < END:
+        pool = ctx.Pool(2)
+        pool.map(mp_work, range(8))
+        pool.close()
+        pool.join()
+        time.sleep(0.2)
+
+
+def sub_parent():
+    subprocess.run([sys.executable, "-c",
+                    "import time\n"
+                    "def sub_child_fn():\n"
+                    "    time.sleep(0.4)\n"
+                    "    return sum(range(1000))\n"
+                    "sub_child_fn()\n"], check=True)
+    subprocess.run(["/bin/sh", "-c", "sleep 0.4"], check=True)
+
+
+def run_subprocess():
+    print("ready", flush=True)
+    while time.time() < END:
+        sub_parent()
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "fork":
+        run_fork()
+    elif mode == "mp":
+        run_mp(sys.argv[2])
+    else:
+        run_subprocess()

@@ -1,0 +1,360 @@
+"""`vcattach --subprocesses`: a process tree traced into one .cvf (issue 13).
+
+Real trees: os.fork children (long-lived ones present at attach, short-lived ones forked
+during the trace that leave through os._exit), multiprocessing pools created during the trace
+(fork, forkserver, spawn), subprocess.run of a Python and of a shell child, and Debian's
+gunicorn serving a Flask app under a bounded local load, with a worker killed mid-trace.
+Every test checks that every process of the tree is left running, unstopped and untraced.
+"""
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from support.paths import PYTHONS, TESTS, VCATTACH
+from support.proc import assert_running_untraced
+from support.traces import decode, x_events
+
+TARGET = os.path.join(TESTS, "targets", "tree_target.py")
+APP_DIR = os.path.join(TESTS, "targets")
+
+
+def by_minor(*minors):
+    return [pytest.param(p, id=p["id"]) for p in PYTHONS
+            if p["minor"] in minors and p["kind"] != "static"]
+
+
+class Tree:
+    """A target tree in its own session, killed as a group at the end."""
+
+    def __init__(self, argv, **kw):
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, start_new_session=True, **kw)
+        line = self.p.stdout.readline()
+        assert line.strip() == "ready", self.p.stderr.read()
+        self.pid = self.p.pid
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.p.wait(10)
+
+
+def descendants(pid):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                         text=True).stdout.split()
+    pids = [int(x) for x in out]
+    for p in list(pids):
+        pids += descendants(p)
+    return pids
+
+
+def check_alive(pids):
+    for p in pids:
+        if os.path.exists("/proc/%d" % p):
+            assert_running_untraced(p)
+
+
+def trace_tree(pid, out, seconds, *extra, timeout=120):
+    r = subprocess.run([VCATTACH, "--pid", str(pid), "--subprocesses", "-t", str(seconds),
+                        "-o", out, "-f", *extra], capture_output=True, text=True,
+                       timeout=timeout)
+    return r
+
+
+def per_pid(events):
+    got = {}
+    for e in x_events(events):
+        got.setdefault(e["pid"], []).append(e)
+    return got
+
+
+def names_of(events, ph_name):
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+            if e.get("ph") == "M" and e.get("name") == ph_name}
+
+
+@pytest.mark.parametrize("py", by_minor(308, 312))
+def test_fork_tree_one_trace(py, tmp_path):
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        at_attach = [tree.pid] + descendants(tree.pid)
+        out = str(tmp_path / "tree.cvf")
+        r = trace_tree(tree.pid, out, 2)
+        assert r.returncode == 0, r.stderr
+        assert "processes traced" in r.stdout, r.stdout
+        events = decode(out)
+        pids = per_pid(events)
+        # every process there at attach, with its own functions
+        for p in at_attach:
+            if os.path.exists("/proc/%d" % p):
+                assert p in pids, (p, sorted(pids), r.stdout)
+        assert any(e["name"].startswith("child_work") for p in at_attach[1:] for e in pids[p])
+        # short-lived children forked during the trace reconnected and sent their trace at
+        # os._exit
+        born = [p for p in pids if p not in at_attach]
+        assert born, r.stdout
+        assert any(any(e["name"].startswith("short_child") or e["name"].startswith("child_work")
+                       for e in pids[p]) for p in born), r.stdout
+        # every process named from its command line; main threads named MainThread with the
+        # process's own tid
+        procs = names_of(events, "process_name")
+        threads = names_of(events, "thread_name")
+        for p in pids:
+            assert "tree_target.py" in procs[(p, p)]
+            assert threads.get((p, p)) == "MainThread", (p, threads)
+            assert {e["tid"] for e in pids[p]} <= {t for (q, t) in threads if q == p}
+        # summary: a header listing the processes, --pid selects one
+        s = subprocess.run([VCATTACH, "summary", out, "--top", "3"], capture_output=True,
+                           text=True, timeout=60)
+        assert s.returncode == 0, s.stderr
+        assert "process %d:" % tree.pid in s.stdout
+        s = subprocess.run([VCATTACH, "summary", out, "--pid", str(at_attach[2]), "--merged"],
+                           capture_output=True, text=True, timeout=60)
+        assert s.returncode == 0 and "child_work" in s.stdout and "clock_wait" not in s.stdout
+        check_alive(at_attach)
+    finally:
+        tree.close()
+
+
+@pytest.mark.parametrize("py", by_minor(312))
+def test_one_clock_across_processes(py, tmp_path):
+    """A pipe ping-pong between the parent and a child bounds the clock offset between their
+    traces from both sides: a read cannot return before the matching write started."""
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        child = descendants(tree.pid)[0]  # the first fork: the ping-pong child
+        out = str(tmp_path / "clock.cvf")
+        r = trace_tree(tree.pid, out, 2)
+        assert r.returncode == 0, r.stderr
+        ev = x_events(decode(out))
+
+        def inside(pid, outer, inner):
+            outs = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev
+                          if e["pid"] == pid and e["name"].startswith(outer))
+            ins = [e for e in ev if e["pid"] == pid and e["name"] == inner]
+            res = []
+            for a, b in outs:
+                res += [e for e in ins if a <= e["ts"] and e["ts"] + e["dur"] <= b]
+            return sorted(res, key=lambda e: e["ts"])
+        pings = inside(tree.pid, "clock_ping", "posix.write")
+        waits = inside(tree.pid, "clock_wait", "posix.read")
+        child_reads = inside(child, "clock_pong", "posix.read")
+        child_writes = inside(child, "clock_pong", "posix.write")
+        assert len(pings) > 20 and len(child_reads) > 20
+        # match each child read to the latest parent write that started before it ended
+        worst_fwd = worst_back = None
+        for cr in child_reads:
+            end = cr["ts"] + cr["dur"]
+            before = [p for p in pings if p["ts"] <= end + 50]
+            if before:
+                slack = end - before[-1]["ts"]
+                worst_fwd = slack if worst_fwd is None else min(worst_fwd, slack)
+        for cw in child_writes:
+            after = [w for w in waits if w["ts"] + w["dur"] >= cw["ts"] - 50]
+            if after:
+                slack = after[0]["ts"] + after[0]["dur"] - cw["ts"]
+                worst_back = slack if worst_back is None else min(worst_back, slack)
+        # causality holds across the two traces within a few µs
+        assert worst_fwd is not None and worst_fwd >= -5, worst_fwd
+        assert worst_back is not None and worst_back >= -5, worst_back
+    finally:
+        tree.close()
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+@pytest.mark.parametrize("py", by_minor(308, 312))
+def test_multiprocessing_pools_born_during_trace(py, method, tmp_path):
+    tree = Tree([py["path"], TARGET, "mp", method])
+    try:
+        time.sleep(0.5)
+        before = set([tree.pid] + descendants(tree.pid))
+        out = str(tmp_path / "mp.cvf")
+        r = trace_tree(tree.pid, out, 3)
+        assert r.returncode == 0, r.stderr + r.stdout
+        pids = per_pid(decode(out))
+        workers = [p for p in pids if p not in before
+                   and any(e["name"].startswith("mp_work") for e in pids[p])]
+        assert workers, (method, r.stdout, sorted(pids))
+        check_alive([tree.pid] + descendants(tree.pid))
+    finally:
+        tree.close()
+
+
+def test_subprocess_python_child_traced_shell_skipped(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "subprocess"])
+    try:
+        out = str(tmp_path / "sub.cvf")
+        r = trace_tree(tree.pid, out, 3, "-v")
+        assert r.returncode == 0, r.stderr
+        pids = per_pid(decode(out))
+        assert any(any(e["name"].startswith("sub_child_fn") for e in evs)
+                   for p, evs in pids.items() if p != tree.pid), r.stdout
+        assert "skipped: /bin/sh -c sleep 0.4" in r.stdout, r.stdout
+    finally:
+        tree.close()
+
+
+def test_hint_without_subprocesses(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        out = str(tmp_path / "one.cvf")
+        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "-t", "0.5", "-o", out],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "Python child process" in r.stdout and "--subprocesses traces them all" in r.stdout
+        pids = per_pid(decode(out))
+        assert list(pids) == [tree.pid]
+    finally:
+        tree.close()
+
+
+def test_kill9_of_vcattach_unhooks_every_process(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        members = [tree.pid] + descendants(tree.pid)
+        out = str(tmp_path / "killed.cvf")
+        v = subprocess.Popen([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-o", out],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(2)
+        v.kill()
+        v.wait(10)
+        # each agent sees its controller vanish and writes its partial trace itself
+        partial = str(tmp_path / ("killed.%d.partial.cvf" % tree.pid))
+        for _ in range(100):
+            if os.path.exists(partial):
+                break
+            time.sleep(0.1)
+        assert os.path.exists(partial), os.listdir(tmp_path)
+        assert per_pid(decode(partial)).get(tree.pid)
+        time.sleep(0.5)
+        check_alive(members)
+        # no agent session is left running in any of them
+        for p in members:
+            if os.path.exists("/proc/%d" % p):
+                s = subprocess.run([VCATTACH, "status", "--pid", str(p)], capture_output=True,
+                                   text=True, timeout=30)
+                assert s.returncode == 1, s.stdout
+        assert not os.path.exists(out)
+    finally:
+        tree.close()
+
+
+# ---- gunicorn ------------------------------------------------------------------------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Load:
+    """A bounded local load: a few client threads, each request with a timeout."""
+
+    def __init__(self, port, seconds):
+        self.url = "http://127.0.0.1:%d/" % port
+        self.ok = self.failed = 0
+        self.end = time.time() + seconds
+        self.threads = [threading.Thread(target=self.run) for _ in range(3)]
+        for t in self.threads:
+            t.start()
+
+    def run(self):
+        while time.time() < self.end:
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as resp:
+                    resp.read()
+                self.ok += 1
+            except Exception:
+                self.failed += 1
+            time.sleep(0.005)
+
+    def join(self):
+        for t in self.threads:
+            t.join(30)
+
+
+def gunicorn_available():
+    return os.path.exists("/usr/bin/gunicorn") and subprocess.run(
+        ["/usr/bin/python3", "-c", "import flask"], capture_output=True).returncode == 0
+
+
+def start_gunicorn(port, *extra):
+    p = subprocess.Popen(["/usr/bin/python3", "/usr/bin/gunicorn", "-b", "127.0.0.1:%d" % port,
+                          "--chdir", APP_DIR, *extra, "tree_flask_app:app"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=2):
+                break
+        except Exception:
+            time.sleep(0.1)
+    return p
+
+
+@pytest.mark.skipif(not gunicorn_available(), reason="gunicorn/flask not installed "
+                    "(scripts/install-deps.sh)")
+@pytest.mark.parametrize("workers", [["-w", "3"], ["-w", "2", "-k", "gthread", "--threads", "2"],
+                                     ["-w", "2", "--max-requests", "30"]],
+                         ids=["sync", "gthread", "max-requests"])
+def test_gunicorn_whole_service(workers, tmp_path):
+    port = free_port()
+    g = start_gunicorn(port, *workers)
+    try:
+        time.sleep(0.5)
+        master = g.pid
+        initial = descendants(master)
+        assert initial
+        load = Load(port, 5)
+        out = str(tmp_path / "service.cvf")
+        v = subprocess.Popen([VCATTACH, "--pid", str(master), "--subprocesses", "-t", "4",
+                              "-o", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        killed = None
+        if workers[0:2] == ["-w", "3"]:
+            time.sleep(2)
+            killed = initial[0]
+            os.kill(killed, signal.SIGKILL)
+        stdout, stderr = v.communicate(timeout=120)
+        load.join()
+        assert v.returncode == 0, stderr + stdout
+        pids = per_pid(decode(out))
+        assert master in pids, stdout
+        handlers = [p for p in pids if any(e["name"].startswith("hello") or
+                                           e["name"].startswith("handler_work")
+                                           for e in pids[p])]
+        for w in initial:
+            if w != killed and w in pids and "--max-requests" not in workers:
+                assert w in handlers, (w, stdout)
+        assert len(handlers) >= 2, stdout
+        if killed:
+            replacements = [p for p in pids if p not in initial and p != master]
+            assert replacements, stdout  # gunicorn's new worker, traced from its start
+            assert load.failed <= 10, (load.ok, load.failed)
+        else:
+            assert load.failed == 0, (load.ok, load.failed)
+        if "--max-requests" in workers:
+            assert [p for p in pids if p not in initial and p != master], stdout
+        check_alive([master] + descendants(master))
+    finally:
+        try:
+            os.killpg(g.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        g.wait(10)
