@@ -39,9 +39,13 @@ static PyObject *atexit_stop(PyObject *self, PyObject *unused)
 {
     if (!vc_life_in_session_process())
         Py_RETURN_NONE; /* a fork child: it has no agent thread to wait for */
+    if (vc_life_state() == VC_IDLE)
+        Py_RETURN_NONE; /* already over (its END is out or about to be) */
+    unsigned seen = vc_life_delivered();
     Py_BEGIN_ALLOW_THREADS
     vc_life_request_stop(VC_STOP_ATEXIT);
-    vc_life_wait_idle(VC_ATEXIT_WAIT_MS);
+    /* until END went out: the process exits right after us */
+    vc_life_wait_delivered(seen, VC_ATEXIT_WAIT_MS);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -408,6 +412,7 @@ static void end_session(vc_session *s, int status, const struct vc_result *res, 
     vc_control_prepare_end(s, res, &end);
     finish_session(s, status, err);
     vc_control_send_end(&end);
+    vc_life_mark_delivered();
 }
 
 static void *agent_main(void *arg)
@@ -424,6 +429,7 @@ static void *agent_main(void *arg)
     if (rc != 0) {
         vc_control_send_error(s, err);
         finish_session(s, rc, err);
+        vc_life_mark_delivered();
         return NULL;
     }
     int reason = wait_for_stop(s, &mine);
@@ -435,6 +441,7 @@ static void *agent_main(void *arg)
         snprintf(err, sizeof err, "the interpreter began finalizing before the session stopped: "
                  "trace lost (stop the session before exit)");
         finish_session(s, -ESHUTDOWN, err);
+        vc_life_mark_delivered();
         return NULL;
     }
     stop_tracing(s, reason, gstate, mine, &res);

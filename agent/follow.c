@@ -21,9 +21,11 @@ static PyObject *g_real_exit; /* the os._exit the wrapper calls (a strong refere
 static PyObject *exit_flush(PyObject *self, PyObject *args)
 {
     if (vc_life_state() != VC_IDLE && vc_life_in_session_process()) {
+        unsigned seen = vc_life_delivered();
         Py_BEGIN_ALLOW_THREADS
         vc_life_request_stop(VC_STOP_ATEXIT);
-        vc_life_wait_idle(VC_EXIT_FLUSH_WAIT_MS);
+        /* until END went out, not just idle: END follows the idle state */
+        vc_life_wait_delivered(seen, VC_EXIT_FLUSH_WAIT_MS);
         Py_END_ALLOW_THREADS
     }
     return PyObject_Call(g_real_exit, args, NULL);

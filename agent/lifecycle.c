@@ -274,6 +274,36 @@ void vc_life_finish(int status, const char *err)
     pthread_mutex_unlock(&g_lock);
 }
 
+static unsigned g_delivered;
+static unsigned g_delivered_seen;
+
+static int pred_delivered(void) { return g_delivered != g_delivered_seen; }
+
+unsigned vc_life_delivered(void)
+{
+    pthread_mutex_lock(&g_lock);
+    unsigned d = g_delivered;
+    pthread_mutex_unlock(&g_lock);
+    return d;
+}
+
+void vc_life_mark_delivered(void)
+{
+    pthread_mutex_lock(&g_lock);
+    g_delivered++;
+    pthread_cond_broadcast(cond());
+    pthread_mutex_unlock(&g_lock);
+}
+
+int vc_life_wait_delivered(unsigned seen, int wait_ms)
+{
+    pthread_mutex_lock(&g_lock);
+    g_delivered_seen = seen;
+    int done = wait_until(pred_delivered, wait_ms);
+    pthread_mutex_unlock(&g_lock);
+    return done;
+}
+
 /* ---- fork: the child inherits the hooks but not the agent thread --------------------------
  * pthread_atfork keeps our lock usable in the child and notes that a session was running;
  * agent.c then removes the inherited hooks under the child's GIL. */

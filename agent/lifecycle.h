@@ -56,6 +56,13 @@ void vc_life_set_result(const struct vc_result *res);
  * wakes every waiter. */
 void vc_life_finish(int status, const char *err);
 
+/* END is sent after the session became idle (agent.c, end_session): a process about to exit
+ * (atexit, os._exit) must wait for that too, or it dies between idle and END.  delivered()
+ * counts sessions whose END went out; wait_delivered waits (bounded) for it to pass `seen`. */
+unsigned vc_life_delivered(void);
+void vc_life_mark_delivered(void);
+int vc_life_wait_delivered(unsigned seen, int wait_ms);
+
 /* ---- fork ---- */
 
 /* Registers (once) the pthread_atfork handlers that keep the lock usable in a fork child. */

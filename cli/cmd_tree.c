@@ -296,9 +296,13 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
     uint32_t type;
     long n = vc_msg_recv(m->fd, &type, buf, cap, 10000);
     if (n < 0) {
-        int alive = proc_alive(m->pid);
-        finish(r, m, M_LOST, !alive ? "exited (or was killed) before sending its trace"
-                                    : "its agent closed the connection before its trace");
+        static const char *const when[] = {"connecting", "starting", "tracing", "sending"};
+        char why[200];
+        snprintf(why, sizeof why, "%s while %s (%llu bytes of its trace received)",
+                 proc_alive(m->pid) ? "its agent closed the connection"
+                                    : "exited (or was killed)",
+                 m->st <= M_STOPPING ? when[m->st] : "?", (unsigned long long)m->bytes);
+        finish(r, m, M_LOST, why);
         return;
     }
     switch (type) {
