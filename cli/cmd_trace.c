@@ -418,21 +418,10 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
     return VC_EXIT_OK;
 }
 
-static int run_attach(enum cli_mode mode, int argc, char **argv)
+int attach_one(enum cli_mode mode, const struct cli_options *given)
 {
-    struct cli_options opt;
-    int prc = cli_parse(mode, argc, argv, &opt);
-    if (prc)
-        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    struct cli_options opt = *given;
     const char *cmd = mode == CLI_START ? "vcattach start" : "vcattach";
-    if (opt.subprocesses && mode == CLI_TRACE)
-        return run_tree(&opt);
-    if (opt.subprocesses) {
-        fprintf(stderr, "%s: --subprocesses is supported by `vcattach trace` only for now: use "
-                        "`vcattach --pid %d --subprocesses -t DURATION -o OUT.cvf`\n", cmd,
-                (int)opt.pid);
-        return VC_EXIT_USAGE;
-    }
 
     char err[1024] = "";
     struct target_info t;
@@ -543,6 +532,17 @@ out:
     return rc;
 }
 
+static int run_attach(enum cli_mode mode, int argc, char **argv)
+{
+    struct cli_options opt;
+    int prc = cli_parse(mode, argc, argv, &opt);
+    if (prc)
+        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    if (opt.subprocesses)
+        return mode == CLI_TRACE ? run_tree(&opt) : start_tree(&opt);
+    return attach_one(mode, &opt);
+}
+
 int cmd_trace(int argc, char **argv)
 {
     return run_attach(CLI_TRACE, argc, argv);
@@ -568,6 +568,8 @@ int cmd_stop(int argc, char **argv)
     int prc = cli_parse(CLI_STOP, argc, argv, &opt);
     if (prc)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    if (opt.subprocesses)
+        return stop_tree(&opt, VC_MSG_STOP);
     if (check_pid_exists("vcattach stop", opt.pid) < 0)
         return VC_EXIT_FAIL;
     char reply[1024], err[512];
@@ -602,6 +604,8 @@ int cmd_status(int argc, char **argv)
     int prc = cli_parse(CLI_STATUS, argc, argv, &opt);
     if (prc)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    if (opt.subprocesses)
+        return stop_tree(&opt, VC_MSG_STATUS);
     if (check_pid_exists("vcattach status", opt.pid) < 0)
         return VC_EXIT_FAIL;
     char reply[1024], err[512];

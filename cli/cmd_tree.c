@@ -823,3 +823,202 @@ out:
     sigaction(SIGPIPE, &old_pipe, NULL);
     return rc;
 }
+
+/* ---- start / stop / status of a tree ------------------------------------------------------ */
+
+/* "/d/out.cvf" → "/d/out" (the parts are /d/out.PID.cvf, the merge /d/out.cvf). */
+static void out_base(const char *out, char *base, size_t cap)
+{
+    size_t n = strlen(out);
+    if (n > 4 && !strcmp(out + n - 4, ".cvf"))
+        n -= 4;
+    snprintf(base, cap, "%.*s", (int)n, out);
+}
+
+int start_tree(const struct cli_options *opt)
+{
+    char base[PATH_MAX], name[96], part[PATH_MAX + 32];
+    if (opt->output) {
+        out_base(opt->output, base, sizeof base);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(name, sizeof name, "vcattach-%d-tree-%s", (int)opt->pid, stamp);
+        snprintf(base, sizeof base, "%s", name);
+    }
+    pid_t *kids = NULL;
+    long n = tree_descendants(opt->pid, &kids);
+    if (n < 0)
+        n = 0;
+    pid_t *all = malloc(((size_t)n + 1) * sizeof *all);
+    if (all == NULL) {
+        free(kids);
+        fprintf(stderr, "vcattach start: out of memory\n");
+        return VC_EXIT_FAIL;
+    }
+    all[0] = opt->pid;
+    size_t total = 1;
+    for (long i = 0; i < n; i++) {
+        struct target_python py;
+        char e[256];
+        if (target_python_detect(kids[i], &py, e, sizeof e) == 1)
+            all[total++] = kids[i];
+        else if (opt->verbose)
+            fprintf(stderr, "vcattach start: pid %d skipped: not a CPython process\n",
+                    (int)kids[i]);
+    }
+    free(kids);
+    size_t over = total > opt->max_processes ? total - opt->max_processes : 0;
+    if (over)
+        total = opt->max_processes;
+    unsigned budget = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
+    unsigned share = budget / (unsigned)total;
+    size_t started = 0;
+    int root_rc = VC_EXIT_FAIL;
+    for (size_t i = 0; i < total; i++) {
+        struct cli_options one = *opt;
+        one.pid = all[i];
+        one.subprocesses = 0;
+        one.quiet = 1;
+        one.buffer_mb = share < MIN_SHARE_MB ? MIN_SHARE_MB : share;
+        snprintf(part, sizeof part, "%s.%d.cvf", base, (int)all[i]);
+        one.output = part;
+        int rc = attach_one(CLI_START, &one);
+        if (i == 0)
+            root_rc = rc;
+        if (rc == VC_EXIT_OK)
+            started++;
+        else
+            fprintf(stderr, "vcattach start: pid %d not traced (see above); the others go on\n",
+                    (int)all[i]);
+    }
+    free(all);
+    if (root_rc != VC_EXIT_OK && started == 0)
+        return root_rc;
+    if (!opt->quiet) {
+        char dur[32];
+        cli_format_duration(opt->duration_ms, dur, sizeof dur);
+        printf("vcattach: tracing pid %d and %zu Python subprocess%s for %s (%u MiB buffer "
+               "each), each writing %s.PID.cvf; `vcattach stop --pid %d --subprocesses` stops "
+               "them and merges the traces into %s.cvf%s\n",
+               (int)opt->pid, started - (root_rc == VC_EXIT_OK), started - (root_rc == VC_EXIT_OK) == 1 ? "" : "es", dur,
+               share < MIN_SHARE_MB ? MIN_SHARE_MB : share, base, (int)opt->pid, base,
+               over ? " (processes over --max-processes not traced)" : "");
+    }
+    return VC_EXIT_OK;
+}
+
+int stop_tree(const struct cli_options *opt, unsigned request)
+{
+    const char *cmd = request == VC_MSG_STOP ? "vcattach stop" : "vcattach status";
+    if (!proc_alive(opt->pid)) {
+        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
+        return VC_EXIT_FAIL;
+    }
+    pid_t *kids = NULL;
+    long n = tree_descendants(opt->pid, &kids);
+    if (n < 0)
+        n = 0;
+    size_t found = 0, nparts = 0;
+    char (*parts)[PATH_MAX] = calloc((size_t)n + 1, sizeof *parts);
+    char base[PATH_MAX] = "";
+    int same_base = 1, failed = 0;
+    unsigned long long events = 0, threads = 0, drops = 0;
+    for (long i = -1; i < n && parts; i++) {
+        pid_t pid = i < 0 ? opt->pid : kids[i];
+        char reply[1024], err[512], output[PATH_MAX] = "?";
+        int r = session_query(pid, request, reply, sizeof reply,
+                              request == VC_MSG_STOP ? 60000 : 2000, err, sizeof err);
+        if (r < 0) {
+            fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)pid, err);
+            failed = 1;
+            continue;
+        }
+        if (r == 0)
+            continue;
+        found++;
+        vc_kv_get(reply, "output", output, sizeof output);
+        char v[32];
+        if (request == VC_MSG_STATUS) {
+            char state[32] = "running";
+            vc_kv_get(reply, "state", state, sizeof state);
+            if (!opt->quiet)
+                printf("vcattach: session %s in pid %d: %s threads, output %s\n", state,
+                       (int)pid, vc_kv_get(reply, "threads", v, sizeof v) > 0 ? v : "?",
+                       output);
+            continue;
+        }
+        long status = vc_kv_get(reply, "status", v, sizeof v) > 0 ? atol(v) : 0;
+        if (status) {
+            fprintf(stderr, "%s: the agent in pid %d could not write %s (%s)\n", cmd, (int)pid,
+                    output, strerror((int)-status));
+            failed = 1;
+            continue;
+        }
+        events += vc_kv_get(reply, "events", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
+        threads += vc_kv_get(reply, "threads", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
+        drops += vc_kv_get(reply, "drops", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
+        /* OUT.PID.cvf: the common base of a `start --subprocesses` */
+        char suffix[48], b[PATH_MAX];
+        snprintf(suffix, sizeof suffix, ".%d.cvf", (int)pid);
+        size_t ol = strlen(output), sl = strlen(suffix);
+        if (ol > sl && !strcmp(output + ol - sl, suffix)) {
+            snprintf(b, sizeof b, "%.*s", (int)(ol - sl), output);
+            if (!base[0])
+                snprintf(base, sizeof base, "%s", b);
+            else if (strcmp(base, b))
+                same_base = 0;
+        } else {
+            same_base = 0;
+        }
+        snprintf(parts[nparts++], PATH_MAX, "%s", output);
+    }
+    free(kids);
+    if (!found) {
+        free(parts);
+        if (!opt->quiet)
+            printf("vcattach: no session is running in pid %d or its subprocesses\n",
+                   (int)opt->pid);
+        return VC_EXIT_FAIL;
+    }
+    int rc = failed ? VC_EXIT_FAIL : VC_EXIT_OK;
+    if (request == VC_MSG_STOP && nparts) {
+        if (!same_base || !base[0]) {
+            printf("vcattach: stopped %zu sessions; their traces: ", nparts);
+            for (size_t i = 0; i < nparts; i++)
+                printf("%s%s", i ? ", " : "", parts[i]);
+            printf(" (`vcattach convert A B ... -o ONE.cvf` merges them)\n");
+        } else {
+            char merged[PATH_MAX + 8], err[1024];
+            snprintf(merged, sizeof merged, "%s.cvf", base);
+            struct trace_sink sink;
+            memset(&sink, 0, sizeof sink);
+            sink.fd = -1;
+            const char **paths = calloc(nparts, sizeof *paths);
+            for (size_t i = 0; paths && i < nparts; i++)
+                paths[i] = parts[i];
+            if (paths == NULL || sink_open_file(&sink, merged, 1, err, sizeof err) < 0 ||
+                vct_cvf_merge(paths, nparts, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
+                              sizeof err) < 0 ||
+                sink_commit(&sink, err, sizeof err) < 0) {
+                fprintf(stderr, "%s: merging the traces into %s failed: %s; the parts stay\n",
+                        cmd, merged, paths ? err : "out of memory");
+                sink_abort(&sink);
+                rc = VC_EXIT_FAIL;
+            } else {
+                for (size_t i = 0; i < nparts; i++)
+                    unlink(parts[i]);
+                if (!opt->quiet)
+                    printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu "
+                           "events, %llu threads, %llu dropped -> %s\n", (int)opt->pid, nparts,
+                           events, threads, drops, sink.path);
+            }
+            free(paths);
+        }
+    }
+    free(parts);
+    return rc;
+}

@@ -7,4 +7,17 @@
 /* Traces opt->pid and its CPython descendants into one .cvf.  Returns an exit code. */
 int run_tree(const struct cli_options *opt);
 
+/* `start --subprocesses`: a detached session in opt->pid and in each CPython descendant there
+ * is at attach (processes born later are not followed: no controller stays to configure them),
+ * each writing OUT-without-.cvf.PID.cvf itself. */
+int start_tree(const struct cli_options *opt);
+
+/* `stop|status --subprocesses` (request VC_MSG_STOP or VC_MSG_STATUS): every session running
+ * in opt->pid and its descendants; stop then merges the files they wrote into one .cvf (the
+ * common name of `start --subprocesses`) and removes the parts. */
+int stop_tree(const struct cli_options *opt, unsigned request);
+
+/* One process, the single-target workflow of cmd_trace.c (trace or start). */
+int attach_one(enum cli_mode mode, const struct cli_options *opt);
+
 #endif /* VC_CMD_TREE_H */

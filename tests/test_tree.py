@@ -205,6 +205,78 @@ def test_subprocess_python_child_traced_shell_skipped(tmp_path):
         tree.close()
 
 
+def test_mixed_python_versions(tmp_path):
+    """A 3.12 parent whose Python children are 3.8: each gets the agent of its version."""
+    parent = by_minor(312)[0].values[0]
+    child = by_minor(308)[0].values[0]
+    tree = Tree([parent["path"], TARGET, "subprocess", child["path"]])
+    try:
+        out = str(tmp_path / "mixed.cvf")
+        r = trace_tree(tree.pid, out, 3, "-v")
+        assert r.returncode == 0, r.stderr
+        assert "is Python 3.8: injected" in r.stderr and "is Python 3.12: injected" in r.stderr
+        pids = per_pid(decode(out))
+        assert any(any(e["name"].startswith("sub_child_fn") for e in evs)
+                   for p, evs in pids.items() if p != tree.pid), r.stdout
+    finally:
+        tree.close()
+
+
+def test_stopped_process_reported_rest_traced(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    stopped = None
+    try:
+        time.sleep(0.3)
+        kids = descendants(tree.pid)
+        stopped = kids[-1]  # the long-lived worker child (not the ping-pong one)
+        os.kill(stopped, signal.SIGSTOP)
+        out = str(tmp_path / "stopped.cvf")
+        r = trace_tree(tree.pid, out, 1)
+        assert r.returncode == 0, r.stderr
+        assert "pid %d not traced" % stopped in r.stdout and "stopped" in r.stdout, r.stdout
+        pids = per_pid(decode(out))
+        assert tree.pid in pids and stopped not in pids
+        assert subprocess.run(["ps", "-o", "stat=", "-p", str(stopped)], capture_output=True,
+                              text=True).stdout.strip().startswith("T")  # left as it was
+    finally:
+        if stopped:
+            os.kill(stopped, signal.SIGCONT)
+        tree.close()
+
+
+def test_start_status_stop_on_a_tree(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        members = [tree.pid] + descendants(tree.pid)
+        out = str(tmp_path / "detached.cvf")
+        r = subprocess.run([VCATTACH, "start", "--pid", str(tree.pid), "--subprocesses", "-t",
+                            "30", "-o", out], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        time.sleep(0.5)
+        s = subprocess.run([VCATTACH, "status", "--pid", str(tree.pid), "--subprocesses"],
+                           capture_output=True, text=True, timeout=60)
+        assert s.returncode == 0, s.stderr
+        for p in members[:3]:
+            assert "session running in pid %d" % p in s.stdout, s.stdout
+        s = subprocess.run([VCATTACH, "stop", "--pid", str(tree.pid), "--subprocesses"],
+                           capture_output=True, text=True, timeout=120)
+        assert s.returncode == 0, s.stderr
+        assert "processes traced" in s.stdout
+        pids = per_pid(decode(out))
+        assert set(members[:3]) <= set(pids)
+        assert not [f for f in os.listdir(tmp_path) if f.startswith("detached.")
+                    and f != "detached.cvf" and not f.endswith(".json")]
+        s = subprocess.run([VCATTACH, "status", "--pid", str(tree.pid), "--subprocesses"],
+                           capture_output=True, text=True, timeout=60)
+        assert s.returncode == 1
+        check_alive(members)
+    finally:
+        tree.close()
+
+
 def test_hint_without_subprocesses(tmp_path):
     py = by_minor(312)[0].values[0]
     tree = Tree([py["path"], TARGET, "fork"])

@@ -5,8 +5,9 @@
                                every 0.3 s that leaves through os._exit
     tree_target.py mp METHOD   multiprocessing pools (fork, forkserver or spawn) created again
                                and again: workers born during the trace
-    tree_target.py subprocess  subprocess.run of a Python child and of a shell child, again
-                               and again
+    tree_target.py subprocess [PYTHON]  subprocess.run of a Python child (PYTHON, default this
+                               interpreter: another version makes a mixed tree) and of a shell
+                               child, again and again
 
 Prints "ready" once the tree is up; runs until killed (at most 120 s).
 """
@@ -93,8 +94,11 @@ def run_mp(method):
         time.sleep(0.2)
 
 
+CHILD_PYTHON = sys.executable
+
+
 def sub_parent():
-    subprocess.run([sys.executable, "-c",
+    subprocess.run([CHILD_PYTHON, "-c",
                     "import time\n"
                     "def sub_child_fn():\n"
                     "    time.sleep(0.4)\n"
@@ -117,4 +121,6 @@ if __name__ == "__main__":
     elif mode == "mp":
         run_mp(sys.argv[2])
     else:
+        if len(sys.argv) > 2:
+            CHILD_PYTHON = sys.argv[2]
         run_subprocess()
