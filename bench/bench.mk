@@ -31,3 +31,13 @@ bench-attach: all
 	bench/attach/run $(BENCH_ATTACH_ARGS)
 BENCH_TARGETS += bench-attach
 # --- end attach cycle ---
+
+# --- process trees (bench/tree; issue 13) ---
+# Prints the attach wall time of `--subprocesses` for trees of 1, 5 and 20 processes; a
+# gunicorn service's requests/s before, during and after a whole-tree trace (wrk, local),
+# merged trace bytes per process-second, and each process's RSS growth while traced.
+# Not asserted.  BENCH_TREE_ARGS: e.g. -R 3, --buffer-mb 64.
+.PHONY: bench-tree
+bench-tree: all
+	bench/tree/run $(BENCH_TREE_ARGS)
+BENCH_TARGETS += bench-tree

@@ -93,6 +93,7 @@ struct tree_run {
     char out_abs[PATH_MAX];
     char fallback_base[PATH_MAX];
     char hook[16];
+    char *buf;               /* one frame (VC_MSG_MAX + 1) */
 };
 
 static volatile sig_atomic_t interrupts;
@@ -451,7 +452,14 @@ static void check_waits(struct tree_run *r)
     int64_t now = now_ms();
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
-        if (m->st == M_CONNECT && now - m->since > (m->forked ? FORK_JOIN_WAIT_MS : CONNECT_WAIT_MS))
+        if (m->st == M_CONNECT && m->forked && m->fd < 0 && now - m->since > FORK_JOIN_WAIT_MS &&
+            !r->stopping && proc_alive(m->pid)) {
+            /* The agent was mapped but nobody connected: an agent left loaded by an earlier
+             * trace, or a fork the agent did not see (fork() from C): inject it like any
+             * process (the loaded agent is reused). */
+            m->forked = 0;
+            inject_member(r, m, 0);
+        } else if (m->st == M_CONNECT && now - m->since > (m->forked ? FORK_JOIN_WAIT_MS : CONNECT_WAIT_MS))
             finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
         else if (m->st == M_STARTING && now - m->since > STARTED_WAIT_MS)
             finish(r, m, M_LOST, "its agent did not start in time (GIL held?)");
@@ -487,7 +495,7 @@ static void discover(struct tree_run *r, int at_attach)
         if ((m = add(r, pids[i])) == NULL)
             break;
     examine:
-        if (tree_has_agent(m->pid) == 1) {
+        if (!at_attach && tree_has_agent(m->pid) == 1) {
             /* A fork child of a traced process: it connects by itself (or execs soon). */
             m->forked = 1;
             set_state(m, M_CONNECT);
@@ -505,9 +513,8 @@ static void discover(struct tree_run *r, int at_attach)
         }
         if (at_attach) {
             m->share_mb = r->initial_share_mb;
-            inject_member(r, m, 1);
-            if (m->st == M_SKIPPED || m->st == M_LOST)
-                r->reserve_mb += m->share_mb, m->share_mb = 0;
+            inject_member(r, m, 1); /* a refusal returns its share to the reserve */
+            pump(r, 0, r->buf, VC_MSG_MAX + 1); /* the ones injected so far connect */
             continue;
         }
         inject_member(r, m, 0);
@@ -711,10 +718,14 @@ int run_tree(const struct cli_options *opt)
         fprintf(stderr, "%s: out of memory\n", cmd);
         goto out;
     }
+    r.buf = buf;
     if (session_listen(&r.ctl, opt->pid, t.uid, t.gid, 0, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
+    /* Many agents connect at once (a tree attached in one go): a deeper backlog than the
+     * single-target socket's, or later connects would time out in the agents. */
+    listen(r.ctl.listen_fd, 256);
     plan_budget(&r);
 
     /* Attach: the root, then every descendant there is now. */
