@@ -24,6 +24,7 @@
  *   duration_ms=N (0: until STOP)   buffer_mb=N   hook=auto|profile|monitoring   null_hook=0|1
  *   detach=1   the controller will close the socket after STARTED (vcattach start): the
  *              session goes on to its deadline and writes `output` itself
+ *   follow_forks=1   (--subprocesses) a fork child opens its own session on this socket
  *
  * Besides the per-session control socket, a running session listens on the abstract Unix
  * socket VC_AGENT_SOCKET_FMT (with the target's own pid) so that later `vcattach status` and
