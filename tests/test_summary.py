@@ -223,7 +223,8 @@ def test_unreadable_and_corrupt_files(tmp_path):
 def test_usage_errors(tmp_path):
     path = known_trace(tmp_path)
     _one_line_error(summary(check=False), 2, "which trace")
-    _one_line_error(summary(path, path, check=False), 2, "one trace")
+    # several files are one trace (issue 13); one of them unreadable: one line naming it
+    _one_line_error(summary(path, tmp_path / "absent.cvf", check=False), 1, "absent.cvf")
     _one_line_error(summary(path, "--top", "0", check=False), 2, "--top")
     _one_line_error(summary(path, "--top", "x", check=False), 2, "--top")
     _one_line_error(summary(path, "--sort", "name", check=False), 2, "--sort")

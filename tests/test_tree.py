@@ -18,7 +18,7 @@ import pytest
 
 from support.paths import PYTHONS, TESTS, VCATTACH
 from support.proc import assert_running_untraced
-from support.traces import decode, x_events
+from support.traces import decode, load_json, x_events
 
 TARGET = os.path.join(TESTS, "targets", "tree_target.py")
 APP_DIR = os.path.join(TESTS, "targets")
@@ -273,6 +273,53 @@ def test_start_status_stop_on_a_tree(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert s.returncode == 1
         check_alive(members)
+    finally:
+        tree.close()
+
+
+def test_max_processes_bounds_the_tree(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        out = str(tmp_path / "bounded.cvf")
+        r = trace_tree(tree.pid, out, 1, "--max-processes", "2")
+        assert r.returncode == 0, r.stderr
+        pids = per_pid(decode(out))
+        assert len(pids) <= 2 and tree.pid in pids, (sorted(pids), r.stdout)
+        assert "over --max-processes" in r.stdout, r.stdout
+        bad = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--max-processes", "2"],
+                             capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 2 and "add --subprocesses" in bad.stderr
+    finally:
+        tree.close()
+
+
+def test_summary_and_convert_take_several_files(tmp_path):
+    """Traces of two processes taken separately are read as one trace."""
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        child = descendants(tree.pid)[-1]
+        a, b = str(tmp_path / "a.cvf"), str(tmp_path / "b.cvf")
+        for pid, out in ((tree.pid, a), (child, b)):
+            r = subprocess.run([VCATTACH, "--pid", str(pid), "-t", "0.5", "-o", out],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+        s = subprocess.run([VCATTACH, "summary", a, b, "--top", "2"], capture_output=True,
+                           text=True, timeout=60)
+        assert s.returncode == 0, s.stderr
+        assert "in 2 processes" in s.stdout
+        assert "process %d:" % tree.pid in s.stdout and "process %d:" % child in s.stdout
+        merged = str(tmp_path / "ab.json")
+        c = subprocess.run([VCATTACH, "convert", a, b, "-o", merged], capture_output=True,
+                           text=True, timeout=60)
+        assert c.returncode == 0, c.stderr
+        assert set(per_pid(load_json(merged)["traceEvents"])) == {tree.pid, child}
+        c = subprocess.run([VCATTACH, "convert", a, b], capture_output=True, text=True,
+                           timeout=60)
+        assert c.returncode == 2 and "-o OUT" in c.stderr
     finally:
         tree.close()
 
