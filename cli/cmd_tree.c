@@ -482,6 +482,15 @@ static void discover(struct tree_run *r, int at_attach)
         if (m != NULL) {
             if (m->st == M_RETRY && now - m->since >= 200 && !r->stopping)
                 inject_member(r, m, 0);
+            else if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
+                     tree_has_agent(m->pid) == 0) {
+                /* A fork child that exec'd (subprocess, spawn): a new image, maybe a new
+                 * interpreter, to examine like any newcomer (its share is kept). */
+                m->forked = 0;
+                inject_member(r, m, 0);
+                if (m->st == M_SKIPPED && !m->python && tree_age_ms(m->pid) < YOUNG_MS)
+                    m->exe[0] = '\0';
+            }
             else if (m->st == M_SKIPPED && !m->python && !r->stopping) {
                 char exe[256];
                 tree_exe(m->pid, exe, sizeof exe);
@@ -518,7 +527,7 @@ static void discover(struct tree_run *r, int at_attach)
             continue;
         }
         inject_member(r, m, 0);
-        if (m->st == M_SKIPPED && !m->python && now - m->since < YOUNG_MS)
+        if (m->st == M_SKIPPED && !m->python && tree_age_ms(m->pid) < YOUNG_MS)
             m->exe[0] = '\0'; /* young: may still exec Python; look again next time */
     }
     free(pids);

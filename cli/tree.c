@@ -165,3 +165,24 @@ void tree_exe(pid_t pid, char *buf, size_t cap)
     ssize_t n = readlink(path, buf, cap - 1);
     buf[n > 0 ? n : 0] = '\0';
 }
+
+long tree_age_ms(pid_t pid)
+{
+    char path[64], buf[1024], up[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (proc_read_text(path, buf, sizeof buf) < 0 || proc_read_text("/proc/uptime", up, sizeof up) < 0)
+        return -1;
+    const char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return -1;
+    /* field 22 (starttime, clock ticks since boot); p points at the end of field 2 */
+    unsigned long long start = 0;
+    int field = 2;
+    for (const char *q = p + 1; *q && field < 22; q++)
+        if (*q == ' ' && ++field == 22)
+            start = strtoull(q + 1, NULL, 10);
+    long hz = sysconf(_SC_CLK_TCK);
+    double uptime = strtod(up, NULL);
+    double age = uptime - (double)start / (double)(hz > 0 ? hz : 100);
+    return age < 0 ? 0 : (long)(age * 1000.0);
+}

@@ -22,6 +22,9 @@ int tree_has_agent(pid_t pid);
 /* The process's command line, NULs as spaces, cut to cap (at least its comm). */
 void tree_cmdline(pid_t pid, char *buf, size_t cap);
 
+/* How long ago the process started (ms), or -1 if it is gone. */
+long tree_age_ms(pid_t pid);
+
 /* The target of /proc/PID/exe ("" if unreadable): changes when the process execs. */
 void tree_exe(pid_t pid, char *buf, size_t cap);
 
