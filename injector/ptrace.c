@@ -93,7 +93,10 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
             t->state = TRACEE_STOPPED;
             t->group_stop = 0;
             t->in_signal_stop = 0;
-            if (event == PTRACE_EVENT_STOP) {
+            t->syscall_stop = 0;
+            if (event == 0 && sig == (SIGTRAP | 0x80)) {
+                t->syscall_stop = 1; /* PTRACE_SYSCALL stop, not a signal */
+            } else if (event == PTRACE_EVENT_STOP) {
                 if (is_job_control_stop(sig))
                     t->group_stop = sig;
             } else if (event == 0) {
@@ -258,6 +261,21 @@ void pt_release(struct tracee_group *g)
     free(g->t);
     g->t = NULL;
     g->n = g->cap = 0;
+}
+
+int pt_set_tracesysgood(pid_t tid)
+{
+    return ptrace(PTRACE_SETOPTIONS, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0 ? -errno : 0;
+}
+
+int pt_get_sigmask(pid_t tid, uint64_t *mask)
+{
+    return ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof *mask, mask) < 0 ? -errno : 0;
+}
+
+int pt_set_sigmask(pid_t tid, uint64_t mask)
+{
+    return ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof mask, &mask) < 0 ? -errno : 0;
 }
 
 int pt_getregs(pid_t tid, struct user_regs_struct *r)
