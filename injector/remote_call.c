@@ -210,14 +210,16 @@ static int skip_sigreturn(const struct remote *rc)
     return restart_block_case(rc) && !rc->foreign_stops;
 }
 
+/* FPU state and mask first, registers last: until the registers are set, the thread is still
+ * on its way to a frame that restores all of it. */
 static int set_home_directly(struct remote *rc, const struct user_regs_struct *regs)
 {
     pid_t tid = rc->t->tid;
-    int r = pt_setregs(tid, regs);
-    int r2 = pt_set_fpstate(tid, rc->saved_fp);
-    int r3 = pt_set_sigmask(tid, rc->sigmask);
+    int r = pt_set_fpstate(tid, rc->saved_fp);
     if (r == 0)
-        r = r2 ? r2 : r3;
+        r = pt_set_sigmask(tid, rc->sigmask);
+    if (r == 0)
+        r = pt_setregs(tid, regs);
     if (r == 0) {
         rc->at_home = 1;
         rc->live_frame = 0;
@@ -274,7 +276,10 @@ static int run_piece(struct remote *rc, struct user_regs_struct *regs, uint64_t 
                 if (now.orig_rax == SYS_rt_sigreturn && now.rip == done_rip) {
                     returning = skip_sigreturn(rc) ? 2 : 1;
                     if (returning == 2) {
-                        now.orig_rax = (unsigned long long)-1; /* the syscall is not run */
+                        /* getpid instead, returning to the restorer: if we die before the
+                         * exit stop, the thread still comes home through its frame */
+                        now.orig_rax = SYS_getpid;
+                        now.rip = rc->g.restorer;
                         r = pt_setregs(tid, &now);
                         if (r < 0)
                             return r;

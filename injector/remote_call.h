@@ -90,7 +90,10 @@ int remote_call(struct remote *rc, uint64_t fn, uint64_t a0, uint64_t a1, uint64
  * that block may now describe OUR syscall, e.g. a 60 s sleep, or a finished one that returns
  * at once) or the injector died (the thread came home through rt_sigreturn, which resets the
  * block), the original syscall is re-issued from its saved arguments instead: a relative
- * wait may then last longer than asked (never shorter, never someone else's, never EINTR). */
+ * wait may then last longer than asked (never shorter, never someone else's).  When the
+ * thread was already inside restart_syscall (its wait interrupted once before, e.g. by an
+ * earlier attach), the original syscall is unknown: restart_syscall is re-issued and, the
+ * block being reset by then, returns -EINTR, as the kernel does after a signal handler. */
 int remote_end(struct remote *rc);
 
 #endif /* VC_REMOTE_CALL_H */
