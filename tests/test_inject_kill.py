@@ -24,6 +24,8 @@ import pytest
 from test_inject import (FIXTURE, INJECT_TEST, Target, _one_python, assert_running_untraced,
                          reference_result)
 
+FIXTURE_SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_fixture")
+
 
 @pytest.fixture(autouse=True)
 def built():
@@ -229,3 +231,46 @@ def test_kill_9_inside_the_remote_call(tmp_path):
         assert_unharmed_after_kills(t.report(), ref, sleep_s, True)
     finally:
         t.close()
+
+
+def test_vector_state_comes_home(tmp_path):
+    """The borrowed thread's FPU/vector state (ymm0-15, MXCSR), signal mask and sigaltstack go
+    home through the signal frame (xstate image, uc_sigmask, an altstack field rt_sigreturn
+    ignores), both after normal injections and after kills at random instants
+    (tests/inject_fixture/vector_target.c keeps them live across the read(2) we interrupt)."""
+    with open("/proc/cpuinfo") as f:
+        if " avx " not in f.read():
+            pytest.skip("no AVX on this CPU")
+    exe = tmp_path / "vector-target"
+    cc = subprocess.run(["cc", "-O1", "-o", str(exe),
+                         os.path.join(FIXTURE_SRC_DIR, "vector_target.c")],
+                        capture_output=True, text=True, timeout=60)
+    assert cc.returncode == 0, cc.stderr
+    p = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    rng = random.Random(os.getpid() ^ int(time.time()))
+    try:
+        pid = int(p.stdout.readline().split()[1])
+        for round_ in range(6):
+            for _ in range(5):
+                inj = subprocess.Popen([INJECT_TEST, "ptrace", str(pid), FIXTURE,
+                                        "file:%s" % (tmp_path / "m"), "--timeout-ms", "20000",
+                                        "--repeat", "3"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                if round_ % 2:  # odd rounds: killed at a random instant
+                    time.sleep(rng.uniform(0.002, 0.02))
+                    inj.send_signal(signal.SIGKILL)
+                out, _ = inj.communicate(timeout=60)
+                assert inj.returncode in (0, -signal.SIGKILL), out
+                assert p.poll() is None, "target died (round %d)" % round_
+                assert_running_untraced(pid)
+            time.sleep(0.05)
+            p.stdin.write("x\n")
+            p.stdin.flush()
+            assert p.stdout.readline().strip() == "OK", "vector state lost (round %d)" % round_
+        assert_libc_text_pristine(pid)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+        p.stdin.close()
+        p.stdout.close()
