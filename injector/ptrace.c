@@ -101,7 +101,7 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
                     t->group_stop = sig;
             } else if (event == 0) {
                 /* signal-delivery-stop: the signal is suppressed unless we hand it back; the
-                 * caller decides (it may be our own int3), the default is re-delivery. */
+                 * caller decides (it may be a fault of our call), the default is re-delivery. */
                 t->in_signal_stop = sig;
             }
             return 0;
@@ -124,7 +124,7 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
 }
 
 /* After a wait: a signal-delivery-stop for a real signal is remembered for re-delivery.
- * A kernel-generated SIGTRAP (si_code > 0: our int3) is ours and is dropped: re-delivered
+ * A kernel-generated SIGTRAP (si_code > 0: a trap caused by tracing) is dropped: re-delivered
  * to an untraced thread, it would kill the target. */
 static void keep_signal(struct tracee *t)
 {
