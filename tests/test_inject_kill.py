@@ -274,3 +274,52 @@ def test_vector_state_comes_home(tmp_path):
         p.wait(10)
         p.stdin.close()
         p.stdout.close()
+
+
+def test_kill_9_of_vcattach_mid_attach(tmp_path):
+    """The real command: `vcattach --pid` killed with -9 during its attach, half of the runs at
+    5-25 ms after it started (mostly preflight and the seize), half at 0-25 ms after its
+    injection began (the safe-point search and the remote calls).  Every time the target lives
+    on, no thread stopped or traced, and its computation stays right."""
+    from conftest import VCATTACH, agent_path
+    py = _one_python()
+    if not os.path.exists(VCATTACH) or not os.path.exists(agent_path(py["minor"])):
+        pytest.skip("build/vcattach or the agent for %s is not built: run `make`" % py["id"])
+    ref = reference_result(py)
+    sleep_s = 3.0
+    t = Target(py, "--sleep", str(sleep_s))
+    rng = random.Random(os.getpid() ^ int(time.time()))
+    phases = {}
+    try:
+        for i in range(64):
+            p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "300ms",
+                                  "-o", str(tmp_path / ("k%d.cvf" % i)), "-v"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            log = ""
+            if i % 2 == 0:
+                time.sleep(rng.uniform(0.005, 0.025))
+            else:
+                for line in p.stderr:
+                    log += line
+                    if "seize+interrupt" in line:
+                        time.sleep(rng.uniform(0, 0.025))
+                        break
+            p.send_signal(signal.SIGKILL)
+            log += p.stderr.read()
+            p.wait(60)
+            p.stderr.close()
+            ph = phase_of(log) if p.returncode == -signal.SIGKILL else "not killed (%s)" % (
+                p.returncode)
+            phases[ph] = phases.get(ph, 0) + 1
+            assert t.proc.poll() is None, "target died after kill %d (%s): rc=%s" % (
+                i, ph, t.proc.returncode)
+            assert_running_untraced(t.pid)
+        print("vcattach kills by phase: %s" % phases)
+        assert sum(n for ph, n in phases.items() if not ph.startswith("not killed")) >= 60, \
+            phases
+        time.sleep(0.5)
+        assert_running_untraced(t.pid)
+        assert_libc_text_pristine(t.pid)
+        assert_unharmed_after_kills(t.report(), ref, sleep_s, True)
+    finally:
+        t.close()
