@@ -289,9 +289,12 @@ def test_kill_9_of_vcattach_mid_attach(tmp_path):
     sleep_s = 3.0
     t = Target(py, "--sleep", str(sleep_s))
     rng = random.Random(os.getpid() ^ int(time.time()))
-    phases = {}
+    phases, kills, i = {}, 0, 0
     try:
-        for i in range(64):
+        # A run may end before its kill (e.g. refused while the agent of a killed run is still
+        # busy with its 300 ms session): run more.
+        while kills < 64 and i < 160:
+            i += 1
             p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "300ms",
                                   "-o", str(tmp_path / ("k%d.cvf" % i)), "-v"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -311,12 +314,12 @@ def test_kill_9_of_vcattach_mid_attach(tmp_path):
             ph = phase_of(log) if p.returncode == -signal.SIGKILL else "not killed (%s)" % (
                 p.returncode)
             phases[ph] = phases.get(ph, 0) + 1
-            assert t.proc.poll() is None, "target died after kill %d (%s): rc=%s" % (
+            kills += p.returncode == -signal.SIGKILL
+            assert t.proc.poll() is None, "target died after run %d (%s): rc=%s" % (
                 i, ph, t.proc.returncode)
             assert_running_untraced(t.pid)
         print("vcattach kills by phase: %s" % phases)
-        assert sum(n for ph, n in phases.items() if not ph.startswith("not killed")) >= 60, \
-            phases
+        assert kills >= 60, phases
         time.sleep(0.5)
         assert_running_untraced(t.pid)
         assert_libc_text_pristine(t.pid)
