@@ -326,3 +326,57 @@ def test_kill_9_of_vcattach_mid_attach(tmp_path):
         assert_unharmed_after_kills(t.report(), ref, sleep_s, True)
     finally:
         t.close()
+
+
+def gdbs_on(pid):
+    """pids of gdb processes whose command line names pid (`gdb ... -p PID`)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]).startswith(b"gdb") and \
+                str(pid).encode() in argv:
+            found.append(int(d))
+    return found
+
+
+def test_kill_9_of_injector_with_gdb_method(tmp_path):
+    """gdb method: the injecting process killed with -9 at random instants.  gdb runs in its own
+    process group and outlives it: it finishes its call and detaches; the target lives, no
+    thread is left stopped or traced, no gdb is left running.  (gdb itself killed mid-call is
+    not survivable; see injector/inject.h.)"""
+    import shutil
+    if not shutil.which("gdb"):
+        pytest.skip("gdb is not installed")
+    py = _one_python()
+    ref = reference_result(py)
+    t = Target(py, "--sleep", "2")
+    rng = random.Random(os.getpid() ^ int(time.time()))
+    try:
+        for i in range(8):
+            p = subprocess.Popen([INJECT_TEST, "gdb", str(t.pid), FIXTURE,
+                                  "file:%s" % (tmp_path / "m"), "--timeout-ms", "20000"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.05, 1.0))
+            p.send_signal(signal.SIGKILL)
+            p.wait(60)
+            deadline = time.time() + 30  # the orphaned gdb finishes on its own
+            while time.time() < deadline:
+                with open("/proc/%d/status" % t.pid) as f:
+                    if "TracerPid:\t0\n" in f.read():
+                        break
+                time.sleep(0.05)
+            while time.time() < deadline and gdbs_on(t.pid):
+                time.sleep(0.05)
+            assert not gdbs_on(t.pid), "gdb still running after kill %d" % i
+            assert t.proc.poll() is None, "target died after kill %d: rc=%s" % (
+                i, t.proc.returncode)
+            assert_running_untraced(t.pid)
+        assert_unharmed_after_kills(t.report(), ref, 2.0, True)
+    finally:
+        t.close()
