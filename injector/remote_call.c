@@ -415,7 +415,11 @@ int remote_map_scratch(struct remote *rc, size_t data_len, uint64_t *data, int64
 {
     size_t len = PAGE + ((64 + data_len + PAGE - 1) & ~(size_t)(PAGE - 1)) + SCRATCH_STACK +
                  SCRATCH_FRAMES;
-    uint64_t args[6] = {0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+    /* Mapped read+exec, the stub written with PTRACE_POKEDATA (which writes a private page the
+     * process itself cannot), then everything but the stub made read+write: no page is ever
+     * writable and executable, and exec is never added to a mapping, so targets under
+     * MemoryDenyWriteExecute (systemd's seccomp filter, or prctl PR_SET_MDWE) accept it. */
+    uint64_t args[6] = {0, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
                         (uint64_t)-1, 0};
     uint64_t ret = 0;
     int r = remote_syscall(rc, SYS_mmap, args, &ret, deadline_ns);
@@ -425,15 +429,15 @@ int remote_map_scratch(struct remote *rc, size_t data_len, uint64_t *data, int64
         return (int)(int64_t)ret;
     rc->scratch = ret;
     rc->scratch_len = len;
-    r = pt_write(rc->t->tid, rc->scratch, stub_code, sizeof stub_code);
-    if (r < 0)
-        return r;
-    uint64_t pargs[6] = {rc->scratch, PAGE, PROT_READ | PROT_EXEC, 0, 0, 0};
+    uint64_t pargs[6] = {rc->scratch + PAGE, len - PAGE, PROT_READ | PROT_WRITE, 0, 0, 0};
     r = remote_syscall(rc, SYS_mprotect, pargs, &ret, deadline_ns);
     if (r < 0)
         return r;
     if ((int64_t)ret < 0)
         return (int)(int64_t)ret;
+    r = pt_poke_text(rc->t->tid, rc->scratch, stub_code, sizeof stub_code);
+    if (r < 0)
+        return r;
     *data = scratch_result(rc) + 64;
     return 0;
 }

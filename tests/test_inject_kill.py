@@ -1,5 +1,6 @@
 """`kill -9` of the injector at random instants of an attach (issue 9, finding 3), and no code
-page of the target modified by an injection (injector/remote_call.c).
+page of the target modified by an injection (injector/remote_call.c): the borrowed thread's
+registers, vector state, mask and altstack come home, also under Memory-Deny-Write-Execute.
 
 The injector cannot block SIGKILL: the kernel then detaches every thread, and the thread that
 was running our remote call must come home by itself (rt_sigreturn through the signal frame
@@ -21,8 +22,8 @@ import time
 
 import pytest
 
-from test_inject import (FIXTURE, INJECT_TEST, Target, _one_python, assert_running_untraced,
-                         reference_result)
+from test_inject import (FIXTURE, INJECT_TEST, TARGET, Target, _one_python,
+                         assert_running_untraced, reference_result)
 
 FIXTURE_SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_fixture")
 
@@ -378,5 +379,50 @@ def test_kill_9_of_injector_with_gdb_method(tmp_path):
                 i, t.proc.returncode)
             assert_running_untraced(t.pid)
         assert_unharmed_after_kills(t.report(), ref, 2.0, True)
+    finally:
+        t.close()
+
+
+MDWE_LAUNCH = (  # runs target.py after prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN)
+    "import ctypes, runpy, sys\n"
+    "if ctypes.CDLL(None).prctl(65, 1, 0, 0, 0) != 0:\n"
+    "    print('NO-MDWE', flush=True); sys.exit(0)\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+class MdweTarget(Target):
+    """target.py under Memory-Deny-Write-Execute: no mapping may become executable later, none
+    may be writable and executable (what systemd's MemoryDenyWriteExecute= also enforces)."""
+
+    def __init__(self, py, *args):
+        self.proc = subprocess.Popen([py["path"], "-c", MDWE_LAUNCH, TARGET] + list(args),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self._readline(30)
+        if line.startswith("NO-MDWE"):
+            self.close()
+            pytest.skip("prctl(PR_SET_MDWE) is not supported by this kernel (6.3+)")
+        assert line.startswith("READY "), "target did not start: %r" % line
+        _, pid, port = line.split()
+        self.pid, self.port = int(pid), int(port)
+
+
+def test_memory_deny_write_execute_target(tmp_path):
+    """The call stub's page is mapped read+exec and written through ptrace, the rest made
+    read+write: accepted by a target that refuses any page turning executable (an mprotect to
+    PROT_EXEC fails with EACCES there)."""
+    py = _one_python()
+    ref = reference_result(py)
+    t = MdweTarget(py, "--sleep", "1")
+    try:
+        marker = tmp_path / "m"
+        p = subprocess.run([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:%s" % marker,
+                            "--repeat", "3"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert_running_untraced(t.pid)
+        assert_libc_text_pristine(t.pid)
+        assert_unharmed_after_kills(t.report(), ref, 1.0, True)
+        assert len(marker.read_text().splitlines()) == 3
     finally:
         t.close()
