@@ -220,10 +220,8 @@ static int set_home_directly(struct remote *rc, const struct user_regs_struct *r
         r = pt_set_sigmask(tid, rc->sigmask);
     if (r == 0)
         r = pt_setregs(tid, regs);
-    if (r == 0) {
+    if (r == 0)
         rc->at_home = 1;
-        rc->live_frame = 0;
-    }
     return r;
 }
 
@@ -295,7 +293,6 @@ static int run_piece(struct remote *rc, struct user_regs_struct *regs, uint64_t 
                     return -EFAULT;
                 }
                 rc->at_home = 1;
-                rc->live_frame = 0;
                 return 0;
             } else if (sysret && now.rip == sys_rip) {
                 *sysret = now.rax;
@@ -392,7 +389,6 @@ int remote_syscall(struct remote *rc, long nr, const uint64_t args[6], uint64_t 
     int r = write_frame(rc, regs.rsp - RED_ZONE, &frame);
     if (r < 0)
         return r;
-    rc->live_frame = frame;
     regs.rax = (unsigned long long)nr;
     regs.rdi = args[0];
     regs.rsi = args[1];
@@ -451,7 +447,6 @@ int remote_call(struct remote *rc, uint64_t fn, uint64_t a0, uint64_t a1, uint64
     int r = write_frame(rc, top, &frame);
     if (r < 0)
         return r;
-    rc->live_frame = frame;
     struct user_regs_struct regs;
     home_regs(rc, &regs);
     regs.rax = fn;
@@ -478,7 +473,6 @@ static int go_home(struct remote *rc)
     uint64_t frame;
     int r = write_frame(rc, regs.rsp - RED_ZONE, &frame);
     if (r == 0) {
-        rc->live_frame = frame;
         regs.rip = rc->g.restorer;
         regs.rsp = frame + 8;
         r = run_piece(rc, &regs, rc->g.restorer_end, 0, NULL, pt_now_ns() + HOMEWARD_NS);

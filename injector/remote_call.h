@@ -49,7 +49,6 @@ struct remote {
     uint64_t sigmask;
     uint32_t fp_size;                   /* bytes of saved_fp->buf a frame carries */
     uint64_t scratch, scratch_len;      /* stub page + data + stack + frame area (0: none) */
-    uint64_t live_frame;                /* frame of the piece running now (0: none) */
     int regs_saved;
     int at_home;       /* the thread is stopped with its own registers back (after our
                         * rt_sigreturn, or never moved) */
