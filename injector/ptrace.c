@@ -7,7 +7,8 @@
  * PTRACE_EVENT_STOP that vanishes at detach.  No option is set at seize: in particular never
  * PTRACE_O_EXITKILL, so if we die the kernel detaches and the target lives.
  *
- * Waits poll waitpid(WNOHANG) with short, growing sleeps up to an absolute deadline: no
+ * Waits poll waitpid(WNOHANG), yielding the CPU for the first 50 us (a remote call's syscall
+ * stops come that fast) and then with short, growing sleeps up to an absolute deadline: no
  * SIGCHLD handling is needed, which keeps the caller's own signal and child handling intact. */
 #include "ptrace.h"
 
@@ -18,6 +19,7 @@
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +39,8 @@ int64_t pt_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+#define SPIN_NS 50000 /* how long a wait polls with sched_yield before it naps */
 
 static void nap(int64_t ns)
 {
@@ -76,7 +80,7 @@ static int is_job_control_stop(int sig)
 
 int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
 {
-    int64_t sleep_ns = 20000;
+    int64_t sleep_ns = 20000, started = pt_now_ns();
     for (;;) {
         int st = 0;
         pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
@@ -115,6 +119,12 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
         int64_t now = pt_now_ns();
         if (now >= deadline_ns)
             return -ETIMEDOUT;
+        if (now - started < SPIN_NS) {
+            /* syscall stops of a remote call come within microseconds: a nap (its timer
+             * slack included) would cost more than the stop itself */
+            sched_yield();
+            continue;
+        }
         if (sleep_ns > deadline_ns - now)
             sleep_ns = deadline_ns - now;
         nap(sleep_ns);
