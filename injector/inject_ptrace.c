@@ -390,6 +390,11 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
 
     struct remote rc;
     r = remote_begin(&rc, t, &ls.gadgets);
+    if (r == -EOPNOTSUPP) {
+        set_err(err, errlen, "thread %d runs with an x86 shadow stack (CET), which the ptrace "
+                "method cannot call into; nothing was run (use --method gdb)", (int)t->tid);
+        goto out;
+    }
     if (r < 0) {
         set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
         goto out;

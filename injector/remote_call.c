@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -325,8 +326,28 @@ static int run_piece(struct remote *rc, struct user_regs_struct *regs, uint64_t 
     }
 }
 
+/* Whether the thread runs with an x86 user shadow stack (CET): our `ret` into the restorer and
+ * our rt_sigreturn (no shadow-stack restore token) would fault it.  /proc/TID/status shows
+ * "x86_Thread_features: shstk ..." on kernels that support it (6.6+). */
+static int uses_shadow_stack(pid_t tid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    int yes = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "x86_Thread_features:", 20) == 0 && strstr(line + 20, "shstk"))
+            yes = 1;
+    fclose(f);
+    return yes;
+}
+
 int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadgets *g)
 {
+    if (uses_shadow_stack(t->tid))
+        return -EOPNOTSUPP;
     memset(rc, 0, sizeof *rc);
     rc->t = t;
     rc->g = *g;

@@ -61,7 +61,8 @@ struct remote {
 };
 
 /* Saves registers, FPU state and signal mask; sets PTRACE_O_TRACESYSGOOD; checks the gadgets
- * in target memory.  0 or -errno (then nothing was changed). */
+ * in target memory.  0 or -errno (then nothing was changed): -EOPNOTSUPP for a thread with an
+ * x86 shadow stack (CET), which our frames cannot satisfy. */
 int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadgets *g);
 
 /* Runs a syscall with up to 6 args; *ret receives rax (a -errno on failure). 0 or -errno:
