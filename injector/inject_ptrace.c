@@ -234,6 +234,11 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
     size_t alen = strlen(req->agent_path) + 1, clen = strlen(req->control_path) + 1;
     uint64_t data = 0, ret = 0;
     int r = remote_map_scratch(rc, SCRATCH_DATA, &data, deadline);
+    if (r == -ENOSPC) {
+        set_err(err, errlen, "no room for a signal frame on the stack of thread %d (near its "
+                "guard page); nothing was run, retry later", (int)tid);
+        return INJECT_UNTOUCHED;
+    }
     if (r < 0) {
         set_err(err, errlen, "cannot map the call stub in the target: %s",
                 r == -ENOSYS ? "blocked by seccomp" : strerror(-r));

@@ -384,3 +384,12 @@ int pt_write(pid_t tid, uint64_t addr, const void *buf, size_t len)
         return 0;
     return pt_poke_text(tid, addr, buf, len);
 }
+
+int pt_write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len)
+{
+    struct iovec local = {(void *)buf, len}, remote = {(void *)addr, len};
+    ssize_t n = process_vm_writev(tid, &local, 1, &remote, 1, 0);
+    if (n == (ssize_t)len)
+        return 0;
+    return n < 0 ? -errno : -EFAULT;
+}

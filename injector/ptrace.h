@@ -80,6 +80,9 @@ int pt_set_fpstate(pid_t tid, const struct pt_fpstate *fp);
  * also writes read-only text).  0 or -errno. */
 int pt_read(pid_t tid, uint64_t addr, void *buf, size_t len);
 int pt_write(pid_t tid, uint64_t addr, const void *buf, size_t len);
+/* Writes only where the target itself could write (process_vm_writev, no PTRACE_POKE
+ * fallback): a guard page or a read-only page is -EFAULT, never silently written. */
+int pt_write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len);
 /* Writes code: always through PTRACE_POKETEXT (text is read-only to process_vm_writev). */
 int pt_poke_text(pid_t tid, uint64_t addr, const void *buf, size_t len);
 

@@ -138,9 +138,12 @@ static void home_regs(const struct remote *rc, struct user_regs_struct *h)
 
 /* Writes a frame that restores the thread home, entirely below address `below`; *frame gets
  * the address of its pretcode slot (rsp for a `ret` into the restorer; rsp - 8 at the
- * restorer's syscall). */
-static int write_frame(struct remote *rc, uint64_t below, uint64_t *frame)
+ * restorer's syscall).  On the thread's own stack (own_stack), only memory the thread could
+ * write itself is written: a stack too close to its guard page fails (-ENOSPC) before any
+ * register is changed. */
+static int write_frame(struct remote *rc, uint64_t below, int own_stack, uint64_t *frame)
 {
+    int (*put)(pid_t, uint64_t, const void *, size_t) = own_stack ? pt_write_mem : pt_write;
     pid_t tid = rc->t->tid;
     struct user_regs_struct h;
     home_regs(rc, &h);
@@ -161,14 +164,14 @@ static int write_frame(struct remote *rc, uint64_t below, uint64_t *frame)
     sf.fpstate = fp;
     sf.sigmask = rc->sigmask;
     const uint32_t magic2 = FP_XSTATE_MAGIC2;
-    int r = pt_write(tid, fp, rc->saved_fp->buf, rc->fp_size);
+    int r = put(tid, fp, rc->saved_fp->buf, rc->fp_size);
     if (r == 0)
-        r = pt_write(tid, fp + rc->fp_size, &magic2, sizeof magic2);
+        r = put(tid, fp + rc->fp_size, &magic2, sizeof magic2);
     if (r == 0)
-        r = pt_write(tid, f, &sf, sizeof sf);
+        r = put(tid, f, &sf, sizeof sf);
     if (r == 0)
         *frame = f;
-    return r;
+    return r < 0 && own_stack ? -ENOSPC : r;
 }
 
 static int is_fault(int sig)
@@ -407,7 +410,7 @@ int remote_syscall(struct remote *rc, long nr, const uint64_t args[6], uint64_t 
     struct user_regs_struct regs;
     home_regs(rc, &regs);
     uint64_t frame;
-    int r = write_frame(rc, regs.rsp - RED_ZONE, &frame);
+    int r = write_frame(rc, regs.rsp - RED_ZONE, 1, &frame);
     if (r < 0)
         return r;
     regs.rax = (unsigned long long)nr;
@@ -465,7 +468,7 @@ int remote_call(struct remote *rc, uint64_t fn, uint64_t a0, uint64_t a1, uint64
     if (!rc->scratch)
         return -EINVAL;
     uint64_t top = rc->scratch + rc->scratch_len, frame;
-    int r = write_frame(rc, top, &frame);
+    int r = write_frame(rc, top, 0, &frame);
     if (r < 0)
         return r;
     struct user_regs_struct regs;
@@ -492,7 +495,7 @@ static int go_home(struct remote *rc)
     struct user_regs_struct regs;
     home_regs(rc, &regs);
     uint64_t frame;
-    int r = write_frame(rc, regs.rsp - RED_ZONE, &frame);
+    int r = write_frame(rc, regs.rsp - RED_ZONE, 1, &frame);
     if (r == 0) {
         regs.rip = rc->g.restorer;
         regs.rsp = frame + 8;

@@ -67,7 +67,7 @@ int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadget
 
 /* Runs a syscall with up to 6 args; *ret receives rax (a -errno on failure). 0 or -errno:
  * -ETIMEDOUT, -ESRCH (thread died), -EFAULT (fatal signal, rc->fault_sig), -ENOSYS (SIGSYS:
- * blocked by seccomp). */
+ * blocked by seccomp), -ENOSPC (no room for the frame on the thread's stack: nothing ran). */
 int remote_syscall(struct remote *rc, long nr, const uint64_t args[6], uint64_t *ret,
                    int64_t deadline_ns);
 
