@@ -13,10 +13,11 @@
  * when no handler runs: -ERESTARTSYS/-ERESTARTNOINTR/-ERESTARTNOHAND → rip -= 2, rax =
  * orig_rax.  -ERESTART_RESTARTBLOCK cannot go through restart_syscall (rt_sigreturn resets
  * the restart block): the syscall is re-issued from its saved arguments instead, and while
- * the injector lives it skips that rt_sigreturn and sets the state back itself (the block
- * intact, the restart exact).  The altstack field
- * carries an invalid mode (SS_ONSTACK|SS_DISABLE): restore_altstack then fails with EINVAL,
- * which rt_sigreturn ignores, so the thread's sigaltstack (unknown to us) is left as it is.
+ * the injector lives it swaps that rt_sigreturn for a getpid that returns to the restorer
+ * and sets the state back itself at its exit stop (the block intact, the restart exact; if
+ * the injector dies in between, the restorer still brings the thread home).  The altstack
+ * field carries an invalid mode (SS_ONSTACK|SS_DISABLE): restore_altstack then fails with
+ * EINVAL, which rt_sigreturn ignores, so the thread's sigaltstack (unknown to us) is kept.
  *
  * While the thread runs our code, anything may happen and is handled:
  *  - syscall stops (PTRACE_SYSCALL): counted to find our rt_sigreturn; nothing else;

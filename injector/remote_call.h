@@ -9,7 +9,8 @@
  * would put one; every piece of our code ends in rt_sigreturn through such a frame:
  *  - a syscall runs at the gadget with rsp at a frame on the thread's own stack (below its red
  *    zone): `syscall`, then `ret` into the restorer, then rt_sigreturn;
- *  - a call runs a 15-byte stub in a private page we map (never a page of the target's files):
+ *  - a call runs a 15-byte stub in a private page we map (never a page of the target's files;
+ *    mapped read+exec and written through ptrace, never writable and executable):
  *    `call *%rax; mov %rax,(%rbx); mov %r12,%rsp; mov $15,%eax; syscall`, on a private stack,
  *    with its frame above that stack.
  * The injector follows with PTRACE_SYSCALL and knows a piece is done at the syscall-entry stop
