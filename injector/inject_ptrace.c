@@ -65,6 +65,15 @@ static int is_libc_name(const char *b)
            (strncmp(b, "ld-musl-", 8) == 0) || strncmp(b, "libc.musl-", 10) == 0;
 }
 
+/* Whether [addr, addr + len) lies inside one executable mapping of the target. */
+static int in_exec_mapping(const struct proc_maps *maps, uint64_t addr, uint64_t len)
+{
+    for (size_t i = 0; i < maps->n; i++)
+        if (addr >= maps->v[i].start && addr + len <= maps->v[i].end)
+            return maps->v[i].perms[2] == 'x';
+    return 0;
+}
+
 static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_syms *ls,
                           char *err, size_t errlen)
 {
@@ -96,7 +105,12 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
     }
     if (elf_lookup(&ef, "dlerror", &v) == 0)
         ls->dlerror = bias + v;
-    int have_gadgets = remote_find_gadgets(&ef, bias, &ls->gadgets) == 0;
+    /* the code borrowed must be code the target maps executable (its bytes are checked
+     * against its memory by remote_begin) */
+    int have_gadgets = remote_find_gadgets(&ef, bias, &ls->gadgets) == 0 &&
+                       in_exec_mapping(maps, ls->gadgets.syscall_ret, 3) &&
+                       in_exec_mapping(maps, ls->gadgets.restorer,
+                                       ls->gadgets.restorer_end - ls->gadgets.restorer);
     elf_close(&ef);
     if (!ls->dlopen) {
         set_err(err, errlen, "neither dlopen nor __libc_dlopen_mode found in %s", m->path);
