@@ -132,7 +132,9 @@ static PyObject *after_fork_child(PyObject *self, PyObject *unused)
     /* A process-tree session (--subprocesses): the child opens its own session back to the
      * same controller, which tells it apart by SO_PEERCRED. */
     if (s->follow_forks && s->control_path[0] != '\0') {
-        vc_follow_fork_child(s->control_path); /* vc_agent_connect copies it first */
+        vc_follow_wrap_os_exit();
+        /* A failure leaves the child untraced, as before: the controller reports it. */
+        (void)vc_agent_connect(s->control_path); /* it copies the path first */
         PyErr_Clear();
     }
     Py_RETURN_NONE;

@@ -1,14 +1,13 @@
-/* follow.c — a fork child of a process-tree session (`vcattach --subprocesses`) follows it.
+/* follow.c — the exit path of a fork child of a process-tree session (`vcattach
+ * --subprocesses`).
  *
  * The child inherits the agent's library but only the forking thread: no agent thread, a
- * copy of the parent's hooks and records (which agent.c's fork handler has just removed and
- * discarded).  Here, still on that thread and under the child's GIL, two things happen:
- *   - os._exit is wrapped: multiprocessing's fork and forkserver children (and many servers'
- *     workers) leave through os._exit, which runs no atexit handler; the wrapper stops the
- *     session and waits (bounded) for its trace to reach the controller before exiting;
- *   - the child's own session starts (vc_agent_connect): a new agent thread connects to the
- *     same control socket with a new connection, which the controller identifies by
- *     SO_PEERCRED and configures like any member of the tree.
+ * copy of the parent's hooks and records (which agent.c's fork handler removes and discards
+ * before it starts the child's own session on the same control socket).  Many such children
+ * — multiprocessing's fork and forkserver workers, some servers' workers — leave through
+ * os._exit, which runs no atexit handler: their trace would die with them.  So, still on the
+ * forking thread and under the child's GIL, os._exit is wrapped: the wrapper stops the session
+ * and waits (bounded) until its END has gone to the controller, then exits.
  * Nothing here runs on a hijacked thread: the fork handler runs where os.fork() was called.
  */
 #include "lifecycle.h"
@@ -52,9 +51,7 @@ static void wrap_os_exit(void)
     PyErr_Clear();
 }
 
-void vc_follow_fork_child(const char *control_path)
+void vc_follow_wrap_os_exit(void)
 {
     wrap_os_exit();
-    /* A failure leaves the child untraced, as before: the controller reports it. */
-    (void)vc_agent_connect(control_path);
 }

@@ -118,10 +118,9 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
 int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen);
 
 /* ---- fork following (follow.c) ---- */
-/* In a fork child of a session with follow_forks, under the child's GIL, after the inherited
- * hooks are gone: wraps os._exit (so that a child leaving through it still sends its trace)
- * and starts the child's own session on the same control socket. */
-void vc_follow_fork_child(const char *control_path);
+/* In a fork child of a session with follow_forks, under the child's GIL: wraps os._exit (once
+ * per process image) so that a child leaving through it still sends its trace. */
+void vc_follow_wrap_os_exit(void);
 
 /* ---- control (control.c) ---- */
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);

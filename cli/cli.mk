@@ -1,8 +1,8 @@
 # cli/ — build/vcattach, the command line: the subcommand table (main.c), one option parser
 # for every subcommand (options.c), the attach workflow (cmd_trace.c with attach_options,
 # preflight, target_python, agent_locate, control_client and trace_sink, the one atomic output
-# path) and the offline commands (cmd_convert.c, cmd_summary.c) over libvctrace.a.  Parses
-# /proc only through injector/proc.c.
+# path), process trees (`--subprocesses`: cmd_tree.c over tree.c) and the offline commands
+# (cmd_convert.c, cmd_summary.c) over libvctrace.a.  Parses /proc only through injector/proc.c.
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
 CLI_CFLAGS = $(CFLAGS_BASE) -Icli -Iinjector -Itrace $(JANSSON_CFLAGS) $(UNWIND_CFLAGS)

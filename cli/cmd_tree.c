@@ -47,7 +47,8 @@
 #define COLLECT_WAIT_MS 60000      /* after STOP: every trace in */
 #define DEADLINE_GRACE_MS 3000
 #define YOUNG_MS 1000              /* a non-Python process this young may still exec Python */
-#define INIT_RETRIES 10            /* "interpreter not initialized yet": inject again later */
+#define INIT_RETRIES 40            /* "interpreter not initialized yet": inject again later */
+#define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
 #define DEFAULT_BUDGET_MB 256
 #define MIN_SHARE_MB 2
 
@@ -480,7 +481,7 @@ static void discover(struct tree_run *r, int at_attach)
     for (long i = 0; i < n && !interrupts; i++) {
         struct member *m = find(r, pids[i]);
         if (m != NULL) {
-            if (m->st == M_RETRY && now - m->since >= 200 && !r->stopping)
+            if (m->st == M_RETRY && now - m->since >= RETRY_MS && !r->stopping)
                 inject_member(r, m, 0);
             else if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
                      tree_has_agent(m->pid) == 0) {

@@ -1,6 +1,7 @@
-/* tree.h — a process tree as /proc shows it: the descendants of a pid, whether a process
- * already has our agent mapped (a fork child of a traced process), and a short process name
- * for messages.  Read-only /proc parsing; the tree workflow itself is cmd_tree.c.
+/* tree.h — a process tree as /proc shows it (read through injector/proc.c): the descendants
+ * of a pid, whether a process already has our agent mapped (a fork child of a traced process,
+ * or one traced before), its command line, executable and age.  The tree workflow itself is
+ * cmd_tree.c.
  */
 #ifndef VC_TREE_H
 #define VC_TREE_H

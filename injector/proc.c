@@ -468,3 +468,109 @@ int proc_read_maps_or_explain(pid_t pid, struct proc_maps *out, char *err, size_
                  "target's user or with CAP_SYS_PTRACE)", (int)pid);
     return r;
 }
+
+/* ---- processes --------------------------------------------------------------------------- */
+
+long proc_list_pids(pid_t **out)
+{
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return -1;
+    size_t n = 0, cap = 256;
+    pid_t *pids = malloc(cap * sizeof *pids);
+    struct dirent *e;
+    while (pids != NULL && (e = readdir(d)) != NULL) {
+        char *end;
+        long v = strtol(e->d_name, &end, 10);
+        if (*end || v <= 0 || v > INT_MAX)
+            continue;
+        if (n == cap) {
+            pid_t *bigger = realloc(pids, 2 * cap * sizeof *bigger);
+            if (bigger == NULL) {
+                free(pids);
+                pids = NULL;
+                break;
+            }
+            pids = bigger;
+            cap *= 2;
+        }
+        pids[n++] = (pid_t)v;
+    }
+    closedir(d);
+    if (pids == NULL)
+        return -1;
+    *out = pids;
+    return (long)n;
+}
+
+/* The fields after "(comm)" of /proc/PID/stat (the comm may hold anything), or NULL. */
+static const char *stat_fields(pid_t pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (proc_read_text(path, buf, cap) < 0)
+        return NULL;
+    const char *p = strrchr(buf, ')');
+    return p ? p + 1 : NULL;
+}
+
+pid_t proc_parent(pid_t pid)
+{
+    char buf[1024];
+    const char *p = stat_fields(pid, buf, sizeof buf);
+    char state;
+    int ppid;
+    if (p == NULL || sscanf(p, " %c %d", &state, &ppid) != 2)
+        return -1;
+    return state == 'Z' || state == 'X' ? -1 : (pid_t)ppid;
+}
+
+long proc_age_ms(pid_t pid)
+{
+    char buf[1024], up[64];
+    const char *p = stat_fields(pid, buf, sizeof buf);
+    if (p == NULL || proc_read_text("/proc/uptime", up, sizeof up) < 0)
+        return -1;
+    /* starttime is field 22 (clock ticks since boot); p starts after field 2 */
+    unsigned long long start = 0;
+    int field = 2;
+    for (const char *q = p; *q && field < 22; q++)
+        if (*q == ' ' && ++field == 22)
+            start = strtoull(q + 1, NULL, 10);
+    long hz = sysconf(_SC_CLK_TCK);
+    double age = strtod(up, NULL) - (double)start / (double)(hz > 0 ? hz : 100);
+    return age < 0 ? 0 : (long)(age * 1000.0);
+}
+
+void proc_cmdline(pid_t pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0) { /* a kernel thread or a zombie: its comm */
+        char comm[64] = "?";
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+        if (proc_read_text(path, comm, sizeof comm) >= 0)
+            comm[strcspn(comm, "\n")] = '\0';
+        snprintf(buf, cap, "%s", comm);
+        return;
+    }
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] == '\0' || buf[i] == '\n')
+            buf[i] = ' ';
+    buf[n] = '\0';
+}
+
+void proc_exe(pid_t pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, buf, cap - 1);
+    buf[n > 0 ? n : 0] = '\0';
+}

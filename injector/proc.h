@@ -88,4 +88,17 @@ int proc_other_root(pid_t pid);
  * 0, or -errno with one line in err naming the problem and the fix. */
 int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t errlen);
 
+/* ---- processes (the CLI's process trees, cli/tree.c) ---- */
+
+/* Every pid in /proc, into a malloc'd array.  Returns the count, or -1. */
+long proc_list_pids(pid_t **out);
+/* The parent pid from /proc/PID/stat, or -1 if the process is gone or a zombie. */
+pid_t proc_parent(pid_t pid);
+/* How long ago the process started (ms), or -1 if it is gone. */
+long proc_age_ms(pid_t pid);
+/* The command line, NULs as spaces, cut to cap ("" if unreadable: its comm then). */
+void proc_cmdline(pid_t pid, char *buf, size_t cap);
+/* The target of /proc/PID/exe ("" if unreadable). */
+void proc_exe(pid_t pid, char *buf, size_t cap);
+
 #endif /* VC_PROC_H */

@@ -79,6 +79,7 @@ def run_fork():
 
 
 def mp_work(x):
+    time.sleep(0.05)  # a pool that lives a little: a new interpreter takes ~50 ms to start
     return child_work(100 + x)
 
 
