@@ -206,3 +206,54 @@ def test_corrupt_input_leaves_nothing(fmt, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "offset" in proc.stderr
     assert not dst.exists() and not (tmp_path / "out.tmp").exists()
+
+
+# ---- counters beyond 64 bits (issue 10) ------------------------------------------------------
+
+def _python_reader():
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    from vcattach import cvf
+    return cvf
+
+
+def test_counter_values_beyond_64_bits_round_trip(tmp_path):
+    """VizTracer writes Python ints of any size as counter values; the .cvf carries them as
+    LONG_STRING (tag 0x25) and the way back prints the same digits."""
+    big, neg = 2 ** 70 + 3, -(2 ** 65)
+    src = tmp_path / "big.json"
+    src.write_text(json.dumps({"traceEvents": [
+        {"ph": "C", "name": "mem", "pid": 1, "tid": 1, "ts": 1.0,
+         "args": {"rss": big, "small": 5, "neg": neg}},
+        {"ph": "C", "name": "mem", "pid": 1, "tid": 1, "ts": 2.0,
+         "args": {"rss": big, "small": 2 ** 63 - 1, "neg": 7}},
+        {"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 0.5, "dur": 3.0},
+    ]}))
+    cvf_path = tmp_path / "big.cvf"
+    proc = subprocess.run([VCATTACH, "convert", str(src), "-o", str(cvf_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    raw = cvf_path.read_bytes()
+    assert b"\x25" + str(big).encode() + b"\x00" in raw
+    doc = _python_reader().load(str(cvf_path))
+    counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    assert [c["args"] for c in sorted(counters, key=lambda c: c["ts"])] == [
+        {"rss": big, "small": 5, "neg": neg}, {"rss": big, "small": 2 ** 63 - 1, "neg": 7}]
+    back = tmp_path / "back.json"
+    proc = subprocess.run([VCATTACH, "convert", str(cvf_path), "-o", str(back)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(back.read_text())
+    assert sorted((c["ts"], c["args"]["rss"]) for c in again["traceEvents"]
+                  if c["ph"] == "C") == [(1.0, big), (2.0, big)]
+
+
+def test_big_integer_outside_a_counter_is_a_clear_error(tmp_path):
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps({"traceEvents": [
+        {"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 1, "args": {"v": 2 ** 70}}]}))
+    proc = subprocess.run([VCATTACH, "convert", str(src), "-o", str(tmp_path / "o.cvf")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "beyond 64 bits" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.cvf").exists()
