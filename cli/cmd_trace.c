@@ -589,9 +589,16 @@ int cmd_status(int argc, char **argv)
     vc_kv_get(reply, "output", output, sizeof output);
     cli_format_duration(kv_u64(reply, "elapsed_ms"), e, sizeof e);
     unsigned long long remaining = kv_u64(reply, "remaining_ms");
+    int streamed = !strcmp(output, "control"); /* a `vcattach trace` receives it */
+    /* A `vcattach trace -t` session's agent holds the deadline plus DEADLINE_GRACE_MS (its
+     * backstop in case that vcattach dies); the vcattach stops it at -t itself, so what is
+     * left is the agent's figure minus the grace. */
+    int backstop = streamed && remaining > 0;
+    if (backstop)
+        remaining = remaining > DEADLINE_GRACE_MS ? remaining - DEADLINE_GRACE_MS : 0;
     cli_format_duration(remaining, l, sizeof l);
-    snprintf(left, sizeof left, remaining ? "%s left" : "no deadline", l);
-    if (!strcmp(output, "control")) /* a `vcattach trace` receives it */
+    snprintf(left, sizeof left, remaining || backstop ? "%s left" : "no deadline", l);
+    if (streamed)
         snprintf(output, sizeof output, "streamed to the vcattach that started it");
     if (!opt.quiet)
         printf("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",
