@@ -112,6 +112,7 @@ cat <<EOF
   VizTracer:    vizviewer $SHOW/demo.json
   per thread:   $CLI summary $SHOW/demo.cvf     (tables for the 12 busiest threads)
                 $CLI summary $SHOW/demo.cvf --thread load-generator --sort total
-The slow path to look for: find_duplicate_skus (an O(n^2) loop under GET /report): high
-self time, a few calls, a mean in milliseconds.  Waits (lock.acquire, poll) are idle time.
+The slow path: find_duplicate_skus (an O(n^2) loop under GET /report) tops the working
+table: high self time, a few calls, a mean in milliseconds.  Waits (locks, poll, sockets)
+are in the waiting table below it; --all ranks everything together.
 EOF

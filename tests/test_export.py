@@ -170,7 +170,7 @@ def test_collapsed_matches_stack_oracle(tmp_path):
     stacks = collapsed(write_cvf(str(tmp_path / "random.cvf"), events), tmp_path)
     expected = {}
     by_thread = {}
-    for pid, tid, name, ts, dur in events:
+    for pid, tid, name, ts, dur, _ in events:
         by_thread.setdefault(tid, []).append((ts, ts + dur, name))
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e[0], -e[1]))

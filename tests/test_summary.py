@@ -42,20 +42,32 @@ def _zblob(obj):
 
 
 def write_cvf(path, events, thread_names=None, other_events=()):
-    """events: (pid, tid, name, ts_ticks, dur_ticks); thread_names: {(pid, tid): name}."""
+    """events: (pid, tid, name, ts_ticks, dur_ticks[, mark]); mark ("resume", "at_attach" or
+    None) goes into the event's args as {"vcattach": mark}, the agent's way of flagging it;
+    thread_names: {(pid, tid): name}."""
     groups = {}
-    for pid, tid, name, ts, dur in events:
-        groups.setdefault((pid, tid, name), []).append((ts, dur))
+    for ev in events:
+        pid, tid, name, ts, dur = ev[:5]
+        mark = ev[5] if len(ev) > 5 else None
+        groups.setdefault((pid, tid, name, mark is not None), []).append((ts, dur, mark))
     out = [struct.pack("<Q", 1)]
+    size = 8
     for (pid, tid), name in (thread_names or {}).items():
         out.append(b"\x03" + struct.pack("<QQ", pid, tid) + name.encode() + b"\0")
-    for (pid, tid, name), evs in groups.items():
-        evs.sort()
-        body = [b"\x01", struct.pack("<QQ", pid, tid), name.encode(), b"\0",
-                struct.pack("<QQq", len(evs), 0, evs[0][0]), _varint(evs[0][1])]
-        for (prev_ts, _), (ts, dur) in zip(evs, evs[1:]):
-            body += [_varint(ts - prev_ts), _varint(dur)]
-        out.append(b"".join(body))
+        size += len(out[-1])
+    for (pid, tid, name, has_args), evs in groups.items():
+        evs.sort(key=lambda e: (e[0], e[1]))
+        stream = [_varint(evs[0][1])]
+        for (prev_ts, _, _), (ts, dur, _) in zip(evs, evs[1:]):
+            stream += [_varint(ts - prev_ts), _varint(dur)]
+        head = b"".join([b"\x01", struct.pack("<QQ", pid, tid), name.encode(), b"\0"])
+        stream = b"".join(stream)
+        args_off = size + len(head) + 24 + len(stream) if has_args else 0
+        record = head + struct.pack("<QQq", len(evs), args_off, evs[0][0]) + stream
+        if has_args:
+            record += _zblob([{"vcattach": m} if m else {} for _, _, m in evs])
+        out.append(record)
+        size += len(record)
     out.append(b"\x05" + _zblob(list(other_events)))
     with open(path, "wb") as f:
         f.write(b"".join(out))
@@ -76,8 +88,16 @@ def known_trace(tmp_path):
     return write_cvf(str(tmp_path / "known.cvf"), KNOWN_EVENTS, KNOWN_NAMES, [DROPS])
 
 
-def random_events(n, nthreads=3, nfuncs=6, seed=7):
-    """Nested calls with few names, so recursion (direct and through others) is common."""
+WAIT_NAMES = ["_thread.lock.acquire", "wait (/usr/lib/python3.8/threading.py:270)", "select.epoll.poll", "_socket.socket.recv_into",
+              "Condition.wait (/usr/lib/python3.11/threading.py:288)",
+              "_PollLikeSelector.select (/usr/lib/python3.12/selectors.py:402)",
+              "Condition.wait (/srv/mylib/locks.py:3)", "lock.acquire_later"]
+
+
+def random_events(n, nthreads=3, nfuncs=6, seed=7, waits=False):
+    """Nested calls with few names, so recursion (direct and through others) is common.
+    waits: some calls are blocking ones (and some near-misses that are not), some are marked
+    resume slices, and each thread's first calls are marked in progress at attach."""
     rnd = random.Random(seed)
     events = []
     for t in range(nthreads):
@@ -87,6 +107,8 @@ def random_events(n, nthreads=3, nfuncs=6, seed=7):
             nonlocal count
             count += 1
             name = "f%d (/srv/app.py:%d)" % (rnd.randrange(nfuncs), 10)
+            if waits and rnd.random() < 0.2:
+                name = rnd.choice(WAIT_NAMES)
             cur = start + rnd.randrange(0, 40)
             slot = len(events)
             events.append(None)
@@ -96,7 +118,10 @@ def random_events(n, nthreads=3, nfuncs=6, seed=7):
                         break
                     cur = call(depth + 1, cur) + rnd.randrange(0, 15)
             end = cur + rnd.randrange(0, 40)
-            events[slot] = (1, tid, name, start, end - start)
+            mark = None
+            if waits:
+                mark = "at_attach" if count <= 4 else "resume" if rnd.random() < 0.1 else None
+            events[slot] = (1, tid, name, start, end - start, mark)
             return end
 
         while count < n // nthreads:
@@ -107,10 +132,13 @@ def random_events(n, nthreads=3, nfuncs=6, seed=7):
 # ---- an independent computation of the summary's definitions ------------------------------
 
 def oracle(events):
-    """{(pid, tid): {name: dict(self, total, calls, max, sum)}} in ticks, {(pid, tid): busy}."""
+    """{(pid, tid): {name: dict(self, total, calls, max, sum)}} in ticks, {(pid, tid): busy}.
+    Everything counted as work (`summary --all`); resume slices are not calls."""
     per_thread = {}
-    for pid, tid, name, ts, dur in events:
-        per_thread.setdefault((pid, tid), []).append((ts, ts + dur, name))
+    for ev in events:
+        pid, tid, name, ts, dur = ev[:5]
+        mark = ev[5] if len(ev) > 5 else None
+        per_thread.setdefault((pid, tid), []).append((ts, ts + dur, name, mark))
     result, busy = {}, {}
     for tid, evs in per_thread.items():
         evs.sort(key=lambda e: (e[0], -e[1]))
@@ -122,13 +150,13 @@ def oracle(events):
             if stack:
                 stack[-1][3] += end - start
 
-        for ts, end, name in evs:
+        for ts, end, name, mark in evs:
             while stack and stack[-1][1] <= ts:
                 close()
             if stack:
                 end = min(end, stack[-1][1])
             s = stats.setdefault(name, dict(self=0, total=0, calls=0, max=0, sum=0))
-            s["calls"] += 1
+            s["calls"] += mark != "resume"
             s["sum"] += end - ts
             s["max"] = max(s["max"], end - ts)
             if all(frame[2] != name for frame in stack):
@@ -142,11 +170,115 @@ def oracle(events):
     return result, busy
 
 
+def _wait_table():
+    """[(kind, name, file or None)] parsed from trace/waits.def, the one list of blocking
+    calls, so this oracle classifies independently of the C matcher."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trace", "waits.def")
+    table = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'^WAIT_C\((\w+), "([^"]+)"\)', line)
+            if m:
+                table.append((m.group(1).lower(), m.group(2), None))
+            m = re.match(r'^WAIT_PY\((\w+), "([^"]+)", "([^"]+)"\)', line)
+            if m:
+                table.append((m.group(1).lower(), m.group(2), m.group(3)))
+    return table
+
+
+def wait_kind(name, table=None):
+    for kind, wname, wfile in table or _wait_table():
+        if wfile is None and " (" not in name:
+            if name == wname or name.endswith("." + wname):
+                return kind
+        elif wfile is not None and " (" in name:
+            qual, rest = name.split(" (", 1)
+            path = rest.rsplit(":", 1)[0]
+            if "." not in qual:  # before 3.11: no qualname, the last part matches
+                wname = wname.rsplit(".", 1)[-1]
+            if qual == wname and (path == wfile or path.endswith("/" + wfile)):
+                return kind
+    return None
+
+
+def oracle_split(events):
+    """The default summary: ({tid: {name: dict(self, total, calls, max, sum, wait,
+    at_attach)}}, {tid: busy}, {tid: waiting}) in ticks.  A blocking call outside another one
+    is waiting, with everything under it; a call in progress at attach waited until its first
+    child (or its end); working totals leave waiting out."""
+    table = _wait_table()
+    per_thread = {}
+    for ev in events:
+        pid, tid, name, ts, dur = ev[:5]
+        mark = ev[5] if len(ev) > 5 else None
+        per_thread.setdefault((pid, tid), []).append((ts, ts + dur, name, mark))
+    result, busy, waiting = {}, {}, {}
+    for tid, evs in per_thread.items():
+        evs.sort(key=lambda e: (e[0], -e[1]))
+        stats, stack = {}, []
+        busy[tid] = waiting[tid] = 0
+        clock = [0]
+        # frame: dict(start, end, name, mark, child, first, clock0, wait, inside)
+
+        def close():
+            f = stack.pop()
+            dur = f["end"] - f["start"]
+            if stack:
+                stack[-1]["child"] += dur
+            if f["inside"]:
+                return
+            s = stats[f["name"]]
+            if f["wait"]:
+                clock[0] += dur
+                return
+            self_t = dur - f["child"]
+            if f["mark"] == "at_attach":
+                gap = min((f["first"] if f["first"] is not None else f["end"]) - f["start"],
+                          self_t)
+                s["at_attach"] += gap
+                self_t -= gap
+                clock[0] += gap
+                waiting[tid] += gap
+            s["self"] += self_t
+            if all(g["name"] != f["name"] or g["inside"] or g["wait"] for g in stack):
+                s["total"] += dur - (clock[0] - f["clock0"])
+
+        for ts, end, name, mark in evs:
+            while stack and stack[-1]["end"] <= ts:
+                close()
+            if stack:
+                end = min(end, stack[-1]["end"])
+                if stack[-1]["first"] is None:
+                    stack[-1]["first"] = ts
+            inside = any(g["wait"] or g["inside"] for g in stack)
+            is_wait = not inside and wait_kind(name, table) is not None
+            if not stack:
+                busy[tid] += end - ts
+            stack.append(dict(start=ts, end=end, name=name, mark=mark, child=0, first=None,
+                              clock0=clock[0], wait=is_wait, inside=inside))
+            if inside:
+                continue
+            s = stats.setdefault(name, dict(self=0, total=0, calls=0, max=0, sum=0, wait=0,
+                                            at_attach=0))
+            s["calls"] += mark != "resume"
+            s["sum"] += end - ts
+            s["max"] = max(s["max"], end - ts)
+            if is_wait:
+                s["wait"] += end - ts
+                waiting[tid] += end - ts
+        while stack:
+            close()
+        result[tid] = stats
+    return result, busy, waiting
+
+
 # ---- running and parsing the command ------------------------------------------------------
 
 ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+)\s+([\d.]+)"
                  r"\s+([\d.]+)  (.*)$")
-SECTION = re.compile(r"^(\S.*): ([\d,]+) calls?, (.*) in calls$")
+WAIT_ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+|-)\s+([\d.]+|-)\s+([\d.]+|-)"
+                      r"  (\S+(?: attach)?)\s+(.*)$")
+SECTION = re.compile(r"^(\S.*): ([\d,]+) calls?, (.*) in calls(?: \((.*) working, (.*) waiting\))?$")
 
 
 def summary(*args, check=True):
@@ -158,17 +290,30 @@ def summary(*args, check=True):
     return proc
 
 
-def parse(stdout):
-    """(header line, {section title: [(name, row dict) in printed order]}, more-counts)."""
+def parse(stdout, waits=None):
+    """(header line, {section title: [(name, row dict) in printed order]}, more-counts).
+    waits: a dict that gets {section title: [(name, wait row dict)]} of the waiting tables."""
     lines = stdout.splitlines()
-    sections, more, current = {}, {}, None
+    sections, more, current, in_wait = {}, {}, None, False
     for line in lines[1:]:
         m = SECTION.match(line)
         if m:
-            current = m.group(1)
+            current, in_wait = m.group(1), False
             sections[current] = []
             continue
-        m = ROW.match(line)
+        if line.startswith("  waiting: "):
+            in_wait = True
+            if waits is not None:
+                waits[current] = []
+            continue
+        m = WAIT_ROW.match(line) if in_wait else ROW.match(line)
+        if m and in_wait:
+            if waits is not None:
+                waits[current].append((m.group(7), dict(
+                    wait_ms=float(m.group(1)), wait_pct=float(m.group(2)),
+                    calls=None if m.group(3) == "-" else int(m.group(3).replace(",", "")),
+                    kind=m.group(6))))
+            continue
         if m:
             sections[current].append((m.group(8), dict(
                 self_ms=float(m.group(1)), self_pct=float(m.group(2)),
@@ -178,7 +323,7 @@ def parse(stdout):
             continue
         m = re.match(r"^  … (\d+) more functions?", line)
         if m:
-            more[current] = int(m.group(1))
+            more[current + (" waiting" if in_wait else "")] = int(m.group(1))
     return lines[0], sections, more
 
 
@@ -279,8 +424,10 @@ def test_control_characters_in_names_stay_on_one_row(tmp_path):
 # ---- agreement with an independent computation --------------------------------------------
 
 def check_against_oracle(path, events):
+    """`summary --all` against oracle(), and the default (waiting apart) against
+    oracle_split()."""
     expected, busy = oracle(events)
-    _, sections, more = parse(summary(path, "--top", "100000").stdout)
+    _, sections, more = parse(summary(path, "--top", "100000", "--all").stdout)
     assert more == {}
     titles = {tuple(map(int, re.search(r"\(pid (\d+), tid (\d+)\)$", t).groups())): t
               for t in sections}
@@ -294,8 +441,45 @@ def check_against_oracle(path, events):
             assert r["self_ms"] == pytest.approx(s["self"] / MS, abs=0.0006), name
             assert r["total_ms"] == pytest.approx(s["total"] / MS, abs=0.0006), name
             assert r["max_us"] == pytest.approx(s["max"] / 100, abs=0.006), name
-            assert r["mean_us"] == pytest.approx(s["sum"] / s["calls"] / 100, abs=0.006), name
+            if s["calls"]:
+                assert r["mean_us"] == pytest.approx(s["sum"] / s["calls"] / 100,
+                                                     abs=0.006), name
             assert r["total_ms"] <= busy[tid] / MS + 0.0006
+
+    expected, busy, waiting = oracle_split(events)
+    waits = {}
+    _, sections, more = parse(summary(path, "--top", "100000").stdout, waits)
+    assert more == {}
+    for tid, stats in expected.items():
+        title = titles[tid]
+        rows = dict(sections.get(title, []))
+        work = {n: s for n, s in stats.items() if wait_kind(n) is None and
+                (s["calls"] or s["self"] or s["total"])}
+        assert set(rows) == set(work), title
+        for name, s in work.items():
+            r = rows[name]
+            assert r["calls"] == s["calls"], name
+            assert r["self_ms"] == pytest.approx(s["self"] / MS, abs=0.0006), name
+            assert r["total_ms"] == pytest.approx(s["total"] / MS, abs=0.0006), name
+        wrows = dict(waits.get(title, []))
+        waited = {n: s for n, s in stats.items() if s["wait"] or s["at_attach"]}
+        assert set(wrows) == set(waited), title
+        for name, s in waited.items():
+            r = wrows[name]
+            if s["wait"]:
+                assert r["kind"] == wait_kind(name), name
+                assert r["wait_ms"] == pytest.approx(s["wait"] / MS, abs=0.0006), name
+                assert r["calls"] == s["calls"], name
+            else:
+                assert r["kind"] == "at attach" and r["calls"] is None, (name, r)
+                assert r["wait_ms"] == pytest.approx(s["at_attach"] / MS, abs=0.0006), name
+        assert sum(s["self"] for s in work.values()) + waiting[tid] <= busy[tid]
+
+
+def test_random_trace_with_waits_and_marks_matches_oracle(tmp_path):
+    events = random_events(20000, waits=True)
+    path = write_cvf(str(tmp_path / "waits.cvf"), events)
+    check_against_oracle(path, events)
 
 
 def test_random_recursive_trace_matches_oracle(tmp_path):
@@ -354,3 +538,54 @@ def test_usage_errors(tmp_path):
     _one_line_error(summary(path, "--merged", "--thread", "worker", check=False), 2, "exclude")
     _one_line_error(summary(path, "--thread", "nope", check=False), 2, "MainThread", "worker")
     assert summary("--help").stdout.startswith("usage: vcattach summary")
+
+
+# ---- real traces: waiting apart from working ---------------------------------------------
+
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets")
+
+
+def _agent_for(py):
+    from conftest import BUILD
+    major, minor = py["version"].split(".")[:2]
+    agent = os.path.join(BUILD, "libvcagent-py%d%02d.so" % (int(major), int(minor)))
+    return agent if os.path.exists(agent) else None
+
+
+def _traced_pythons():
+    from conftest import PYTHONS
+    return [pytest.param(p, id=p["id"]) for p in PYTHONS]
+
+
+def trace_waiting(py, tmp_path, seconds="1.0"):
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "waiting.cvf")
+    proc = subprocess.run([py["path"], os.path.join(TARGETS, "waiting.py"), out, seconds],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, VCATTACH_AGENT=agent))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("py", _traced_pythons())
+def test_real_trace_ranks_work_above_waits(py, tmp_path):
+    path = trace_waiting(py, tmp_path)
+    waits = {}
+    _, sections, _ = parse(summary(path, "--merged", "--top", "5").stdout, waits)
+    (title, rows), = sections.items()
+    assert rows[0][0].startswith("crunch ("), rows
+    kinds = {row["kind"] for _, row in waits[title]}
+    assert {"sleep", "lock"} <= kinds, waits[title]
+    waited = dict(waits[title])
+    assert any(n.startswith("time.sleep") for n in waited), waited
+    # --all: everything ranked together, as before: a wait comes first
+    _, every, _ = parse(summary(path, "--merged", "--top", "5", "--all").stdout)
+    (rows_all,) = every.values()
+    assert wait_kind(rows_all[0][0]) is not None, rows_all
+    # per thread, the tid and thread-name columns stay
+    _, per_thread, _ = parse(summary(path, "--thread", "cruncher").stdout)
+    (title,) = per_thread
+    assert re.match(r"^cruncher \(pid \d+, tid \d+\)$", title)
+    assert per_thread[title][0][0].startswith("crunch (")

@@ -134,7 +134,8 @@ def _summary_tops(cvf, thread=None, n=3):
     """[(name, self ms)] of a thread's (None: all threads') top functions by self time, from
     vcattach summary."""
     which = ["--thread", thread] if thread else ["--merged"]
-    out = subprocess.run([VCATTACH, "summary", cvf, "--top", str(n)] + which,
+    # --all: speedscope shows every call's self time, waits included
+    out = subprocess.run([VCATTACH, "summary", cvf, "--top", str(n), "--all"] + which,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     rows = re.findall(r"^\s+([\d.]+)\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+[\d,]+\s+[\d.]+\s+[\d.]+  "
@@ -144,7 +145,7 @@ def _summary_tops(cvf, thread=None, n=3):
 
 
 def _threads_with_calls(cvf):
-    out = subprocess.run([VCATTACH, "summary", cvf, "--top", "1", "--max-threads", "0"],
+    out = subprocess.run([VCATTACH, "summary", cvf, "--top", "1", "--max-threads", "0", "--all"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return len(re.findall(r"^\S.*: [\d,]+ calls?, .* in calls$", out.stdout, re.M))

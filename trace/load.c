@@ -92,8 +92,16 @@ static int load_json(const char *path, vct_trace *t, char *err, size_t errlen)
                 json_decref(root);
                 return -1;
             }
+            unsigned flags = 0;
+            const char *mark = json_string_value(
+                json_object_get(json_object_get(ev, "args"), VCT_ARG_KEY));
+            if (mark)
+                flags = !strcmp(mark, VCT_ARG_RESUME)      ? VCT_EV_RESUME
+                        : !strcmp(mark, VCT_ARG_AT_ATTACH) ? VCT_EV_AT_ATTACH
+                                                           : 0;
             if (vct_trace_intern(t, name, &func) < 0 || !(th = vct_trace_thread(t, pid, tid)) ||
-                vct_trace_add_event(t, th, (int64_t)ts, dur > 0 ? (uint64_t)dur : 0, func) < 0)
+                vct_trace_add_event(t, th, (int64_t)ts, dur > 0 ? (uint64_t)dur : 0, func,
+                                    flags) < 0)
                 goto nomem;
         } else if (ph[0] == 'M' && name && !strcmp(name, "thread_name")) {
             const char *tname = json_string_value(json_object_get(json_object_get(ev, "args"),
@@ -139,9 +147,12 @@ static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
     vct_thread *th;
     if (vct_trace_intern(c->t, g->name, &func) < 0 || !(th = vct_trace_thread(c->t, g->pid, g->tid)))
         return cvf_nomem(c, g->offset);
-    for (size_t i = 0; i < g->count; i++)
-        if (vct_trace_add_event(c->t, th, g->ts[i], g->dur[i], func) < 0)
+    for (size_t i = 0; i < g->count; i++) {
+        unsigned flags = g->args ? vct_args_flags(g->args_json + g->args[i].off, g->args[i].len)
+                                 : 0;
+        if (vct_trace_add_event(c->t, th, g->ts[i], g->dur[i], func, flags) < 0)
             return cvf_nomem(c, g->offset);
+    }
     return 0;
 }
 
