@@ -17,9 +17,13 @@
  * May be NULL. */
 typedef void (*convert_progress_fn)(void *ctx, size_t done, size_t total);
 
+struct vct_window;
+
 typedef struct convert_ctx {
     convert_progress_fn progress;
     void *progress_ctx;
+    /* --from/--to/--min-dur (window.h), resolved; NULL: the whole trace. */
+    const struct vct_window *window;
 } convert_ctx;
 
 /* A .cvf → text converter: reads cvf[0 .. size), writes to `out` (a buffered stdio stream

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "export.h"
+#include "window.h"
 
 typedef int (*export_fn)(const vct_trace *t, FILE *out, char *err, size_t errlen);
 
@@ -20,6 +21,8 @@ static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
     vct_trace *t;
     if (vct_trace_from_cvf(cvf, size, &t, err) < 0)
         return -1;
+    if (cc && cc->window)
+        vct_window_apply(t, cc->window);
     if (cc && cc->progress)
         cc->progress(cc->progress_ctx, size / 2, size); /* loaded: the walk is the other half */
     int rc = fn(t, out, err->msg, sizeof err->msg);
