@@ -35,6 +35,8 @@ static const struct format {
      "speedscope's own format: one evented profile per thread"},
     {"collapsed", convert_cvf_to_collapsed, ".folded",
      "folded stacks (flamegraph.pl, speedscope): self time in µs per stack"},
+    {"svg", convert_cvf_to_svg, ".svg",
+     "a flame graph any browser opens offline (search, click to zoom)"},
 };
 
 #define PROGRESS_MIN_BYTES (50u << 20)
@@ -62,6 +64,7 @@ static void usage(FILE *out)
             "  --to S         only the calls running at or before S seconds into the trace\n"
             "  --min-dur DUR  leave out calls shorter than DUR (like 100us, 1ms, 0.5s)\n"
             "                 (--from/--to/--min-dur apply to a .cvf input)\n"
+            "  --merged       svg: one flame graph for all threads (default: one per thread)\n"
             "  -f, --force    replace OUT if it exists (otherwise an existing OUT is an error)\n"
             "  -q, --quiet    no progress line (printed on stderr for inputs over 50 MB)\n"
             "  -h, --help     this text\n\n"
@@ -76,12 +79,13 @@ struct convert_args {
     const char *in, *out, *format_name;
     const struct format *fmt;
     bool force, quiet;
+    bool merged;               /* --merged (svg) */
     bool windowed;             /* --from, --to or --min-dur given */
     int64_t from, to;          /* ticks into the trace; to < 0: to its end */
     uint64_t min_dur;          /* ticks */
 };
 
-enum { OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR };
+enum { OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED };
 
 static const struct opt_spec convert_specs[] = {
     {"output", 'o', 1, 'o'},
@@ -89,6 +93,7 @@ static const struct opt_spec convert_specs[] = {
     {"from", 0, 1, OPT_FROM},
     {"to", 0, 1, OPT_TO},
     {"min-dur", 0, 1, OPT_MIN_DUR},
+    {"merged", 0, 0, OPT_MERGED},
     {"force", 'f', 0, 'f'},
     {"quiet", 'q', 0, 'q'},
 };
@@ -128,6 +133,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     struct convert_args *a = ctx;
     switch (o->id) {
     case 'o': a->out = value; return 0;
+    case OPT_MERGED: a->merged = true; return 0;
     case OPT_FROM:
     case OPT_TO:
     case OPT_MIN_DUR: {
@@ -177,6 +183,8 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
     if (argc - first > 1)
         return opt_usage_error("convert", "one input only ('%s' and '%s'); use -o for the "
                                           "output", argv[first], argv[first + 1]);
+    if (a->merged && strcmp(a->fmt->name, "svg"))
+        return opt_usage_error("convert", "--merged applies to --format svg");
     if (a->to >= 0 && a->to < a->from)
         return opt_usage_error("convert", "--to comes before --from: nothing to write");
     a->in = argv[first];
@@ -327,7 +335,7 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
         sink_remove_on_signal(&sink);
     }
     progress_state ps = {-1, isatty(STDERR_FILENO) != 0};
-    convert_ctx cc = {NULL, &ps, NULL};
+    convert_ctx cc = {NULL, &ps, NULL, a->merged};
     vct_window window;
     cvf_error err;
     if (a->windowed && kind == INPUT_CVF) {

@@ -24,6 +24,8 @@ typedef struct convert_ctx {
     void *progress_ctx;
     /* --from/--to/--min-dur (window.h), resolved; NULL: the whole trace. */
     const struct vct_window *window;
+    /* --merged (svg): one flame graph for all threads instead of one per thread. */
+    int merged;
 } convert_ctx;
 
 /* A .cvf → text converter: reads cvf[0 .. size), writes to `out` (a buffered stdio stream
