@@ -30,7 +30,8 @@ typedef struct vc_frame {
     const void *match; /* code object (Python) or callable (C): what the exit event names */
     uint64_t start;
     uint32_t id;
-    uint32_t is_c;
+    uint16_t is_c;
+    uint16_t flags;    /* VC_REC_RESUME / VC_REC_AT_ATTACH, copied into its record */
 } vc_frame;
 
 typedef struct vc_thread {

@@ -65,6 +65,7 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
         f->match = by_frame ? frames[i] : (const void *)codes[i];
         f->id = vc_pins_lookup(&s->pins, codes[i], NULL, 0);
         f->is_c = 0;
+        f->flags = VC_REC_AT_ATTACH;
         f->start = now;
     }
     for (int i = 0; i < n; i++)

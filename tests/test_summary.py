@@ -337,3 +337,71 @@ def test_real_trace_ranks_work_above_waits(py, tmp_path):
     (title,) = per_thread
     assert re.match(r"^cruncher \(pid \d+, tid \d+\)$", title)
     assert per_thread[title][0][0].startswith("crunch (")
+
+
+def _hook_params():
+    from support.paths import PYTHONS
+    params = []
+    for p in PYTHONS:
+        params.append(pytest.param(p, "auto", id="%s-auto" % p["id"]))
+        if tuple(int(x) for x in p["version"].split(".")[:2]) >= (3, 12):
+            params.append(pytest.param(p, "profile", id="%s-profile" % p["id"]))
+    return params
+
+
+@pytest.mark.parametrize("py,hook", _hook_params())
+def test_real_coroutine_resumes_are_slices_not_calls(py, hook, tmp_path):
+    """20 lookups, each awaiting twice: 20 calls in the summary (not 60), while the timeline
+    keeps every slice, the resumes marked; the time suspended is nobody's self time."""
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "async.cvf")
+    proc = subprocess.run([py["path"], os.path.join(TARGETS, "async_lookups.py"), out, "20",
+                           hook], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, VCATTACH_AGENT=agent))
+    assert proc.returncode == 0, proc.stderr
+    _, sections, _ = parse(summary(out, "--merged", "--top", "1000", "--all").stdout)
+    (rows,) = sections.values()
+    rows = dict(rows)
+    (lookup,) = [r for n, r in rows.items() if n.startswith("lookup (")]
+    (numbers,) = [r for n, r in rows.items() if n.startswith("numbers (")]
+    assert lookup["calls"] == 20, lookup
+    assert numbers["calls"] == 1, numbers
+    # 40 awaits of 2 ms each were spent suspended, outside every slice
+    assert lookup["self_ms"] < 40.0, lookup
+    js = tmp_path / "async.json"
+    conv = subprocess.run([VCATTACH, "convert", out, "-o", str(js)], capture_output=True,
+                          text=True, timeout=60)
+    assert conv.returncode == 0, conv.stderr
+    slices = [e for e in json.loads(js.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["name"].startswith("lookup (")]
+    resumes = [e for e in slices if e.get("args", {}).get("vcattach") == "resume"]
+    assert len(slices) == 60 and len(resumes) == 40, (len(slices), len(resumes))
+    gens = [e for e in json.loads(js.read_text())["traceEvents"]
+            if e["ph"] == "X" and e["name"].startswith("numbers (")]
+    assert len(gens) == 6 and sum(1 for e in gens if e.get("args")) == 5
+
+
+@pytest.mark.parametrize("py", _traced_pythons())
+def test_real_call_in_progress_at_attach_is_waiting(py, tmp_path):
+    """An idle pool worker blocked in SimpleQueue.get (C, invisible to the hooks) when the
+    trace starts: its seeded `_worker` frame is marked, and its time until then shows as
+    waiting "at attach", not as the worker's self time; `crunch` stays first."""
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "waiting.cvf")
+    proc = subprocess.run([py["path"], os.path.join(TARGETS, "waiting.py"), out, "1.0"],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, VCATTACH_AGENT=agent, WAITING_POOL="1"))
+    assert proc.returncode == 0, proc.stderr
+    waits = {}
+    _, sections, _ = parse(summary(out, "--merged", "--top", "1000").stdout, waits)
+    (title, rows), = sections.items()
+    assert rows[0][0].startswith("crunch ("), rows[:3]
+    worker = [r for n, r in rows if n.startswith("_worker (")]
+    assert not worker or worker[0]["self_ms"] < 100, worker
+    at_attach = {n: r for n, r in waits[title] if r["kind"] == "at attach"}
+    assert any(n.startswith("_worker (") for n in at_attach), waits[title]
+    assert max(r["wait_ms"] for n, r in at_attach.items() if n.startswith("_worker (")) > 500
