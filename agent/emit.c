@@ -405,28 +405,33 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
 
 /* ---- sinks ------------------------------------------------------------------------------- */
 
-static int open_tmp(const char *tmp)
+static int open_tmp(const char *tmp, mode_t mode)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0 && errno == EEXIST) {
         /* A leftover of a crashed session, if it is a plain file of ours. */
         struct stat st;
         if (lstat(tmp, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlink(tmp) == 0)
-            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         else
             errno = EEXIST;
     }
+    /* exactly `mode`, whatever the target's umask: the file is the operator's, and the CLI
+     * writes its own outputs the same way (trace_sink.c) */
+    if (fd >= 0)
+        fchmod(fd, mode);
     return fd;
 }
 
-static int emit_file(vc_session *s, const char *path, struct vc_result *res, char *err, size_t errlen)
+static int emit_file(vc_session *s, const char *path, mode_t mode, struct vc_result *res,
+                     char *err, size_t errlen)
 {
     char tmp[VC_PATH_MAX + 8];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         snprintf(err, errlen, "output path too long");
         return -ENAMETOOLONG;
     }
-    int fd = open_tmp(tmp);
+    int fd = open_tmp(tmp, mode);
     if (fd < 0) {
         int e = errno;
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(e));
@@ -478,7 +483,8 @@ static int emit_unix(vc_session *s, const char *path, struct vc_result *res, cha
     return rc == 0 ? 0 : -EIO;
 }
 
-int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen)
+int vc_emit(vc_session *s, const char *output, mode_t mode, struct vc_result *res, char *err,
+            size_t errlen)
 {
     if (strncmp(output, "fd:", 3) == 0) {
         int fd = atoi(output + 3);
@@ -490,5 +496,5 @@ int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err,
         snprintf(err, errlen, "output=control without a controller");
         return -EPIPE;
     }
-    return emit_file(s, output, res, err, errlen);
+    return emit_file(s, output, mode, res, err, errlen);
 }

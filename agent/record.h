@@ -87,7 +87,9 @@ static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyM
         if (self_arg == NULL)
             return 0;
         *ml = ((PyMethodDescrObject *)callable)->d_method;
-        *qual = (PyObject *)Py_TYPE(self_arg);
+        /* the type that defines the method, not the (sub)class of self: a C method called
+         * on a Python subclass keeps its own name (names.c does the same for bound ones) */
+        *qual = (PyObject *)PyDescr_TYPE(callable);
         return 1;
     }
     if (vc_compat_is_cfunction_exact(type) || PyCFunction_Check(callable)) {

@@ -115,7 +115,12 @@ int vc_threading_foreign(void);
 #include "cvf.h"
 int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
                    size_t errlen);
-int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen);
+/* A file output is created with exactly `mode` (VC_OUTPUT_MODE for the output the operator
+ * named, VC_FALLBACK_MODE for the fallback, which may land in a shared temporary directory). */
+#define VC_OUTPUT_MODE 0644
+#define VC_FALLBACK_MODE 0600
+int vc_emit(vc_session *s, const char *output, mode_t mode, struct vc_result *res, char *err,
+            size_t errlen);
 
 /* ---- control (control.c) ---- */
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);

@@ -319,6 +319,8 @@ def test_start_status_stop(python, service, tmp_path):
     stop = run_vcattach("stop", "--pid", svc.pid)
     assert stop.returncode == 0, stop.stderr
     assert "events" in stop.stdout and str(out) in stop.stdout
+    # written by the agent, readable like the file of a plain `vcattach trace` (0644)
+    assert oct(os.stat(out).st_mode & 0o777) == oct(0o644)
     assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out))).values())
     st = run_vcattach("status", "--pid", svc.pid)
     assert st.returncode == 1 and "no session" in st.stdout

@@ -405,3 +405,48 @@ def test_real_call_in_progress_at_attach_is_waiting(py, tmp_path):
     at_attach = {n: r for n, r in waits[title] if r["kind"] == "at attach"}
     assert any(n.startswith("_worker (") for n in at_attach), waits[title]
     assert max(r["wait_ms"] for n, r in at_attach.items() if n.startswith("_worker (")) > 500
+
+
+SUBCLASS_PROGRAM = r'''
+import sqlite3, sys
+sys.path.insert(0, sys.argv[3])
+import vcattach
+
+class Wrapper(sqlite3.Cursor):
+    def execute(self, sql, *args):          # a Python method of the C method's name
+        return super().execute(sql, *args)
+
+class Items(list):
+    pass
+
+con = sqlite3.connect(":memory:")
+items = Items()
+with vcattach.trace(sys.argv[1], hook=sys.argv[2]):
+    for i in range(3):
+        con.cursor(Wrapper).execute("select 1")
+        items.append(i)
+'''
+
+
+@pytest.mark.parametrize("py,hook", _hook_params())
+def test_real_c_methods_are_named_after_their_defining_type(py, hook, tmp_path):
+    """sqlite3.Cursor.execute called through a Python subclass is `sqlite3.Cursor.execute`, not
+    `Wrapper.execute` (the subclass's Python method has that name); list.append on a list
+    subclass is `list.append`."""
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "names.cvf")
+    from support.paths import ROOT
+    proc = subprocess.run([py["path"], "-c", SUBCLASS_PROGRAM, out, hook,
+                           os.path.join(ROOT, "python")], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, VCATTACH_AGENT=agent))
+    assert proc.returncode == 0, proc.stderr
+    _, sections, _ = parse(summary(out, "--merged", "--top", "1000", "--all").stdout)
+    (rows,) = sections.values()
+    names = {n: r for n, r in rows}
+    assert names.get("sqlite3.Cursor.execute", {}).get("calls") == 3, sorted(names)
+    assert names.get("list.append", {}).get("calls") == 3, sorted(names)
+    # the Python method: "Wrapper.execute (<string>:7)", "execute (…)" before 3.11
+    assert [n for n in names if n.startswith(("Wrapper.execute (", "execute ("))], sorted(names)
+    assert "Wrapper.execute" not in names and "Items.append" not in names, sorted(names)
