@@ -486,6 +486,35 @@ def test_hook_choice_and_small_buffer(python, hook, service, tmp_path):
     assert_unharmed(svc, svc.finish())
 
 
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_buffer_that_will_overflow_is_warned_about_early(python, service, tmp_path):
+    """A 1 MiB buffer with -t 30s on a busy service: after the first second vcattach says the
+    buffer will fill before -t ends, and which --buffer-mb would hold the trace (the session is
+    ended early with Ctrl-C; the warning came while tracing, not in the final line)."""
+    svc = service(python)
+    out = tmp_path / "small.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "30s", "-o", str(out),
+                             "--buffer-mb", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_session(svc.pid, proc=proc)
+        time.sleep(2.0)  # past the probe at 1 s
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    m = re.search(r"warning: at this call rate the 1 MiB buffer fills after ~\S+, before -t "
+                  r"30\.0s; then the oldest calls are dropped \(--buffer-mb (\d+) would hold "
+                  r"them\)", stderr)
+    assert m, stderr
+    assert int(m.group(1)) > 1
+    wait_session(svc.pid, running=False)
+    assert_unharmed(svc, svc.finish())
+
+
 def test_target_in_pid_namespace(tmp_path):
     """A service that is pid 1 of its own pid namespace (with its own /proc mount): attach,
     and find its detached session again by the pid it has for itself (NSpid)."""
