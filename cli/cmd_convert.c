@@ -335,7 +335,7 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
         sink_remove_on_signal(&sink);
     }
     progress_state ps = {-1, isatty(STDERR_FILENO) != 0};
-    convert_ctx cc = {NULL, &ps, NULL, a->merged};
+    convert_ctx cc = {NULL, &ps, NULL, a->merged, 1 /* open_input maps the file */};
     vct_window window;
     cvf_error err;
     if (a->windowed && kind == INPUT_CVF) {

@@ -26,6 +26,9 @@ typedef struct convert_ctx {
     const struct vct_window *window;
     /* --merged (svg): one flame graph for all threads instead of one per thread. */
     int merged;
+    /* The input is a read-only file mapping (cvf_map_file): the JSON walk may drop the pages
+     * it has read (MADV_DONTNEED), so memory follows the output, not the input's size. */
+    int input_is_mapping;
 } convert_ctx;
 
 /* A .cvf → text converter: reads cvf[0 .. size), writes to `out` (a buffered stdio stream

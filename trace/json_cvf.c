@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -187,6 +189,7 @@ typedef struct conv {
     const convert_ctx *cc;
     size_t total;
     bool bigint; /* the event being added was parsed with BIGINT_MARK strings */
+    size_t released; /* bytes at the start of a mapped input given back (release_read) */
 } conv;
 
 /* Prefix of a string that stands for an integer literal beyond int64 (see the top comment).
@@ -863,6 +866,19 @@ static int syntax(conv *c, size_t pos, const char *what)
     return -1;
 }
 
+/* Drops the pages of a mapped input that the walk has passed (never read again: every event
+ * keeps copies of what it needs), so that a 600 MB JSON does not stay resident. */
+static void release_read(conv *c, const char *json, size_t upto)
+{
+    if (!c->cc || !c->cc->input_is_mapping)
+        return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)json, end = ((uintptr_t)json + upto) & ~(uintptr_t)(page - 1);
+    if (base % page == 0 && end > base + c->released)
+        if (madvise((void *)(base + c->released), end - base - c->released, MADV_DONTNEED) == 0)
+            c->released = end - base;
+}
+
 /* The list of events starting at json[*pos] == '['. */
 static int walk_events(conv *c, const char *json, size_t len, size_t *pos, size_t *index)
 {
@@ -887,8 +903,10 @@ static int walk_events(conv *c, const char *json, size_t len, size_t *pos, size_
                 return -1;
         }
         (*index)++;
-        if ((*index & 4095) == 0)
+        if ((*index & 4095) == 0) {
             progress(c, i / 2);
+            release_read(c, json, i);
+        }
         i = skip_ws(json, i, len);
         if (i >= len)
             return syntax(c, i, "unexpected end inside the event list");
