@@ -212,20 +212,24 @@ static int alloc_heap(emit_ctx *e)
 
 /* What a record's flags tell the trace readers (trace/model.h reads the same words from the
  * events' args): a resume slice, or a call already running when the thread was seeded. */
-enum { MARK_NONE, MARK_RESUME, MARK_AT_ATTACH };
+enum { MARK_NONE, MARK_RESUME, MARK_AT_ATTACH, MARK_AT_ATTACH_INNER };
 static const char *const mark_args[] = {"{}", "{\"vcattach\":\"resume\"}",
-                                        "{\"vcattach\":\"at_attach\"}"};
+                                        "{\"vcattach\":\"at_attach\"}",
+                                        "{\"vcattach\":\"at_attach\",\"blocked\":\""};
 
 static uint8_t record_mark(uint32_t flags)
 {
+    if (flags & VC_REC_AT_ATTACH_INNER)
+        return MARK_AT_ATTACH_INNER;
     return flags & VC_REC_AT_ATTACH ? MARK_AT_ATTACH : flags & VC_REC_RESUME ? MARK_RESUME
                                                                              : MARK_NONE;
 }
 
 /* Writes one key's m events: the unmarked ones as a plain group, the marked ones (rare: resume
  * slices, calls running at attach) as a group with an args list carrying the mark. */
-static int write_key_groups(emit_ctx *e, uint64_t tid, const char *name, size_t m)
+static int write_key_groups(emit_ctx *e, const vc_thread *t, const char *name, size_t m)
 {
+    uint64_t tid = (uint64_t)t->tid;
     size_t plain = 0, marked = 0;
     for (size_t i = 0; i < m; i++)
         marked += e->run_marks[i] != MARK_NONE;
@@ -233,7 +237,7 @@ static int write_key_groups(emit_ctx *e, uint64_t tid, const char *name, size_t 
         return cvf_write_fee_group(e->w, e->pid, tid, name, e->run, m, NULL, 0) != 0
                    ? emit_write_failed(e)
                    : 0;
-    size_t need = 2 + marked * 28;
+    size_t need = 2 + marked * (48 + sizeof t->blocked);
     if (need > e->args_cap) {
         char *bigger = realloc(e->args, need);
         if (bigger == NULL)
@@ -260,6 +264,9 @@ static int write_key_groups(emit_ctx *e, uint64_t tid, const char *name, size_t 
         size_t l = strlen(mark_args[mk]);
         memcpy(e->args + len, mark_args[mk], l);
         len += l;
+        if (mk == MARK_AT_ATTACH_INNER) /* the thread's kernel state at attach (threads.c) */
+            len += (size_t)sprintf(e->args + len, "%.*s\"}", (int)(sizeof t->blocked - 1),
+                                   t->blocked);
     }
     e->args[len++] = ']';
     int rc = 0;
@@ -314,7 +321,7 @@ static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *a
         const char *name = id < s->nnames && s->names ? s->names[id] : NULL;
         if (name == NULL || m == 0)
             continue;
-        if (write_key_groups(e, (uint64_t)t->tid, name, m) != 0)
+        if (write_key_groups(e, t, name, m) != 0)
             return -1;
         *events += m;
         *any = 1;

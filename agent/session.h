@@ -46,6 +46,10 @@ typedef struct vc_thread {
     unsigned long ident;      /* PyThreadState.thread_id (threading.get_ident()) */
     int hooked;               /* legacy hook installed on tstate */
     char *name;               /* threading name (malloc'd), NULL if unknown */
+    /* What the thread was doing in the kernel when it was seeded (threads.c: its state, and
+     * wchan or syscall, e.g. "S futex_wait_queue"), "" if unknown: written in the args of its
+     * innermost seeded frame, the call that was in progress at attach. */
+    char blocked[64];
     vc_frame stack[VC_STACK_DEPTH];
 } vc_thread;
 

@@ -405,6 +405,20 @@ def test_real_call_in_progress_at_attach_is_waiting(py, tmp_path):
     at_attach = {n: r for n, r in waits[title] if r["kind"] == "at attach"}
     assert any(n.startswith("_worker (") for n in at_attach), waits[title]
     assert max(r["wait_ms"] for n, r in at_attach.items() if n.startswith("_worker (")) > 500
+    # the timeline: the seeded frames are marked; the innermost one says what the thread was
+    # doing in the kernel (its state and wchan/syscall), known where CPython records the
+    # thread's OS id (3.11+)
+    js = tmp_path / "waiting.json"
+    conv = subprocess.run([VCATTACH, "convert", out, "-o", str(js)], capture_output=True,
+                          text=True, timeout=60)
+    assert conv.returncode == 0, conv.stderr
+    marked = [e for e in json.loads(js.read_text())["traceEvents"]
+              if e["ph"] == "X" and e.get("args", {}).get("vcattach") == "at_attach"]
+    assert any(e["name"].startswith("_worker (") for e in marked), marked[:5]
+    if tuple(int(x) for x in py["version"].split(".")[:2]) >= (3, 11):
+        blocked = [e["args"]["blocked"] for e in marked if "blocked" in e["args"]]
+        assert blocked and all(b[0] in "SDRT" for b in blocked), blocked
+        assert any(b.startswith("S ") for b in blocked), blocked
 
 
 SUBCLASS_PROGRAM = r'''
