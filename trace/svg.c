@@ -197,11 +197,8 @@ static void colour(const char *name, int wait, char *buf, size_t len)
 typedef struct writer {
     tree *tr;
     FILE *out;
-    int64_t whole;
-    int64_t min_ticks;
-    uint32_t *order; /* scratch for sorting children */
-    uint32_t max_depth;
-    size_t frames;
+    int64_t whole;     /* the root's time: frames are laid out as fractions of it */
+    int64_t min_ticks; /* frames below this are left out */
 } writer;
 
 static void frame_label(const writer *w, const node *nd, char *buf, size_t len)
@@ -226,9 +223,6 @@ static int write_node(writer *w, uint32_t id, int64_t x)
     colour(label, wait, fill, sizeof fill);
     if (nd->func == NONE)
         snprintf(fill, sizeof fill, "rgb(200,200,200)");
-    if (nd->depth > w->max_depth)
-        w->max_depth = nd->depth;
-    w->frames++;
     double fx = w->whole ? (double)x / (double)w->whole : 0;
     double fw = w->whole ? (double)nd->total / (double)w->whole : 1;
     fprintf(w->out, "<g class=\"f%s\" data-x=\"%.9f\" data-w=\"%.9f\" data-d=\"%u\" "
@@ -341,9 +335,9 @@ int export_svg(const vct_trace *t, int merged, const char *title, FILE *out, cha
         if (vct_thread_walk(th, &(vct_walk_ops){on_open, on_close}, &tr) < 0 || tr.failed)
             goto nomem;
     }
-    writer w = {&tr, out, tr.v[root].total, tr.v[root].total / FRAME_MIN_DIV, NULL, 0, 0};
-    /* First pass to learn the depth (the height comes before the frames): write to /dev/null
-     * would cost a second formatting; depth is cheap to compute instead. */
+    writer w = {&tr, out, tr.v[root].total, tr.v[root].total / FRAME_MIN_DIV};
+    /* The height goes in the header, before the frames: the depth of the deepest frame that
+     * will be drawn. */
     uint32_t max_depth = 0;
     for (size_t i = 0; i < tr.n; i++)
         if (tr.v[i].total >= w.min_ticks && tr.v[i].depth > max_depth)
