@@ -15,7 +15,7 @@ PACKAGES=(
   gdb                               # --method gdb
   python3 python3-pytest            # test runner (Debian's python3)
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
-  procps psmisc                     # ps/pkill in tests
+  procps psmisc strace              # ps/pkill in tests; strace: a target traced by another tracer
   hyperfine                         # bench/
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
 )
