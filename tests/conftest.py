@@ -8,8 +8,10 @@ version, never by a fixed path).  Paths:
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -55,6 +57,40 @@ def corpus_dir():
     if not os.path.isdir(CORPUS):
         pytest.skip("../shared/corpus is absent (a user's clone): corpus tests need it")
     return CORPUS
+
+
+# ---- files other users and other mount namespaces open ------------------------------------
+# A target started as another user (nobody), or with a private /tmp, opens its script, the agent
+# or the injector itself; the clone may be out of its reach: under root's 0700 home, or under
+# /tmp, which a private /tmp hides.  Such tests give it a copy that every user can read, made
+# once per session under /var/tmp (not /tmp) and removed when the session ends.
+_COPIES = {"root": None, "dirs": {}}
+
+
+def world_readable(path):
+    """The path of a world-readable copy of the file PATH (same basename, its directory shared
+    with the other copies of files from PATH's directory; executable if PATH is)."""
+    path = os.path.abspath(path)
+    if _COPIES["root"] is None:
+        _COPIES["root"] = tempfile.mkdtemp(prefix="vcattach-tests-", dir="/var/tmp")
+        os.chmod(_COPIES["root"], 0o755)
+    src_dir, name = os.path.split(path)
+    dst_dir = _COPIES["dirs"].get(src_dir)
+    if dst_dir is None:
+        dst_dir = os.path.join(_COPIES["root"], str(len(_COPIES["dirs"])))
+        os.mkdir(dst_dir)
+        os.chmod(dst_dir, 0o755)
+        _COPIES["dirs"][src_dir] = dst_dir
+    dst = os.path.join(dst_dir, name)
+    if not os.path.exists(dst):
+        shutil.copyfile(path, dst)
+        os.chmod(dst, 0o755 if os.access(path, os.X_OK) else 0o644)
+    return dst
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _COPIES["root"] is not None:
+        shutil.rmtree(_COPIES["root"], ignore_errors=True)
 
 
 def pytest_report_header(config):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT, python_params
+from conftest import BUILD, PYTHONS, ROOT, python_params, world_readable
 
 INJECT_TEST = os.path.join(BUILD, "inject-test")
 FIXTURE = os.path.join(BUILD, "inject_fixture", "libvcfixture.so")
@@ -267,7 +267,8 @@ def test_ptrace_permission_denied(target_factory, tmp_path):
     py = _one_python()
     t = target_factory(py, "--sleep", "1")
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:/nonexistent/m"],
+                        world_readable(INJECT_TEST), "ptrace", str(t.pid),
+                        world_readable(FIXTURE), "file:/nonexistent/m"],
                        capture_output=True, text=True, timeout=60)
     if p.returncode == 3 or "status=" not in p.stdout:
         pytest.skip("cannot run inject-test as uid 65534: %s" % p.stderr.strip())
@@ -376,12 +377,15 @@ def test_non_root_same_uid(method, tmp_path):
     shared = tempfile.mkdtemp(prefix="vc-inject-nobody-")
     os.chmod(shared, 0o777)
     py = _one_python()
-    p = subprocess.Popen(drop + [py["path"], TARGET, "--sleep", "1"], stdin=subprocess.PIPE,
+    # uid 65534 cannot reach a clone under root's 0700 home: it runs world-readable copies
+    p = subprocess.Popen(drop + [py["path"], world_readable(TARGET), "--sleep", "1"],
+                         stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     try:
         pid = int(p.stdout.readline().split()[1])
         marker = os.path.join(shared, "m")
-        r = subprocess.run(drop + [INJECT_TEST, method, str(pid), FIXTURE, "file:" + marker,
+        r = subprocess.run(drop + [world_readable(INJECT_TEST), method, str(pid),
+                                   world_readable(FIXTURE), "file:" + marker,
                                    "--timeout-ms", "20000"],
                            capture_output=True, text=True, timeout=60)
         if r.returncode == 3 or "status=" not in r.stdout:

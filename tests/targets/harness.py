@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 sys.path.insert(0, TESTS)
 
-from conftest import BUILD, PYTHONS, VCATTACH  # noqa: E402
+from conftest import BUILD, PYTHONS, VCATTACH, world_readable  # noqa: E402
 
 IDLE = os.path.join(HERE, "idle.py")
 # Wraps a command in its own mount namespace with a private /tmp (like systemd's PrivateTmp, or
@@ -33,7 +33,8 @@ def run_vcattach(*args, env=None, timeout=60, user=None, stdin=None):
             os.setuid(user[0])
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([VCATTACH] + [str(a) for a in args], capture_output=True, text=True,
+    exe = VCATTACH if user is None else world_readable(VCATTACH)
+    return subprocess.run([exe] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, preexec_fn=preexec, stdin=stdin)
 
 
@@ -90,7 +91,8 @@ class Idle:
                 os.setgroups([])
                 os.setgid(user[1])
                 os.setuid(user[0])
-        self.proc = subprocess.Popen(list(wrap) + [python["path"], IDLE], stdout=subprocess.PIPE,
+        script = IDLE if user is None and not wrap else world_readable(IDLE)
+        self.proc = subprocess.Popen(list(wrap) + [python["path"], script], stdout=subprocess.PIPE,
                                      text=True, preexec_fn=preexec, cwd="/")
         line = self.proc.stdout.readline()
         assert line.strip() == "ready", "idle target did not start: %r" % line
@@ -150,7 +152,8 @@ class Service:
                 os.setgroups([])
                 os.setgid(user[1])
                 os.setuid(user[0])
-        self.proc = subprocess.Popen(list(wrap) + [python["path"], BUSY, self.dir],
+        script = BUSY if user is None and not wrap else world_readable(BUSY)
+        self.proc = subprocess.Popen(list(wrap) + [python["path"], script, self.dir],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir,
                                      preexec_fn=preexec)
         deadline = time.monotonic() + 30
