@@ -367,7 +367,7 @@ static int is_kernel_thread(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
         return 0;
     /* after the LAST ')': state ppid pgrp session tty_nr tpgid flags */
     char *p = strrchr(buf, ')');
