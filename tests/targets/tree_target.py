@@ -36,7 +36,8 @@ def clock_wait(rfd):
 
 
 def clock_pong(rfd, wfd):
-    os.read(rfd, 1)
+    if not os.read(rfd, 1):
+        os._exit(0)  # the parent is gone
     os.write(wfd, b"q")
 
 
@@ -61,6 +62,9 @@ def run_fork():
     to_child_r, to_child_w = os.pipe()
     to_parent_r, to_parent_w = os.pipe()
     if os.fork() == 0:
+        # only the ends it uses: with its parent gone, its read sees EOF instead of blocking
+        os.close(to_child_w)
+        os.close(to_parent_r)
         long_child(to_child_r, to_parent_w)
     if os.fork() == 0:
         long_child()
