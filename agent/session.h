@@ -13,6 +13,7 @@
 #include "buffer.h"
 #include "clock.h"
 #include "names.h"
+#include "filter.h"
 #include "vcagent.h"
 
 #include <pthread.h>
@@ -59,6 +60,7 @@ typedef struct vc_session {
     uint32_t buffer_mb;
     uint32_t hook_kind;
     uint32_t null_hook;
+    vc_filter filter;         /* what is kept (filter.h); read by the hot path */
     int detach;               /* control: the controller closes after STARTED */
     int control_fd;           /* -1 if none */
     int status_fd;            /* abstract listening socket, -1 if none */
@@ -67,6 +69,7 @@ typedef struct vc_session {
     /* hook state, under the GIL */
     uint32_t gen;
     const struct vc_backend_ops *backend; /* installed backend, NULL when none */
+    char backend_name[16];    /* the backend that ran (kept after stop, for the trace) */
     int tool_id;              /* monitoring tool id, -1 if none */
     vc_pins pins;
     vc_pool pool;
