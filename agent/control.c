@@ -338,6 +338,12 @@ void vc_control_prepare_end(vc_session *s, const struct vc_result *res, vc_end_m
              (unsigned long long)res->events, (unsigned long long)res->threads,
              (unsigned long long)res->dropped, (unsigned long long)res->bytes,
              (unsigned long long)res->gil_hold_us, s->output, res->status);
+    if (vc_filter_active(&s->filter)) {
+        char desc[800];
+        vc_filter_describe(&s->filter, desc, sizeof desc);
+        size_t used = strlen(out->text);
+        vc_kv_append(out->text, sizeof out->text, &used, "filters", desc);
+    }
     out->control_fd = s->control_fd;
     out->status_client_fd = s->status_client_fd;
     s->control_fd = s->status_client_fd = -1;

@@ -222,3 +222,35 @@ int vc_filter_code_included(const vc_filter *f, PyObject *code)
     }
     return vc_filter_file_included(f, u);
 }
+
+int vc_filter_describe(const vc_filter *f, char *buf, size_t cap)
+{
+    size_t used = 0;
+    int cut = 0;
+    buf[0] = '\0';
+#define VC_ADD(...)                                                                   \
+    do {                                                                              \
+        int k_ = snprintf(buf + used, cap - used, __VA_ARGS__);                       \
+        if (k_ < 0 || (size_t)k_ >= cap - used)                                       \
+            cut = 1;                                                                  \
+        else                                                                          \
+            used += (size_t)k_;                                                       \
+    } while (0)
+    for (uint32_t i = 0; i < f->n_include && !cut; i++)
+        VC_ADD("%s--include '%s'", used ? " " : "", f->include[i]);
+    for (uint32_t i = 0; i < f->n_exclude && !cut; i++)
+        VC_ADD("%s--exclude '%s'", used ? " " : "", f->exclude[i]);
+    if (f->no_c_calls && !cut)
+        VC_ADD("%s--no-c-calls", used ? " " : "");
+    if (f->max_depth && !cut)
+        VC_ADD("%s--max-depth %u", used ? " " : "", f->max_depth);
+    if (f->min_dur_ns && !cut)
+        VC_ADD("%s--min-dur %lluns", used ? " " : "", (unsigned long long)f->min_dur_ns);
+#undef VC_ADD
+    if (cut && cap > 4) {
+        used = used < cap - 4 ? used : cap - 4;
+        memcpy(buf + used, "...", 4);
+        used += 3;
+    }
+    return (int)used;
+}

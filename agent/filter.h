@@ -51,6 +51,10 @@ int vc_filter_active(const vc_filter *f);
  * "min_dur_ns":…} into buf; the length written, or -1 if it does not fit. */
 int vc_filter_json(const vc_filter *f, char *buf, size_t cap);
 
+/* The filters as the command line would give them ("--exclude '*-packages*' --no-c-calls"), cut
+ * with "..." at cap; for the END message's filters= line.  Returns the length. */
+int vc_filter_describe(const vc_filter *f, char *buf, size_t cap);
+
 /* The verdict for a code object (GIL held; PyObject is only declared here so that this header
  * needs no Python.h): 1 traced, 0 filtered out. */
 struct _object;
