@@ -155,14 +155,37 @@ static void register_fork_handlers(void)
 
 /* ---- start, visit, stop (under the GIL) -------------------------------------------------- */
 
+/* Profilers on these mechanisms are refused whichever backend we use (they would see our
+ * hook or we theirs); another frame evaluator only matters to the eval backend (its install
+ * refuses it; auto then keeps the profile hook). */
 static const vc_backend_ops *const all_backends[] = {&vc_backend_profile, &vc_backend_monitoring};
+
+/* hook=auto: sys.monitoring on 3.12+; before, the legacy profile hook, except with
+ * --no-c-calls where the frame evaluator is used when no other evaluator is installed and it
+ * sees every Python call on this version (it costs nothing per bytecode; bench/filters). */
+static const vc_backend_ops *choose_backend(vc_session *s)
+{
+    switch (s->hook_kind) {
+    case VC_HOOK_MONITORING: return &vc_backend_monitoring;
+    case VC_HOOK_PROFILE: return &vc_backend_profile;
+    case VC_HOOK_EVAL: return &vc_backend_eval;
+    default: break;
+    }
+    if (VC_HAVE_MONITORING)
+        return &vc_backend_monitoring;
+#if VC_HAVE_EVAL_HOOK
+    char ignored[256];
+    if (s->filter.no_c_calls && vc_compat_eval_exact() &&
+        !vc_backend_eval.foreign(s, ignored, sizeof ignored))
+        return &vc_backend_eval;
+#endif
+    return &vc_backend_profile;
+}
 
 static int install_under_gil(vc_session *s, char *err, size_t errlen)
 {
     s->agent_tstate = vc_compat_current_tstate();
-    const vc_backend_ops *backend = &vc_backend_profile;
-    if (s->hook_kind == VC_HOOK_MONITORING || (s->hook_kind == VC_HOOK_AUTO && VC_HAVE_MONITORING))
-        backend = &vc_backend_monitoring;
+    const vc_backend_ops *backend = choose_backend(s);
     if (s->hook_kind == VC_HOOK_MONITORING && !VC_HAVE_MONITORING) {
         snprintf(err, errlen, "hook=monitoring needs Python 3.12+ (this is %s): use hook=profile",
                  vc_compat_python_version());

@@ -5,6 +5,12 @@
  * does (Modules/_lsprof.c):
  *   PY_START, PY_RESUME, PY_THROW  → enter     PY_RETURN, PY_YIELD, PY_UNWIND → exit
  *   CALL of a C function / method descriptor → C enter     C_RETURN, C_RAISE → C exit
+ * Filters (filter.h): an excluded code object's PY_START/PY_RESUME/PY_RETURN/PY_YIELD and
+ * every CALL site in excluded code answer sys.monitoring.DISABLE, so excluded code runs at
+ * untraced speed after its first event per location (PY_THROW/PY_UNWIND/C_RETURN/C_RAISE
+ * cannot be disabled; they are rare or follow a disabled CALL).  --no-c-calls does not
+ * subscribe to CALL/C_RETURN/C_RAISE at all.  How the DISABLEd locations are given back at
+ * stop without touching other tools: teardown().
  * The thread state comes from a TLS slot checked against the session generation; a thread
  * seen for the first time is bound to a state once (threads.c), never allocating.  The rest
  * of the agent reaches this file only through its operations table, vc_backend_monitoring

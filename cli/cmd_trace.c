@@ -442,6 +442,15 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
                         "--hook profile (or auto)\n", cmd, (int)t.pid, t.py.major, t.py.minor);
         return VC_EXIT_USAGE;
     }
+    if (!strcmp(opt.hook, "eval") && (t.py.minor < 9 || t.py.minor > 11 || !opt.no_c_calls)) {
+        if (!opt.no_c_calls)
+            fprintf(stderr, "%s: --hook eval sees Python calls only: add --no-c-calls (or use "
+                            "--hook auto to trace C calls too)\n", cmd);
+        else
+            fprintf(stderr, "%s: --hook eval needs Python 3.9-3.11 and pid %d runs %d.%d: use "
+                            "--hook auto\n", cmd, (int)t.pid, t.py.major, t.py.minor);
+        return VC_EXIT_USAGE;
+    }
     static struct output_plan plan; /* large (paths): not on the stack */
     if (plan_output(cmd, &opt, &t, &plan) < 0)
         return VC_EXIT_USAGE;
