@@ -225,10 +225,19 @@ static void set_error_from_python(char *err, size_t errlen, const char *what)
     PyErr_Clear();
 }
 
-/* Re-instruments one code object for our tool now (see teardown). */
-static void clear_local(PyObject *code, void *mon)
+/* Re-instruments one code object for our tool now, in two steps (see teardown). */
+struct clear_ctx {
+    PyObject *mon;
+    long py_start; /* sys.monitoring.events.PY_START */
+};
+
+static void clear_local(PyObject *code, void *arg)
 {
-    PyObject *r = PyObject_CallMethod((PyObject *)mon, "set_local_events", "iOi", VC_TOOL_ID, code, 0);
+    struct clear_ctx *c = arg;
+    PyObject *r = PyObject_CallMethod(c->mon, "set_local_events", "iOl", VC_TOOL_ID, code, c->py_start);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    r = PyObject_CallMethod(c->mon, "set_local_events", "iOi", VC_TOOL_ID, code, 0);
     Py_XDECREF(r);
     PyErr_Clear();
 }
@@ -239,12 +248,15 @@ static void clear_local(PyObject *code, void *mon)
  * code object's instrumentation (Python/instrumentation.c), re-applied lazily: a code object
  * is re-instrumented when it next runs, and only for the events whose tool set changed since
  * it was last instrumented.  set_events(ours, 0) alone would leave an excluded code object
- * that does not run until our next session with its old state: the next session (same tool,
- * same events) would find nothing changed and its locations still disabled.  So, with our
- * global events off, set_local_events(ours, code, 0) on every code object we disabled (they
- * are pinned in the key table until stop) re-instruments each one at once: our tool's events
- * are removed from all its locations, disabled or not, and nothing of ours remains.  Only our
- * tool's bits are touched: other tools' events and their own DISABLEd locations are kept.
+ * that has not run since with its old state: the next session (same tool, same events) would
+ * find nothing changed for it and its locations still disabled (measured: an excluded
+ * function stayed invisible to every later session).  set_local_events() re-instruments one
+ * code object at once, but does nothing when the local set does not change; so, with our
+ * global events off, every code object we disabled (they are pinned in the key table until
+ * stop) gets set_local_events(ours, code, PY_START) then (ours, code, 0): the first removes
+ * from all its locations every event of ours but PY_START, the second PY_START; nothing of
+ * ours remains and the next session instruments every location afresh.  Only our tool's
+ * bits are touched: other tools' events and their own DISABLEd locations are kept.
  * restart_events() is never called: it would re-enable every tool's disabled locations.
  * (Call sites disabled in included code do not exist: only excluded code's sites are.) */
 static void teardown(PyObject *mon, PyObject *events)
@@ -252,7 +264,12 @@ static void teardown(PyObject *mon, PyObject *events)
     PyObject *r = PyObject_CallMethod(mon, "set_events", "ii", VC_TOOL_ID, 0);
     Py_XDECREF(r);
     PyErr_Clear();
-    vc_pins_each_excluded(&g_vc.pins, clear_local, mon);
+    long py_start = events != NULL ? event_bit(events, "PY_START") : -1;
+    PyErr_Clear();
+    if (py_start > 0) {
+        struct clear_ctx c = {mon, py_start};
+        vc_pins_each_excluded(&g_vc.pins, clear_local, &c);
+    }
     for (size_t i = 0; i < NBINDINGS && events != NULL; i++) {
         long bit = event_bit(events, bindings[i].event);
         if (bit < 0) {
