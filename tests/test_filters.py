@@ -140,7 +140,7 @@ TARGET = textwrap.dedent('''\
             else:
                 session("coresident", workload, **kw)
             phases.append([name, seen["heavy"], seen["leaf"], covered["heavy"], covered["leaf"]])
-        report["coresident"] = phases
+        report["coresident_phases"] = phases
         report["coresident_tools"] = [mon.get_tool(3), mon.get_tool(mon.COVERAGE_ID)]
         mon.set_events(3, 0)
         mon.set_events(mon.COVERAGE_ID, 0)
@@ -278,7 +278,7 @@ def test_coresident_monitoring_tools(run):
     py, rep = run
     if py["minor"] < 312:
         pytest.skip("sys.monitoring is 3.12+")
-    for phase, heavy, leaf, cov_heavy, cov_leaf in rep["coresident"]:
+    for phase, heavy, leaf, cov_heavy, cov_leaf in rep["coresident_phases"]:
         assert (heavy, leaf) == (N, N * K), phase
         assert (cov_heavy, cov_leaf) == (1, 1), phase
     assert rep["coresident_tools"] == ["counter", "coverage"]
