@@ -18,6 +18,7 @@ PACKAGES=(
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
   procps psmisc                     # ps/pkill in tests
   hyperfine                         # bench/
+  python3-flask gunicorn wrk        # bench/filters: a Flask app under gunicorn, local load
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
 )
 
