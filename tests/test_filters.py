@@ -493,3 +493,19 @@ def test_cli_hook_eval_needs_no_c_calls(tmp_path, start_target):
                      "--hook", "eval")
     assert r.returncode == 2 and "--hook eval sees Python calls only" in r.stderr
     t.assert_running_untraced()
+
+
+def test_python_api_rejects_bad_filters(tmp_path):
+    """Bad keywords fail before any agent is loaded, naming the fix."""
+    import vcattach
+    out = str(tmp_path / "x.cvf")
+    for kw, msg in (({"min_dur": "5"}, "give seconds or a string with a unit"),
+                    ({"min_dur": -1}, "must not be negative"),
+                    ({"max_depth": 0}, "max_depth must be at least 1"),
+                    ({"exclude": ""}, "empty pattern"),
+                    ({"include": ["a\nb"]}, "newline"),
+                    ({"hook": "jit"}, "hook must be one of")):
+        with pytest.raises(ValueError, match=msg):
+            vcattach.start(out, **kw)
+    assert vcattach._min_dur_ns("50us") == 50000 and vcattach._min_dur_ns(0.002) == 2000000
+    assert vcattach._min_dur_ns("1.5ms") == 1500000 and vcattach._min_dur_ns("200ns") == 200
