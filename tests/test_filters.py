@@ -114,6 +114,13 @@ TARGET = textwrap.dedent('''\
 
     if sys.version_info >= (3, 12):
         mon = sys.monitoring
+        masks = {}
+        def probe():
+            masks["no_c"] = mon.get_events(mon.PROFILER_ID)
+            workload()
+        session("no_c_probe", probe, no_c_calls=True)
+        C = mon.events.CALL | mon.events.C_RETURN | mon.events.C_RAISE
+        report["no_c_mask"] = [bool(masks["no_c"] & C), bool(masks["no_c"] & mon.events.PY_START)]
         report["after_tool"] = mon.get_tool(mon.PROFILER_ID)
         report["after_events"] = mon.get_events(mon.PROFILER_ID)
         # Two co-resident tools: a counter (never disables) and a coverage-like tool that
@@ -231,6 +238,14 @@ def test_no_c_calls(run):
     c = counts(rep, "exclude_no_c")
     assert c["mine"] == N and c["workload"] == 1
     assert not [k for k in c if k in ("heavy", "leaf") or k.startswith("builtins.")], c
+
+
+def test_no_c_calls_unsubscribes(run):
+    """3.12+: with --no-c-calls our tool has no CALL/C_RETURN/C_RAISE events at all."""
+    py, rep = run
+    if py["minor"] < 312:
+        pytest.skip("sys.monitoring is 3.12+")
+    assert rep["no_c_mask"] == [False, True]
 
 
 def test_generators_no_c_calls(run):
