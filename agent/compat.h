@@ -70,6 +70,35 @@ static inline int vc_compat_eval_is_gen_creation(vc_eval_frame *f) { return 0; }
  * __getitem__ (BINARY_SUBSCR_GETITEM) around a custom evaluator (CPython gh-104405, fixed
  * in 3.11.4).  Runtime version, not the headers'. */
 int vc_compat_eval_exact(void);
+/* What the evaluator is given for a running frame, from its frame object (seeding): 3.11's
+ * PyFrameObject points at its _PyInterpreterFrame (f_frame, internal struct _frame, whose
+ * head is the same in every 3.11.x); before, the frame object itself. */
+static inline const void *vc_compat_eval_identity(PyFrameObject *fo)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    struct vc_frameobject311_head {
+        PyObject_HEAD
+        PyFrameObject *f_back;
+        void *f_frame;
+    };
+    return ((struct vc_frameobject311_head *)(void *)fo)->f_frame;
+#else
+    return fo;
+#endif
+}
+/* The identity (as above) of the frame that called or resumed f, NULL at a thread's bottom;
+ * asked before f is evaluated.  3.11 links f->previous only inside the evaluation: the caller
+ * is then the thread's current frame. */
+static inline const void *vc_compat_eval_caller(PyThreadState *ts, vc_eval_frame *f)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    (void)f;
+    return ts->cframe != NULL ? (const void *)ts->cframe->current_frame : NULL;
+#else
+    (void)ts;
+    return f->f_back;
+#endif
+}
 /* The evaluator's signature (_PyFrameEvalFunction) on 3.9–3.11. */
 typedef PyObject *(*vc_eval_func)(PyThreadState *ts, vc_eval_frame *f, int throwflag);
 /* CPython's own evaluator, which ours wraps. */
@@ -83,6 +112,10 @@ int vc_compat_eval_is_default(PyInterpreterState *interp);
 int vc_compat_eval_is(PyInterpreterState *interp, vc_eval_func fn);
 /* Installs fn (NULL: CPython's default) as the interpreter's evaluator. */
 void vc_compat_eval_set(PyInterpreterState *interp, vc_eval_func fn);
+#endif
+
+#if !VC_HAVE_EVAL_HOOK
+static inline const void *vc_compat_eval_identity(PyFrameObject *fo) { return fo; }
 #endif
 
 /* "3.11.7": the interpreter's own version string (runtime, not the headers'). */

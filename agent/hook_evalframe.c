@@ -16,7 +16,8 @@
  * a debugger) is installed: we never wrap or replace someone else's.
  *
  * Frames already running at attach are seeded on the shadow stack (threads.c) and never seen
- * returning by this hook (it sees only new evaluations): the stop closes them.  Evaluations
+ * returning by this hook (it sees only new evaluations): a new evaluation's caller tells
+ * which of them have returned meanwhile (settle_seeded); the stop closes the rest.  Evaluations
  * still in progress at stop return through eval_hook later: it records their exit only if
  * the session that pushed them is still the installed one (generation and backend checked
  * under the GIL), so nothing is written after stop and nothing pairs wrongly.
@@ -60,12 +61,32 @@ static inline vc_thread *current_thread(vc_session *s, PyThreadState *ts)
     return claim_current(s, ts);
 }
 
+/* Frames seeded at attach return unseen (their evaluation began before the hook).  When a
+ * new evaluation starts with a seeded frame on top of the stack, its caller tells which of
+ * them still run: the seeded frames above the caller have returned, and end now (the first
+ * moment we know; they ended at or before it), so that later calls do not nest inside them. */
+static void settle_seeded(vc_session *s, vc_thread *t, const void *caller)
+{
+    if (t->seeded > t->depth)
+        t->seeded = t->depth;
+    if (t->depth != t->seeded || t->depth > VC_STACK_DEPTH)
+        return; /* a frame of ours is on top: the seeded ones below it are its callers */
+    uint64_t now = vc_clock_now();
+    while (t->seeded > 0 && t->stack[t->seeded - 1].match != caller) {
+        vc_frame *fr = &t->stack[--t->seeded];
+        vc_record_store(s, t, fr->id, fr->start, now, 0);
+        t->depth--;
+    }
+}
+
 static PyObject *eval_hook(PyThreadState *ts, vc_eval_frame *f, int throwflag)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s, ts);
     if (t == &vc_ignored_thread || __builtin_expect(vc_compat_eval_is_gen_creation(f), 0))
         return vc_compat_eval_default(ts, f, throwflag);
+    if (__builtin_expect(t->seeded != 0, 0))
+        settle_seeded(s, t, vc_compat_eval_caller(ts, f));
     uint32_t gen = s->gen;
     uint32_t id = vc_record_enter(s, t, f, vc_compat_eval_code(f), NULL, 0);
     PyObject *r = vc_compat_eval_default(ts, f, throwflag);
@@ -126,7 +147,7 @@ static int eval_install(vc_session *s, char *err, size_t errlen)
         if (t == NULL)
             s->threads_untraced++;
         else
-            vc_thread_seed(s, t, ts, now, 1);
+            vc_thread_seed(s, t, ts, now, VC_SEED_BY_EVAL);
     }
     vc_compat_eval_set(interp, s->null_hook ? null_eval_hook : eval_hook);
     return 0;

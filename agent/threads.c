@@ -66,11 +66,13 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
             continue;
         uint32_t d = t->depth++;
         vc_frame *f = &t->stack[d];
-        f->match = by_frame ? frames[i] : (const void *)codes[i];
+        f->match = by_frame == VC_SEED_BY_EVAL ? vc_compat_eval_identity((PyFrameObject *)frames[i])
+                   : by_frame ? frames[i] : (const void *)codes[i];
         f->id = d >= s->filter.depth_limit ? VC_ID_NONE : id;
         f->is_c = 0;
         f->start = now;
     }
+    t->seeded = t->depth;
     for (int i = 0; i < n; i++)
         Py_DECREF(codes[i]);
 }

@@ -75,7 +75,12 @@ TARGET = textwrap.dedent('''\
         xs = [e for e in ev if e.get("ph") == "X"]
         counts = collections.Counter(e["name"].split(" (")[0] for e in xs)
         meta = {e["name"]: e.get("args") for e in ev if e.get("ph") == "i"}
-        report[name] = {"counts": dict(counts), "meta": meta,
+        spans = {}
+        for e in xs:
+            n = e["name"].split(" (")[0]
+            if n in ("start", "workload") and n not in spans:
+                spans[n] = [e["ts"], e["ts"] + e["dur"]]
+        report[name] = {"counts": dict(counts), "meta": meta, "spans": spans,
                         "dropped": t.result.dropped, "events": t.result.events}
 
     def depth_body():
@@ -316,6 +321,11 @@ def test_eval_backend_exact(run):
     for name in ("mine", "heavy", "leaf", "gen", "d1", "d2", "d3", "d4", "workload"):
         assert ev[name] == prof[name], (name, ev, prof)
     assert not [k for k in ev if k.startswith("builtins.")]
+    # vcattach.start() was running at attach (seeded) and returned unseen by the evaluator:
+    # it must end before the body's first call, not enclose it.
+    for name in ("hook_profile", "hook_eval"):
+        spans = rep[name]["spans"]
+        assert spans["start"][1] <= spans["workload"][0], (name, spans)
 
 
 # ---- the frame evaluator refuses another one ---------------------------------------------
