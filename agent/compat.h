@@ -99,6 +99,21 @@ static inline const void *vc_compat_eval_caller(PyThreadState *ts, vc_eval_frame
     return f->f_back;
 #endif
 }
+/* Whether evaluating f resumes a suspended generator or coroutine (a resume slice, as
+ * vc_compat_frame_resumes tells the profile hook).  3.11: the frame stands before its next
+ * instruction, a RESUME whose oparg is 0 at the start and 1..3 after a yield/await (the
+ * generator's creation, before RETURN_GENERATOR, is skipped earlier); before, f_lasti >= 0. */
+static inline int vc_compat_eval_resumes(vc_eval_frame *f, PyCodeObject *co)
+{
+    if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
+        return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    const unsigned char *next = (const unsigned char *)(((vc_iframe311_head *)(void *)f)->prev_instr + 1);
+    return next[1] != 0;
+#else
+    return f->f_lasti >= 0;
+#endif
+}
 /* The evaluator's signature (_PyFrameEvalFunction) on 3.9–3.11. */
 typedef PyObject *(*vc_eval_func)(PyThreadState *ts, vc_eval_frame *f, int throwflag);
 /* CPython's own evaluator, which ours wraps. */
@@ -142,6 +157,29 @@ static inline PyCodeObject *vc_compat_frame_code(PyFrameObject *frame)
     return co;
 #else
     return frame->f_code;
+#endif
+}
+
+/* Whether a PyTrace_CALL for `frame` resumes a suspended generator or coroutine rather than
+ * starting a call.  Before 3.11 a frame that has not run yet has f_lasti == -1; on 3.11 the
+ * frame stands at a RESUME instruction whose oparg is 0 at the start, 1..3 after a
+ * yield/yield from/await.  (3.12+ uses sys.monitoring, whose PY_RESUME says it directly.) */
+#define VC_CO_SUSPENDABLE (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
+static inline int vc_compat_frame_resumes(PyFrameObject *frame, PyCodeObject *co)
+{
+    if (!(co->co_flags & VC_CO_SUSPENDABLE))
+        return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    /* A code unit is two bytes, opcode then oparg, on every 3.11+ (quickening and
+     * instrumentation rewrite the opcode, never the oparg). */
+    int lasti = PyFrame_GetLasti(frame);
+    if (lasti < 0)
+        return 0;
+    if ((Py_ssize_t)lasti + 1 >= Py_SIZE(co) * 2)
+        return 1;
+    return ((const unsigned char *)co->co_code_adaptive)[lasti + 1] != 0;
+#else
+    return frame->f_lasti >= 0;
 #endif
 }
 

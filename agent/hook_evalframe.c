@@ -88,7 +88,9 @@ static PyObject *eval_hook(PyThreadState *ts, vc_eval_frame *f, int throwflag)
     if (__builtin_expect(t->seeded != 0, 0))
         settle_seeded(s, t, vc_compat_eval_caller(ts, f));
     uint32_t gen = s->gen;
-    uint32_t id = vc_record_enter(s, t, f, vc_compat_eval_code(f), NULL, 0);
+    PyCodeObject *co = vc_compat_eval_code(f);
+    uint32_t id = vc_record_enter(s, t, f, co, NULL, 0,
+                                  vc_compat_eval_resumes(f, co) ? VC_REC_RESUME : 0);
     PyObject *r = vc_compat_eval_default(ts, f, throwflag);
     /* Still the session that pushed this frame (see the top comment)? */
     if (id != VC_ID_EXCLUDED && __builtin_expect(s->gen == gen && s->backend == &vc_backend_eval, 1))

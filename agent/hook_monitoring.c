@@ -3,7 +3,8 @@
  * One tool id (PROFILER_ID, 2), process-wide: no per-thread installation.  Callbacks are
  * METH_FASTCALL C functions registered with sys.monitoring.register_callback, as cProfile
  * does (Modules/_lsprof.c):
- *   PY_START, PY_RESUME, PY_THROW  → enter     PY_RETURN, PY_YIELD, PY_UNWIND → exit
+ *   PY_START → enter; PY_RESUME, PY_THROW → enter of a resume slice (VC_REC_RESUME)
+ *   PY_RETURN, PY_YIELD, PY_UNWIND → exit
  *   CALL of a C function / method descriptor → C enter     C_RETURN, C_RAISE → C exit
  * Filters (filter.h): an excluded code object's PY_START/PY_RESUME/PY_RETURN/PY_YIELD and
  * every CALL site in excluded code answer sys.monitoring.DISABLE, so excluded code runs at
@@ -77,24 +78,38 @@ static inline PyObject *disable(void)
     return g_disable;
 }
 
-/* PY_START, PY_RESUME: may be disabled per location. */
+/* PY_START: may be disabled per location. */
 static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread && nargs >= 1 &&
-        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0) == VC_ID_EXCLUDED, 0))
+        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED, 0))
         return disable();
     Py_RETURN_NONE;
 }
 
 /* PY_THROW: cannot be disabled (sys.monitoring raises for it). */
+/* PY_RESUME: a suspended generator or coroutine runs again — a new slice of the same call,
+ * marked so that the summary counts the call once.  May be disabled per location. */
+static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = current_thread(s);
+    if (t != &vc_ignored_thread && nargs >= 1 &&
+        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) ==
+                         VC_ID_EXCLUDED, 0))
+        return disable();
+    Py_RETURN_NONE;
+}
+
+/* PY_THROW: a resume slice too; cannot be disabled (sys.monitoring raises for it). */
 static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread && nargs >= 1)
-        vc_record_enter(s, t, args[0], args[0], NULL, 0);
+        vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME);
     Py_RETURN_NONE;
 }
 
@@ -146,7 +161,7 @@ static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         Py_RETURN_NONE;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread)
-        vc_record_enter(s, t, ml, ml, qual, 1);
+        vc_record_enter(s, t, ml, ml, qual, 1, 0);
     Py_RETURN_NONE;
 }
 
@@ -169,6 +184,7 @@ static PyObject *cb_null(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 }
 
 static PyMethodDef def_enter = {"_vc_enter", (PyCFunction)(void (*)(void))cb_enter, METH_FASTCALL, NULL};
+static PyMethodDef def_resume = {"_vc_resume", (PyCFunction)(void (*)(void))cb_resume, METH_FASTCALL, NULL};
 static PyMethodDef def_exit = {"_vc_exit", (PyCFunction)(void (*)(void))cb_exit, METH_FASTCALL, NULL};
 static PyMethodDef def_throw = {"_vc_throw", (PyCFunction)(void (*)(void))cb_throw, METH_FASTCALL, NULL};
 static PyMethodDef def_unwind = {"_vc_unwind", (PyCFunction)(void (*)(void))cb_unwind, METH_FASTCALL, NULL};
@@ -183,9 +199,9 @@ struct event_binding {
 };
 
 static const struct event_binding bindings[] = {
-    {"PY_START", &def_enter, 0},  {"PY_RESUME", &def_enter, 0}, {"PY_THROW", &def_throw, 0},
-    {"PY_RETURN", &def_exit, 0},  {"PY_YIELD", &def_exit, 0},   {"PY_UNWIND", &def_unwind, 0},
-    {"CALL", &def_call, 1},       {"C_RETURN", &def_c_exit, 1}, {"C_RAISE", &def_c_exit, 1},
+    {"PY_START", &def_enter, 0},  {"PY_RESUME", &def_resume, 0}, {"PY_THROW", &def_throw, 0},
+    {"PY_RETURN", &def_exit, 0},  {"PY_YIELD", &def_exit, 0},    {"PY_UNWIND", &def_unwind, 0},
+    {"CALL", &def_call, 1},       {"C_RETURN", &def_c_exit, 1},  {"C_RAISE", &def_c_exit, 1},
 };
 #define NBINDINGS (sizeof bindings / sizeof bindings[0])
 

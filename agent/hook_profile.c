@@ -44,10 +44,13 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     const PyMethodDef *ml;
     PyObject *qual;
     switch (what) {
-    case PyTrace_CALL:
+    case PyTrace_CALL: {
         /* The frame identifies the call (no second code lookup at return); the code is the key. */
-        vc_record_enter(s, t, frame, vc_compat_frame_code(frame), NULL, 0);
+        PyCodeObject *co = vc_compat_frame_code(frame);
+        vc_record_enter(s, t, frame, co, NULL, 0,
+                        vc_compat_frame_resumes(frame, co) ? VC_REC_RESUME : 0);
         break;
+    }
     case PyTrace_RETURN:
         if (__builtin_expect(s->filter.has_globs, 0))
             vc_record_exit_py(s, t, frame, vc_compat_frame_code(frame));
@@ -61,7 +64,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
             break;
         if (s->filter.has_globs && !vc_record_caller_traced(s, t, frame, vc_compat_frame_code(frame)))
             break;
-        vc_record_enter(s, t, ml, ml, qual, 1);
+        vc_record_enter(s, t, ml, ml, qual, 1, 0);
         break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:

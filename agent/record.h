@@ -41,10 +41,11 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
     r->flags = flags;
 }
 
-/* Pushes a call; returns its key's id, VC_ID_EXCLUDED when the filters leave it out (then
- * nothing was pushed: a backend that can switch the event off for that code may do so). */
+/* Pushes a call (flags: VC_REC_RESUME for a resumed generator/coroutine, copied into its
+ * record); returns its key's id, VC_ID_EXCLUDED when the filters leave it out (then nothing
+ * was pushed: a backend that can switch the event off for that code may do so). */
 static inline uint32_t vc_record_enter(vc_session *s, vc_thread *t, const void *match,
-                                       const void *key, PyObject *qual, int is_c)
+                                       const void *key, PyObject *qual, int is_c, uint32_t flags)
 {
     uint32_t id = vc_pins_lookup(&s->pins, key, qual, is_c);
     if (__builtin_expect(id == VC_ID_EXCLUDED, 0))
@@ -59,7 +60,8 @@ static inline uint32_t vc_record_enter(vc_session *s, vc_thread *t, const void *
     vc_frame *f = &t->stack[d];
     f->match = match;
     f->id = __builtin_expect(d >= s->filter.depth_limit, 0) ? VC_ID_NONE : id;
-    f->is_c = (uint32_t)is_c;
+    f->is_c = (uint16_t)is_c;
+    f->flags = (uint16_t)flags;
     f->start = vc_clock_now(); /* last: the lookup is not charged to the callee */
     return id;
 }
@@ -75,14 +77,14 @@ static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match
         return;
     }
     vc_frame *f = &t->stack[depth - 1];
-    if (__builtin_expect(f->match != match || f->is_c != (uint32_t)is_c, 0)) {
+    if (__builtin_expect(f->match != match || f->is_c != (uint16_t)is_c, 0)) {
         vc_record_mismatch(s, t, match, is_c, now);
         return;
     }
     t->depth = depth - 1;
     if (__builtin_expect(s->filter.min_dur_raw != 0, 0) && now - f->start < s->filter.min_dur_raw)
         return; /* shorter than --min-dur (also: calls past --max-depth have no id) */
-    vc_record_store(s, t, f->id, f->start, now, 0);
+    vc_record_store(s, t, f->id, f->start, now, f->flags);
 }
 
 /* The exit of a Python call (match: what its entry pushed; code: its code object).  With
@@ -140,7 +142,9 @@ static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyM
         if (self_arg == NULL)
             return 0;
         *ml = ((PyMethodDescrObject *)callable)->d_method;
-        *qual = (PyObject *)Py_TYPE(self_arg);
+        /* the type that defines the method, not the (sub)class of self: a C method called
+         * on a Python subclass keeps its own name (names.c does the same for bound ones) */
+        *qual = (PyObject *)PyDescr_TYPE(callable);
         return 1;
     }
     if (vc_compat_is_cfunction_exact(type) || PyCFunction_Check(callable)) {
