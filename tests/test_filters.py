@@ -80,7 +80,10 @@ TARGET = textwrap.dedent('''\
             n = e["name"].split(" (")[0]
             if n in ("start", "workload") and n not in spans:
                 spans[n] = [e["ts"], e["ts"] + e["dur"]]
+        resumes = collections.Counter(e["name"].split(" (")[0] for e in xs
+                                      if (e.get("args") or {}).get("vcattach") == "resume")
         report[name] = {"counts": dict(counts), "meta": meta, "spans": spans,
+                        "resumes": dict(resumes),
                         "dropped": t.result.dropped, "events": t.result.events}
 
     def depth_body():
@@ -321,6 +324,8 @@ def test_eval_backend_exact(run):
     for name in ("mine", "heavy", "leaf", "gen", "d1", "d2", "d3", "d4", "workload"):
         assert ev[name] == prof[name], (name, ev, prof)
     assert not [k for k in ev if k.startswith("builtins.")]
+    # generator resumes are marked as resume slices alike (K per generator: all but the first)
+    assert rep["hook_eval"]["resumes"]["gen"] == rep["hook_profile"]["resumes"]["gen"] == N * K
     # vcattach.start() was running at attach (seeded) and returned unseen by the evaluator:
     # it must end before the body's first call, not enclose it.
     for name in ("hook_profile", "hook_eval"):
