@@ -301,6 +301,8 @@ static void print_header(const char *path, const vct_trace *t)
                t->dropped ? " (agent buffers were full: the trace is incomplete)" : "");
     else
         printf(", no drop count recorded\n");
+    if (t->filters)
+        printf("FILTERED trace (not every call was kept): %s\n", t->filters);
     if (t->nprocesses > 1)
         print_processes(t);
 }

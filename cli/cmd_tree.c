@@ -45,7 +45,6 @@
 #define FORK_JOIN_WAIT_MS 3000     /* a fork child with the agent mapped must connect */
 #define STARTED_WAIT_MS 15000
 #define COLLECT_WAIT_MS 60000      /* after STOP: every trace in */
-#define DEADLINE_GRACE_MS 3000
 #define YOUNG_MS 1000              /* a non-Python process this young may still exec Python */
 #define INIT_RETRIES 40            /* "interpreter not initialized yet": inject again later */
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
@@ -198,18 +197,16 @@ static unsigned share_for(struct tree_run *r)
 
 static int send_config(struct tree_run *r, struct member *m)
 {
-    char cfg[PATH_MAX * 2], num[32], fallback[PATH_MAX + 64];
-    size_t used = 0;
-    cfg[0] = '\0';
-    uint64_t deadline = r->opt->duration_ms ? r->opt->duration_ms + DEADLINE_GRACE_MS : 0;
+    static char cfg[VC_MSG_MAX / 4];
+    char fallback[PATH_MAX + 64];
     snprintf(fallback, sizeof fallback, "%s.%d.partial.cvf", r->fallback_base, (int)m->pid);
-    int rc = vc_kv_append(cfg, sizeof cfg, &used, "output", "control");
-    rc |= vc_kv_append(cfg, sizeof cfg, &used, "fallback", fallback);
-    snprintf(num, sizeof num, "%llu", (unsigned long long)deadline);
-    rc |= vc_kv_append(cfg, sizeof cfg, &used, "duration_ms", num);
-    snprintf(num, sizeof num, "%u", m->share_mb);
-    rc |= vc_kv_append(cfg, sizeof cfg, &used, "buffer_mb", num);
-    rc |= vc_kv_append(cfg, sizeof cfg, &used, "hook", r->hook);
+    /* The single-target config (deadline with grace, hook, filters) with this process's
+     * share of the budget, and follow_forks. */
+    struct cli_options one = *r->opt;
+    one.mode = CLI_TRACE;
+    one.buffer_mb = m->share_mb;
+    int rc = attach_build_config(&one, "control", fallback, cfg, sizeof cfg);
+    size_t used = strlen(cfg);
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
     if (rc || vc_msg_send(m->fd, VC_MSG_CONFIG, cfg, used, 5000) < 0)
         return -1;

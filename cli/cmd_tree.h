@@ -17,6 +17,11 @@ int start_tree(const struct cli_options *opt);
  * common name of `start --subprocesses`) and removes the parts. */
 int stop_tree(const struct cli_options *opt, unsigned request);
 
+/* The CONFIG text of a session (cmd_trace.c): output, fallback, deadline, buffer, hook,
+ * filters, detach for start.  0, or -1 if it does not fit in cap. */
+int attach_build_config(const struct cli_options *opt, const char *output, const char *fallback,
+                        char *cfg, size_t cap);
+
 /* One process, the single-target workflow of cmd_trace.c (trace or start). */
 int attach_one(enum cli_mode mode, const struct cli_options *opt);
 

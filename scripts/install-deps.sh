@@ -18,7 +18,8 @@ PACKAGES=(
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
   procps psmisc strace              # ps/pkill in tests; strace: a target traced by another tracer
   hyperfine                         # bench/
-  gunicorn python3-flask wrk        # --subprocesses tests and bench/tree: a real forking service
+  gunicorn python3-flask wrk        # bench/filters, bench/tree, --subprocesses tests: a real
+                                    # forking Flask service under gunicorn, local load
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
 )
 

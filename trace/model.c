@@ -32,6 +32,7 @@ void vct_trace_free(vct_trace *t)
     for (size_t i = 0; i < t->nprocs; i++)
         free(t->procs[i].name);
     free(t->procs);
+    free(t->filters);
     free(t);
 }
 
