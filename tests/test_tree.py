@@ -326,6 +326,22 @@ def test_summary_and_convert_take_several_files(tmp_path):
         tree.close()
 
 
+def test_filters_reach_every_process(tmp_path):
+    py = by_minor(312)[0].values[0]
+    tree = Tree([py["path"], TARGET, "fork"])
+    try:
+        time.sleep(0.3)
+        out = str(tmp_path / "filtered.cvf")
+        r = trace_tree(tree.pid, out, 1, "--no-c-calls")
+        assert r.returncode == 0, r.stderr
+        pids = per_pid(decode(out))
+        assert len(pids) >= 3, r.stdout
+        for p, evs in pids.items():  # forked children too: their CONFIG has the filters
+            assert not [e for e in evs if e["name"].startswith(("posix.", "time."))], p
+    finally:
+        tree.close()
+
+
 def test_hint_without_subprocesses(tmp_path):
     py = by_minor(312)[0].values[0]
     tree = Tree([py["path"], TARGET, "fork"])
