@@ -104,9 +104,53 @@ int inject_remote_exec_check(pid_t pid, char *err, size_t errlen)
     return open_target(pid, 0, &t, err, errlen);
 }
 
+/* The process's threads as (id in the target's own pid namespace, as native_thread_id holds
+ * it; id for us).  Inside a pid namespace the two differ: NSpid's last field is the inner one. */
+struct task_ids {
+    pid_t inner[MAX_THREADS], outer[MAX_THREADS];
+    size_t n;
+};
+
+static void list_task_ids(pid_t pid, struct task_ids *ids)
+{
+    pid_t *tids = NULL;
+    size_t n = 0;
+    ids->n = 0;
+    if (proc_list_tasks(pid, &tids, &n) < 0)
+        return;
+    for (size_t i = 0; i < n && ids->n < MAX_THREADS; i++) {
+        char path[96], text[4096];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tids[i]);
+        pid_t inner = tids[i];
+        if (proc_read_text(path, text, sizeof text) > 0) {
+            const char *line = strstr(text, "\nNSpid:");
+            if (line) {
+                const char *end = strchr(line + 1, '\n');
+                const char *last = end ? end : line + strlen(line);
+                while (last > line && (last[-1] == ' ' || last[-1] == '\t'))
+                    last--;
+                while (last > line && last[-1] >= '0' && last[-1] <= '9')
+                    last--;
+                inner = (pid_t)atoi(last);
+            }
+        }
+        ids->inner[ids->n] = inner;
+        ids->outer[ids->n++] = tids[i];
+    }
+    free(tids);
+}
+
+static pid_t outer_tid(const struct task_ids *ids, uint64_t native)
+{
+    for (size_t i = 0; i < ids->n; i++)
+        if ((uint64_t)ids->inner[i] == native)
+            return ids->outer[i];
+    return 0;
+}
+
 struct candidate {
     uint64_t addr; /* PyThreadState in the target */
-    pid_t tid;     /* its native thread id */
+    pid_t tid;     /* its thread id (ours) */
     int score;
 };
 
@@ -127,6 +171,8 @@ static int pick_thread(const struct target *t, struct candidate *best, char *err
     }
     memset(best, 0, sizeof *best);
     best->score = -1;
+    static struct task_ids ids;
+    list_task_ids(t->pid, &ids);
     int n = 0, foreign = 0;
     for (uint64_t ts = head; ts && n < MAX_THREADS; n++) {
         uint64_t interp = 0, native = 0, next = 0;
@@ -136,8 +182,8 @@ static int pick_thread(const struct target *t, struct candidate *best, char *err
             set_err(err, errlen, "cannot read a thread state of pid %d", (int)t->pid);
             return -1;
         }
-        char state = native > 0 && native < (1u << 30) ? proc_task_state(t->pid, (pid_t)native)
-                                                       : 0;
+        pid_t tid = outer_tid(&ids, native);
+        char state = tid ? proc_task_state(t->pid, tid) : 0;
         if (interp != t->interp || !state) {
             foreign++; /* a thread that just exited, or offsets that are wrong */
         } else {
@@ -145,7 +191,7 @@ static int pick_thread(const struct target *t, struct candidate *best, char *err
                         (ts == main_ts ? 1 : 0);
             if (score > best->score) {
                 best->addr = ts;
-                best->tid = (pid_t)native;
+                best->tid = tid;
                 best->score = score;
             }
         }
