@@ -249,7 +249,7 @@ def test_cpython_regression_tests_pass_while_attaching(python, tmp_path):
     log = open(os.path.join(outside, "regrtest.log"), "w")
     proc = subprocess.Popen(python["argv"] + ["-m", "test", "--tempdir", inside] + REGRTESTS,
                             stdout=log, stderr=subprocess.STDOUT, cwd="/")
-    attaches = failures = 0
+    attaches = refused = failures = 0
     notes = []
     try:
         time.sleep(0.5)
@@ -262,7 +262,9 @@ def test_cpython_regression_tests_pass_while_attaching(python, tmp_path):
             if r.returncode == 0:
                 attaches += 1
                 assert_running_untraced(proc.pid)
-            else:  # between tests the interpreter may be exiting; anything else is a failure
+            elif "another profiler is active" in r.stderr:
+                refused += 1  # a test of sys.setprofile runs: the agent leaves it alone
+            else:
                 failures += 1
                 notes.append(r.stderr.strip())
             time.sleep(0.1)
@@ -276,5 +278,5 @@ def test_cpython_regression_tests_pass_while_attaching(python, tmp_path):
         text = f.read()
     assert proc.returncode == 0, text[-3000:]
     assert re.search(r"Result: SUCCESS", text), text[-3000:]
-    assert attaches >= 5, (attaches, notes)
+    assert attaches >= 5, (attaches, refused, notes)
     assert failures == 0, notes
