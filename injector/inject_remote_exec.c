@@ -13,7 +13,8 @@
  *
  * Bounded: a thread blocked in C (accept(), a long sleep, a lock) reaches no evaluation
  * breaker.  So the request goes to the thread most likely to run Python soon (the GIL holder,
- * else a running thread, else the main thread), is moved when another thread becomes a better
+ * else a thread that runs or was scheduled since the last look, i.e. wakes up and returns to
+ * the interpreter, else the main thread), is moved when another thread becomes a better
  * choice, and is cancelled at the deadline: pending flag cleared, path buffer restored.  The
  * interpreter clears the flag itself when it takes a request, which tells taken from not.
  *
@@ -40,6 +41,7 @@
 
 #define PLEASE_STOP_BIT (1u << 5) /* _PY_EVAL_PLEASE_STOP_BIT, 3.14 and 3.15 */
 #define MAX_THREADS 4096
+#define ACTIVITY_SAMPLE_MS 20  /* between two looks at which threads get scheduled */
 #define SLICE_MS 50               /* how often the choice of thread is revisited */
 #define CANCEL_GRACE_MS 200       /* after a cancel: a request taken meanwhile still connects */
 #define SCRIPT_RUN_MS 10000       /* taken: import ctypes + dlopen + connect, on a busy target */
@@ -108,8 +110,21 @@ int inject_remote_exec_check(pid_t pid, char *err, size_t errlen)
  * it; id for us).  Inside a pid namespace the two differ: NSpid's last field is the inner one. */
 struct task_ids {
     pid_t inner[MAX_THREADS], outer[MAX_THREADS];
+    uint64_t slices[MAX_THREADS]; /* times it was scheduled (schedstat): activity */
     size_t n;
 };
+
+/* How many times the thread got the CPU (3rd field of /proc/PID/task/TID/schedstat). */
+static uint64_t task_slices(pid_t pid, pid_t tid)
+{
+    char path[96], text[128];
+    unsigned long long run = 0, wait = 0, count = 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    if (proc_read_text(path, text, sizeof text) > 0 &&
+        sscanf(text, "%llu %llu %llu", &run, &wait, &count) == 3)
+        return count;
+    return 0;
+}
 
 static void list_task_ids(pid_t pid, struct task_ids *ids)
 {
@@ -134,17 +149,30 @@ static void list_task_ids(pid_t pid, struct task_ids *ids)
                 inner = (pid_t)atoi(last);
             }
         }
+        ids->slices[ids->n] = task_slices(pid, tids[i]);
         ids->inner[ids->n] = inner;
         ids->outer[ids->n++] = tids[i];
     }
     free(tids);
 }
 
-static pid_t outer_tid(const struct task_ids *ids, uint64_t native)
+static pid_t outer_tid(const struct task_ids *ids, uint64_t native, size_t *at)
 {
     for (size_t i = 0; i < ids->n; i++)
-        if ((uint64_t)ids->inner[i] == native)
+        if ((uint64_t)ids->inner[i] == native) {
+            *at = i;
             return ids->outer[i];
+        }
+    return 0;
+}
+
+/* 1 if the thread was scheduled since the previous sample: it wakes up, so it returns to the
+ * interpreter now and then (a thread blocked in accept() or a long read is not scheduled). */
+static int was_active(const struct task_ids *prev, const struct task_ids *now, size_t i)
+{
+    for (size_t j = 0; j < prev->n; j++)
+        if (prev->outer[j] == now->outer[i])
+            return now->slices[i] != prev->slices[j];
     return 0;
 }
 
@@ -157,7 +185,8 @@ struct candidate {
 /* The thread state most likely to reach an evaluation breaker soon.  Every thread state must
  * belong to the interpreter and name a thread of the process: a check that the thread-state
  * offsets are right before anything is written there.  0, or -1 with err. */
-static int pick_thread(const struct target *t, struct candidate *best, char *err, size_t errlen)
+static int pick_thread(const struct target *t, struct candidate *best, uint64_t current,
+                       int *current_score, char *err, size_t errlen)
 {
     const struct py_debug_offsets *o = &t->o;
     uint64_t head = 0, main_ts = 0, holder = 0;
@@ -171,7 +200,8 @@ static int pick_thread(const struct target *t, struct candidate *best, char *err
     }
     memset(best, 0, sizeof *best);
     best->score = -1;
-    static struct task_ids ids;
+    static struct task_ids prev, ids;
+    prev = ids;
     list_task_ids(t->pid, &ids);
     int n = 0, foreign = 0;
     for (uint64_t ts = head; ts && n < MAX_THREADS; n++) {
@@ -182,13 +212,17 @@ static int pick_thread(const struct target *t, struct candidate *best, char *err
             set_err(err, errlen, "cannot read a thread state of pid %d", (int)t->pid);
             return -1;
         }
-        pid_t tid = outer_tid(&ids, native);
+        size_t at = 0;
+        pid_t tid = outer_tid(&ids, native, &at);
         char state = tid ? proc_task_state(t->pid, tid) : 0;
         if (interp != t->interp || !state) {
             foreign++; /* a thread that just exited, or offsets that are wrong */
         } else {
-            int score = (locked && ts == holder ? 4 : 0) + (state == 'R' ? 2 : 0) +
+            int active = state == 'R' || was_active(&prev, &ids, at);
+            int score = (locked && ts == holder ? 4 : 0) + (active ? 2 : 0) +
                         (ts == main_ts ? 1 : 0);
+            if (ts == current)
+                *current_score = score;
             if (score > best->score) {
                 best->addr = ts;
                 best->tid = tid;
@@ -249,7 +283,7 @@ static int post(const struct target *t, struct request *r, const struct candidat
     }
     if (t->verbose)
         fprintf(stderr, "vcattach: remote-exec: request posted to thread %d (%s)\n",
-                (int)c->tid, c->score >= 4 ? "holds the GIL" : c->score >= 2 ? "running"
+                (int)c->tid, c->score >= 4 ? "holds the GIL" : c->score >= 2 ? "active"
                                                                              : "main thread");
     return 0;
 }
@@ -328,15 +362,24 @@ int inject_remote_exec(const struct inject_request *req, const char *script_path
     }
     static struct request r; /* 4 KiB of saved path: not on the stack */
     memset(&r, 0, sizeof r);
+    struct candidate first;
+    int unused;
+    if (pick_thread(&t, &first, 0, &unused, err, errlen) < 0) /* a first sample of activity */
+        return INJECT_UNTOUCHED;
+    struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
+    nanosleep(&gap, NULL);
     int64_t deadline = now_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
     for (;;) {
         struct candidate c;
-        if (pick_thread(&t, &c, err, errlen) < 0) {
+        int current_score = -1;
+        if (pick_thread(&t, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
             if (cancel(&t, &r))
                 return INJECT_UNTOUCHED;
             return await_script(&t, &r, wait_connected, ctx, err, errlen);
         }
-        if (!r.posted || c.addr != r.tstate) {
+        /* Moved only when the thread asked no longer looks like it runs Python soon and
+         * another one does: each move is a withdrawal and a new request. */
+        if (!r.posted || (c.addr != r.tstate && current_score < 2 && c.score >= 2)) {
             if (!cancel(&t, &r))
                 return await_script(&t, &r, wait_connected, ctx, err, errlen);
             if (post(&t, &r, &c, script_path, err, errlen) < 0) {
