@@ -367,7 +367,8 @@ int inject_remote_exec(const struct inject_request *req, const char *script_path
     if (pick_thread(&t, &first, 0, &unused, err, errlen) < 0) /* a first sample of activity */
         return INJECT_UNTOUCHED;
     struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
-    nanosleep(&gap, NULL);
+    if (first.score < 4) /* no GIL holder to ask: see which threads get scheduled */
+        nanosleep(&gap, NULL);
     int64_t deadline = now_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
     for (;;) {
         struct candidate c;
