@@ -19,10 +19,12 @@ import time
 
 import pytest
 
-from conftest import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path, root_workdir
-from targets.harness import VCATTACH, proc_state, run_vcattach, tracer_pid
+from support.paths import (CHROOT_PYTHONS, PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH,
+                           agent_path, root_workdir)
+from support.proc import assert_running_untraced, run_vcattach
+from support.service import THREADS, check_summary, thread_names, x_events
+from support.targets import Idle
 
-from test_e2e_attach import THREADS, check_summary, thread_names, x_events
 from test_e2e_chroot import CONTAINER, chroot_service  # noqa: F401 (fixture)
 from vcattach import cvf
 
@@ -35,11 +37,6 @@ def py_params():
         raise AssertionError("scripts/test-root made %s but find-pythons lists no interpreter "
                              "in it" % TEST_ROOT)
     return [pytest.param(p, id=p["id"]) for p in CHROOT_PYTHONS]
-
-
-def assert_running_untraced(pid):
-    assert proc_state(pid) in ("R", "S", "D"), "target state %r" % proc_state(pid)
-    assert tracer_pid(pid) == 0
 
 
 def rx_leftovers(pid):
@@ -218,19 +215,14 @@ def test_withdrawn_when_every_thread_blocks_then_auto_falls_back(python, tmp_pat
         t.close()
 
 
-def test_remote_exec_refused_before_314(tmp_path):
+def test_remote_exec_refused_before_314(start_target, tmp_path):
     """On 3.8-3.13 remote-exec does not exist: one line, nothing touched."""
-    from conftest import PYTHONS
-    from targets.harness import Idle
-    idle = Idle(PYTHONS[-1])
-    try:
-        r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", tmp_path / "x.cvf",
-                         "--method", "remote-exec")
-        assert r.returncode == 2 and "needs Python 3.14+" in r.stderr, r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1
-        assert_running_untraced(idle.pid)
-    finally:
-        idle.close()
+    idle = start_target(Idle, PYTHONS[-1])
+    r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", tmp_path / "x.cvf",
+                     "--method", "remote-exec")
+    assert r.returncode == 2 and "needs Python 3.14+" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    idle.assert_untouched()
 
 
 REGRTESTS = ["test_json", "test_re", "test_threading", "test_asyncio.test_tasks"]
