@@ -24,6 +24,7 @@ from support.paths import (CHROOT_PYTHONS, PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, 
 from support.proc import assert_running_untraced, run_vcattach
 from support.service import THREADS, check_summary, thread_names, x_events
 from support.targets import Idle
+from support.traces import convert, load_json
 
 from test_e2e_chroot import CONTAINER, chroot_service  # noqa: F401 (fixture)
 from vcattach import cvf
@@ -88,6 +89,11 @@ def test_remote_exec_busy_service(python, wrap, chroot_service, tmp_path):
     assert any("one_round" in n for n in by_name["MainThread"])
     assert any("fib" in n for n in by_name["late-starter"])
     assert any("sleep" in n for n in by_name["sleeper"])
+    # summary and convert read it
+    summ = run_vcattach("summary", out, "--thread", "MainThread")
+    assert summ.returncode == 0 and "one_round" in summ.stdout, summ.stderr
+    convert(out, tmp_path / "trace.json")
+    assert len(x_events(load_json(tmp_path / "trace.json"))) == events
 
     # Again, with the default method (auto: remote-exec on 3.14+), the agent reused.
     out2 = tmp_path / "again.cvf"
