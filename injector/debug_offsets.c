@@ -44,6 +44,8 @@ static const struct layout layouts[] = {
 enum {
     POS_INTERPRETERS_HEAD = 40,    /* runtime_state.interpreters_head */
     POS_INTERP_SIZE = 48,          /* interpreter_state.size */
+    POS_INTERP_ID = 56,            /* interpreter_state.id */
+    POS_INTERP_NEXT = 64,          /* interpreter_state.next */
     POS_THREADS_HEAD = 72,         /* interpreter_state.threads_head */
     POS_THREADS_MAIN = 80,         /* interpreter_state.threads_main */
     POS_GIL_LOCKED = 144,          /* interpreter_state.gil_runtime_state_locked */
@@ -120,6 +122,8 @@ static int check_layout(struct py_debug_offsets *o, const unsigned char *t,
 {
     o->interpreters_head = u64_at(t, POS_INTERPRETERS_HEAD);
     o->interp_size = u64_at(t, POS_INTERP_SIZE);
+    o->interp_id = u64_at(t, POS_INTERP_ID);
+    o->interp_next = u64_at(t, POS_INTERP_NEXT);
     o->threads_head = u64_at(t, POS_THREADS_HEAD);
     o->threads_main = u64_at(t, POS_THREADS_MAIN);
     o->gil_locked = u64_at(t, POS_GIL_LOCKED);
@@ -141,6 +145,8 @@ static int check_layout(struct py_debug_offsets *o, const unsigned char *t,
         !inside(o->interpreters_head, 8, runtime_size))
         bad = "runtime state";
     else if (o->interp_size < 512 || o->interp_size > (64u << 20) ||
+             !inside(o->interp_id, 8, o->interp_size) ||
+             !inside(o->interp_next, 8, o->interp_size) ||
              !inside(o->threads_head, 8, o->interp_size) ||
              !inside(o->threads_main, 8, o->interp_size) ||
              !inside(o->gil_locked, 4, o->interp_size) ||

@@ -24,7 +24,8 @@ struct py_debug_offsets {
     /* offsets inside _PyRuntimeState */
     uint64_t interpreters_head;
     /* offsets inside PyInterpreterState */
-    uint64_t interp_size, threads_head, threads_main, gil_locked, gil_holder;
+    uint64_t interp_size, interp_id, interp_next, threads_head, threads_main, gil_locked,
+        gil_holder;
     uint64_t remote_debug_enabled;   /* config.remote_debug (int) */
     /* offsets inside PyThreadState */
     uint64_t tstate_size, tstate_next, tstate_interp, tstate_native_id, eval_breaker;

@@ -2,7 +2,8 @@
  *
  * What sys.remote_exec(pid, script) does, done from C so that no matching Python is needed on
  * the operator's side: with the target's _Py_DebugOffsets (debug_offsets.c) find the main
- * interpreter and its thread states, then on one thread state
+ * interpreter (id 0; sys.remote_exec takes the list's head, which is a subinterpreter while
+ * one exists) and its thread states, then on one thread state
  *     write the script path into remote_debugger_support.debugger_script_path,
  *     set remote_debugger_support.debugger_pending_call = 1,
  *     set _PY_EVAL_PLEASE_STOP_BIT in its eval_breaker,
@@ -78,10 +79,26 @@ static int open_target(pid_t pid, int verbose, struct target *t, char *err, size
     t->verbose = verbose;
     if (debug_offsets_read(pid, &t->o, err, errlen) < 0)
         return INJECT_UNTOUCHED;
-    int rc = dbg_read(pid, t->o.runtime + t->o.interpreters_head, &t->interp, sizeof t->interp);
+    /* The list starts with the newest interpreter: a subinterpreter while one exists (ctypes
+     * cannot be imported there, and the agent traces the main one).  The main interpreter
+     * has id 0 and is the oldest, at the end. */
+    uint64_t interp = 0;
+    int rc = dbg_read(pid, t->o.runtime + t->o.interpreters_head, &interp, sizeof interp);
+    for (int n = 0; rc == 0 && interp && n < 1024; n++) {
+        int64_t id = -1;
+        uint64_t next = 0;
+        rc = dbg_read(pid, interp + t->o.interp_id, &id, sizeof id);
+        if (rc == 0)
+            rc = dbg_read(pid, interp + t->o.interp_next, &next, sizeof next);
+        if (rc == 0 && id == 0) {
+            t->interp = interp;
+            break;
+        }
+        interp = next;
+    }
     if (rc < 0 || !t->interp) {
-        set_err(err, errlen, "pid %d has no interpreter yet (starting or exiting): %s",
-                (int)pid, rc < 0 ? strerror(-rc) : "empty interpreter list");
+        set_err(err, errlen, "pid %d has no main interpreter (starting or exiting): %s",
+                (int)pid, rc < 0 ? strerror(-rc) : "not in the interpreter list");
         return INJECT_UNTOUCHED;
     }
     int32_t enabled = 0;
