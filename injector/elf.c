@@ -176,3 +176,23 @@ found:;
     *offset = vaddr - best->st_value;
     return 0;
 }
+
+int elf_find_code(const struct elf_file *ef, const void *pat, size_t len, uint64_t *vaddr)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)ef->map;
+    if (!ef->map || len == 0)
+        return -ENOENT;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(ef->map + eh->e_phoff); /* checked at open */
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X) ||
+            !in_file(ef, ph[i].p_offset, ph[i].p_filesz) || ph[i].p_filesz < len)
+            continue;
+        const unsigned char *seg = ef->map + ph[i].p_offset;
+        const unsigned char *hit = memmem(seg, ph[i].p_filesz, pat, len);
+        if (hit) {
+            *vaddr = ph[i].p_vaddr + (uint64_t)(hit - seg);
+            return 0;
+        }
+    }
+    return -ENOENT;
+}

@@ -1,6 +1,6 @@
 /* elf.h — symbol lookup in the ELF files a target has mapped (libc, the python executable or
  * libpython, the agent), without a debugger: .dynsym/.dynstr (and .symtab when not stripped),
- * the entry point, and the load bias that turns a file address into a target address. */
+ * the entry point, byte patterns in executable segments, and the load bias that turns a file address into a target address. */
 #ifndef VC_ELF_H
 #define VC_ELF_H
 
@@ -36,6 +36,11 @@ int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, ui
 /* Name of the function containing file address vaddr (the nearest symbol below it when sizes
  * are missing); name is a pointer into the mapped file.  0 or -ENOENT. */
 int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset);
+
+/* File address of the first occurrence of the byte string pat inside an executable PT_LOAD
+ * segment (its file-backed part): code the target already maps, found without writing any.
+ * 0 or -ENOENT. */
+int elf_find_code(const struct elf_file *ef, const void *pat, size_t len, uint64_t *vaddr);
 
 /* Load bias: target address = file address + bias, where map_start is the start of the
  * file's offset-0 mapping in the target. */

@@ -10,6 +10,19 @@
  * remote-exec (CPython 3.14+, PEP 768) stops nothing and runs no code of ours: it asks the
  * interpreter, through memory writes, to run a small script at a thread's next evaluation
  * breaker; the script makes the same two calls through ctypes.
+ *
+ * If the injecting process is killed (SIGKILL cannot be blocked):
+ *  - ptrace: the kernel detaches every thread; the thread running a call finishes the piece it
+ *    is in and comes home through its own signal frame (remote_call.h).  Guaranteed at any
+ *    instant; no code page of the target is ever written.  Left behind at worst: the private
+ *    scratch mapping, and signals intercepted for re-delivery.
+ *  - gdb: gdb runs in its own process group and outlives its parent: it finishes the call and
+ *    detaches (tests/test_inject_kill.py).  gdb ITSELF killed mid-call is not survivable: the
+ *    call returns into gdb's dummy-frame return address and the target dies (SIGSEGV/SIGTRAP);
+ *    this is why run_gdb unwinds a call through gdb before it ever kills gdb.
+ *  - remote-exec: nothing is stopped; a request not yet taken stays posted, and the thread
+ *    runs the loader script at its next evaluation breaker (its agent then finds no listener
+ *    and gives up); the script file stays in the target's /tmp.
  */
 #ifndef VC_INJECT_H
 #define VC_INJECT_H
