@@ -12,7 +12,7 @@ in C, after which that request never runs; `auto` falling back to ptrace then; a
 own regression tests passing while vcattach attaches again and again."""
 import os
 import re
-import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -215,6 +215,19 @@ conn.close()
 def test_withdrawn_when_every_thread_blocks_then_auto_falls_back(python, tmp_path):
     t = RootTarget(python, tmp_path, ACCEPTOR)
     try:
+        # Ctrl-C while the request waits: withdrawn at once, the script removed
+        proc = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "300ms", "-o",
+                                 str(tmp_path / "int.cvf"), "--method", "remote-exec", "-v"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while not rx_leftovers(t.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and "interrupted" in stderr and "withdrawn" in stderr, stderr
+        assert rx_leftovers(t.pid) == [] and not agent_mapped(t.pid, python["minor"])
+
         t0 = time.monotonic()
         r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "rx.cvf",
                          "--method", "remote-exec", "-v")
