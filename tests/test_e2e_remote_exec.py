@@ -170,6 +170,40 @@ def test_refused_when_remote_debug_disabled(python, how, tmp_path):
         t.close()
 
 
+# The target rewrites its own _Py_DebugOffsets (read only by out-of-process tools) so that
+# thread_state.size (at byte 176, the same in 3.14 and 3.15) is too small for the offsets
+# after it: a layout vcattach must refuse before writing anything, as it would one that a
+# later CPython release changed.
+BAD_LAYOUT = """import ctypes, time
+runtime = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+assert ctypes.string_at(runtime, 8) == b"xdebugpy"
+ctypes.memmove(runtime + 176, (16).to_bytes(8, "little"), 8)
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_unknown_debug_offsets_layout_refused(python, tmp_path):
+    t = RootTarget(python, tmp_path, BAD_LAYOUT)
+    try:
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "x.cvf",
+                         "--method", "remote-exec")
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert "have a layout vcattach does not know (its thread state offsets" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert rx_leftovers(t.pid) == [] and not agent_mapped(t.pid, python["minor"])
+        out = tmp_path / "auto.cvf"
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out, "-v")
+        check_summary(r, out)
+        assert "not using remote-exec" in r.stderr, r.stderr
+        assert_running_untraced(t.pid)
+    finally:
+        stderr = t.close()
+    assert "Traceback" not in stderr, stderr
+
+
 # A subinterpreter is alive: it heads the interpreter list (where sys.remote_exec looks), but
 # ctypes cannot be imported in it and the agent traces the main interpreter.
 WITH_SUBINTERPRETER = """import time
