@@ -164,6 +164,35 @@ def test_sigint_stops_early_and_writes(python, service, tmp_path):
     assert_unharmed(svc, svc.finish())
 
 
+def _left_seconds(status_stdout):
+    m = re.search(r", (\d+(?:\.\d+)?)(ms|s) left,", status_stdout)
+    assert m, status_stdout
+    return float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_status_left_is_within_the_requested_duration(python, service, tmp_path):
+    """`status` during `vcattach trace -t 3s` counts down from 3 s, not from the agent's
+    backstop deadline (-t plus a grace the operator never asked for)."""
+    svc = service(python)
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "3s", "-o",
+                             str(tmp_path / "t.cvf")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_session(svc.pid)
+        st = run_vcattach("status", "--pid", svc.pid)
+        assert st.returncode == 0, st
+        assert _left_seconds(st.stdout) <= 3.0, st.stdout
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    wait_session(svc.pid, running=False)
+    assert_unharmed(svc, svc.finish())
+
+
 @pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
 def test_second_sigint_abandons_to_fallback(python, service, tmp_path):
     svc = service(python)
@@ -285,9 +314,13 @@ def test_start_status_stop(python, service, tmp_path):
     again = run_vcattach("--pid", svc.pid, "-t", "1s", "-o", tmp_path / "other.cvf")
     assert again.returncode == 2 and "already running" in again.stderr
     assert "vcattach stop --pid %d" % svc.pid in again.stderr
+    st = run_vcattach("status", "--pid", svc.pid)
+    assert _left_seconds(st.stdout) <= 30.0, st.stdout
     stop = run_vcattach("stop", "--pid", svc.pid)
     assert stop.returncode == 0, stop.stderr
     assert "events" in stop.stdout and str(out) in stop.stdout
+    # written by the agent, readable like the file of a plain `vcattach trace` (0644)
+    assert oct(os.stat(out).st_mode & 0o777) == oct(0o644)
     assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out))).values())
     st = run_vcattach("status", "--pid", svc.pid)
     assert st.returncode == 1 and "no session" in st.stdout
@@ -450,6 +483,35 @@ def test_hook_choice_and_small_buffer(python, hook, service, tmp_path):
     detach = [e for e in trace["traceEvents"] if e.get("name") == "vcattach detach"]
     assert detach and detach[0]["args"]["dropped"] == drops
     assert ("raise --buffer-mb" in r.stdout) == (drops > 0)
+    assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_buffer_that_will_overflow_is_warned_about_early(python, service, tmp_path):
+    """A 1 MiB buffer with -t 30s on a busy service: after the first second vcattach says the
+    buffer will fill before -t ends, and which --buffer-mb would hold the trace (the session is
+    ended early with Ctrl-C; the warning came while tracing, not in the final line)."""
+    svc = service(python)
+    out = tmp_path / "small.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "30s", "-o", str(out),
+                             "--buffer-mb", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_session(svc.pid, proc=proc)
+        time.sleep(2.0)  # past the probe at 1 s
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    m = re.search(r"warning: at this call rate the 1 MiB buffer fills after ~\S+, before -t "
+                  r"30\.0s; then the oldest calls are dropped \(--buffer-mb (\d+) would hold "
+                  r"them\)", stderr)
+    assert m, stderr
+    assert int(m.group(1)) > 1
+    wait_session(svc.pid, running=False)
     assert_unharmed(svc, svc.finish())
 
 
