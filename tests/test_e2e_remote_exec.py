@@ -306,6 +306,14 @@ def test_remote_exec_refused_before_314(start_target, tmp_path):
     idle.assert_untouched()
 
 
+def exits_soon(proc, timeout=5):
+    try:
+        proc.wait(timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 REGRTESTS = ["test_json", "test_re", "test_threading", "test_asyncio.test_tasks"]
 
 
@@ -337,6 +345,8 @@ def test_cpython_regression_tests_pass_while_attaching(python, tmp_path):
                 assert_running_untraced(proc.pid)
             elif "another profiler is active" in r.stderr:
                 refused += 1  # a test of sys.setprofile runs: the agent leaves it alone
+            elif exits_soon(proc):
+                break  # the attach met the interpreter's exit at the end of the run
             else:
                 failures += 1
                 notes.append(r.stderr.strip())
