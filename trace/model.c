@@ -29,6 +29,7 @@ void vct_trace_free(vct_trace *t)
         free(t->threads[i].events);
     }
     free(t->threads);
+    free(t->filters);
     free(t);
 }
 
