@@ -1,8 +1,10 @@
 /* vcagent.h — the exported interface of libvcagent-pyXY.so, the in-target tracer.
  *
  * Three callers use it:
- *   - the injector, through a remote call on a hijacked thread: vc_agent_connect(path) only;
- *     the rest of the config then arrives over the control socket (common/protocol.h);
+ *   - the injector, through a remote call on a hijacked thread (ptrace, gdb), or from the
+ *     remote-exec loader script through ctypes (CPython 3.14+, PEP 768; ctypes releases the
+ *     GIL around the call): vc_agent_connect(path) only; the rest of the config then arrives
+ *     over the control socket (common/protocol.h);
  *   - the in-process Python API (python/vcattach/__init__.py), through ctypes:
  *     vc_agent_start(&config) … vc_agent_stop(…);
  *   - tests and benchmarks, through the Python API.

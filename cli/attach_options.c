@@ -22,7 +22,14 @@ static void help_trace(FILE *out)
             "                        seconds); without it, trace until Ctrl-C\n"
             "  -o, --output OUT      the .cvf file to write (default vcattach-PID-DATE-TIME.cvf),\n"
             "                        or unix:/path/to/socket to stream it to a listening socket\n"
-            "      --method M        ptrace (default) or gdb (fallback injection through gdb)\n"
+            "      --method M        how the agent gets in: auto (default): remote-exec on\n"
+            "                        Python 3.14+ when the target allows it, else ptrace;\n"
+            "                        remote-exec (3.14+, PEP 768: the interpreter runs a small\n"
+            "                        loader script at a thread's next evaluation breaker;\n"
+            "                        nothing is stopped; withdrawn after 2s if every thread is\n"
+            "                        blocked in C, then auto falls back to ptrace); ptrace (stop\n"
+            "                        the threads, call dlopen on one at a safe point); gdb\n"
+            "                        (the same through gdb)\n"
             "      --buffer-mb N     record buffer for all threads, in MiB (default: the agent's,\n"
             "                        256); when full the oldest records are dropped and counted\n"
             "      --hook H          auto (default), profile (PyEval_SetProfile), monitoring\n"
@@ -163,12 +170,17 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         opt->output = value;
         return 0;
     case OPT_METHOD:
-        if (!strcmp(value, "ptrace"))
+        if (!strcmp(value, "auto"))
+            opt->method = CLI_METHOD_AUTO;
+        else if (!strcmp(value, "ptrace"))
             opt->method = CLI_METHOD_PTRACE;
         else if (!strcmp(value, "gdb"))
             opt->method = CLI_METHOD_GDB;
+        else if (!strcmp(value, "remote-exec"))
+            opt->method = CLI_METHOD_REMOTE_EXEC;
         else {
-            snprintf(err, errlen, "unknown method '%s': use ptrace or gdb", value);
+            snprintf(err, errlen, "unknown method '%s': use auto, ptrace, gdb or remote-exec",
+                     value);
             return -1;
         }
         return 0;
@@ -241,7 +253,7 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
     memset(opt, 0, sizeof *opt);
     opt->mode = mode;
     opt->hook = "auto";
-    opt->method = CLI_METHOD_PTRACE;
+    opt->method = CLI_METHOD_AUTO;
     const struct opt_command *cmd = &commands[mode];
     struct parse_state ps = {opt, 0};
     int first;

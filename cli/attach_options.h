@@ -15,7 +15,9 @@
 #include "options.h"
 
 enum cli_mode { CLI_TRACE, CLI_START, CLI_STOP, CLI_STATUS };
-enum cli_method { CLI_METHOD_PTRACE, CLI_METHOD_GDB };
+/* auto: remote-exec on CPython 3.14+ when the target allows it, else (and when no thread takes
+ * the request in time) ptrace. */
+enum cli_method { CLI_METHOD_AUTO, CLI_METHOD_PTRACE, CLI_METHOD_GDB, CLI_METHOD_REMOTE_EXEC };
 
 /* `vcattach start` without -t: a detached session must always end by itself. */
 #define CLI_START_DEFAULT_MS (60ull * 1000)

@@ -1,8 +1,10 @@
 /* cmd_trace.c — the attach workflow: `vcattach [trace]`, `start`, `stop`, `status`.
  *
- * trace:  parse → preflight (target, agent, output; nothing touched yet) → [a copy of the
- *         agent in the target's /tmp, if it lives in a mount namespace that cannot see ours]
- *         → control socket → inject → accept the agent → CONFIG → STARTED → wait (status
+ * trace:  parse → preflight (target, agent, output; nothing touched yet) → method (auto:
+ *         remote-exec on 3.14+ if the target allows it) → [a copy of the agent in the target's
+ *         /tmp, if it lives in a mount namespace that cannot see ours] → control socket →
+ *         inject (remote-exec: loader script, request, wait for the agent; withdrawn after a
+ *         timeout, then auto falls back to ptrace) → accept the agent → CONFIG → STARTED → wait (status
  *         line, Ctrl-C) → STOP → DATA* into OUT.tmp → END → fsync, rename → summary line.
  * start:  the same up to STARTED with detach=1 and output=OUT: the agent finishes on its own.
  * stop/status: talk to a running session through its abstract status socket.
@@ -31,12 +33,17 @@
 #include "preflight.h"
 #include "proc.h"
 #include "cmd_tree.h"
+#include "rexec_script.h"
 #include "control_client.h"
 #include "trace_sink.h"
 #include "tree.h"
 
 /* Bounds of each phase (ms). */
 #define INJECT_TIMEOUT_MS 10000
+/* remote-exec: how long a thread may take to reach an evaluation breaker before the request
+ * is withdrawn (a busy interpreter takes it within its 5 ms switch interval; a thread blocked
+ * in C never does) */
+#define REXEC_TIMEOUT_MS 2000
 #define ACCEPT_TIMEOUT_MS 10000
 #define STARTED_TIMEOUT_MS 15000  /* the agent must get the GIL to install its hooks */
 #define FRAME_TIMEOUT_MS 60000    /* encoding a large trace may take a while per chunk */
@@ -345,9 +352,75 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
     return rc ? -1 : 0;
 }
 
-static int inject(const struct cli_options *opt, const struct target_info *t,
-                  const struct session *s, char *err, size_t errlen)
+/* remote-exec's wait for the agent: the control socket's accept, in the slices the injector
+ * asks for.  A connection that broke after accept() (no greeting) ends the wait for good. */
+struct agent_wait {
+    struct session *s;
+    int broken;
+    char err[512];
+};
+
+static int wait_agent(void *ctx, int wait_ms)
 {
+    struct agent_wait *w = ctx;
+    if (w->broken)
+        return -1;
+    if (w->s->fd >= 0)
+        return 1;
+    if (interrupts || !proc_alive(w->s->pid))
+        return -1;
+    if (session_accept(w->s, wait_ms, &interrupts, w->err, sizeof w->err) == 0)
+        return 1;
+    if (w->s->fd >= 0) {
+        w->broken = 1;
+        return -1;
+    }
+    return interrupts || !proc_alive(w->s->pid) ? -1 : 0;
+}
+
+/* PEP 768: the loader script in the target's /tmp, the request, and the script removed again
+ * whatever happened (once the agent connected it is no longer read).  An inject_status. */
+static int inject_by_remote_exec(const struct cli_options *opt, const struct target_info *t,
+                                 struct session *s, char *err, size_t errlen)
+{
+    struct inject_request req = {
+        .pid = t->pid,
+        .agent_path = t->agent_in_target,
+        .control_path = s->target_path,
+        .timeout_ms = REXEC_TIMEOUT_MS,
+        .verbose = opt->verbose,
+    };
+    struct rexec_script script;
+    if (rexec_script_create(t->pid, t->agent_in_target, s->target_path, &script, err, errlen) <
+        0)
+        return INJECT_UNTOUCHED;
+    if (opt->verbose)
+        fprintf(stderr, "vcattach: remote-exec: script %s (target's view)\n", script.path);
+    struct agent_wait w = {.s = s};
+    int st = inject_remote_exec(&req, script.path, wait_agent, &w, err, errlen);
+    rexec_script_remove(&script);
+    if (w.broken) {
+        snprintf(err, errlen, "%s", w.err);
+        return INJECT_FAILED;
+    }
+    return st;
+}
+
+/* Loads and starts the agent with the chosen method.  On success the agent may already be
+ * connected (remote-exec waits for that itself): s->fd >= 0 then. */
+static int inject(const struct cli_options *opt, const struct target_info *t,
+                  struct session *s, int use_remote_exec, char *err, size_t errlen)
+{
+    if (use_remote_exec) {
+        int st = inject_by_remote_exec(opt, t, s, err, errlen);
+        if (st == INJECT_OK)
+            return 0;
+        if (opt->method == CLI_METHOD_REMOTE_EXEC || st != INJECT_UNTOUCHED || interrupts)
+            return -1;
+        if (!opt->quiet)
+            fprintf(stderr, "vcattach: remote-exec: %s; falling back to ptrace\n", err);
+        err[0] = '\0';
+    }
     struct inject_request req = {
         .pid = t->pid,
         .agent_path = t->agent_in_target,
@@ -363,6 +436,34 @@ static int inject(const struct cli_options *opt, const struct target_info *t,
     if (st == INJECT_UNTOUCHED && strlen(err) + 32 < errlen)
         strcat(err, " (the target was not changed)");
     return st == INJECT_OK ? 0 : -1;
+}
+
+/* Which method: remote-exec when asked, or with auto on 3.14+ when the target allows it
+ * (checked by reading only).  Returns 1 (remote-exec), 0 (ptrace/gdb), or -1 after printing
+ * why an explicit --method remote-exec cannot be used (a preflight failure). */
+static int choose_remote_exec(const char *cmd, const struct cli_options *opt,
+                              const struct target_info *t)
+{
+    if (opt->method != CLI_METHOD_REMOTE_EXEC && opt->method != CLI_METHOD_AUTO)
+        return 0;
+    char why[512];
+    if (t->py.minor < 14) {
+        if (opt->method == CLI_METHOD_AUTO)
+            return 0;
+        fprintf(stderr, "%s: --method remote-exec needs Python 3.14+ (PEP 768) and pid %d runs "
+                        "%d.%d: use --method ptrace\n", cmd, (int)t->pid, t->py.major,
+                t->py.minor);
+        return -1;
+    }
+    if (inject_remote_exec_check(t->pid, why, sizeof why) == INJECT_OK)
+        return 1;
+    if (opt->method == CLI_METHOD_REMOTE_EXEC) {
+        fprintf(stderr, "%s: %s\n", cmd, why);
+        return -1;
+    }
+    if (opt->verbose)
+        fprintf(stderr, "%s: not using remote-exec: %s; using ptrace\n", cmd, why);
+    return 0;
 }
 
 /* Where the trace goes, settled before the target is touched. */
@@ -514,6 +615,9 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
                             "--hook auto\n", cmd, (int)t.pid, t.py.major, t.py.minor);
         return VC_EXIT_USAGE;
     }
+    int use_remote_exec = choose_remote_exec(cmd, &opt, &t);
+    if (use_remote_exec < 0)
+        return VC_EXIT_USAGE;
     static struct output_plan plan; /* large (paths): not on the stack */
     if (plan_output(cmd, &opt, &t, &plan) < 0)
         return VC_EXIT_USAGE;
@@ -550,11 +654,11 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
-    if (inject(&opt, &t, &s, err, sizeof err) < 0) {
+    if (inject(&opt, &t, &s, use_remote_exec, err, sizeof err) < 0) {
         fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.pid, err);
         goto out;
     }
-    if (session_accept(&s, ACCEPT_TIMEOUT_MS, &interrupts, err, sizeof err) < 0) {
+    if (s.fd < 0 && session_accept(&s, ACCEPT_TIMEOUT_MS, &interrupts, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }

@@ -663,6 +663,12 @@ int run_tree(const struct cli_options *opt)
     const char *cmd = "vcattach";
     char err[1024];
     struct target_info t;
+    if (opt->method == CLI_METHOD_REMOTE_EXEC) {
+        /* auto means ptrace here: remote-exec goes through the single-target path only */
+        fprintf(stderr, "%s: --subprocesses injects with ptrace (or --method gdb): drop "
+                        "--method remote-exec\n", cmd);
+        return VC_EXIT_USAGE;
+    }
     if (preflight_target(opt->pid, &t, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         return VC_EXIT_USAGE;

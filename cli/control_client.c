@@ -9,6 +9,7 @@
 #include "control_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,28 @@ void session_init(struct session *s)
     memset(s, 0, sizeof *s);
     s->listen_fd = -1;
     s->fd = -1;
+    s->tmp_fd = s->dir_fd = -1;
+}
+
+/* Removes the socket's name and its directory, through the directory fds (see the header). */
+static void remove_names(struct session *s)
+{
+    if (s->dir_fd >= 0) {
+        unlinkat(s->dir_fd, "ctl", 0);
+        close(s->dir_fd);
+    } else if (s->path[0]) {
+        unlink(s->path);
+    }
+    const char *base = strrchr(s->dir, '/');
+    if (s->tmp_fd >= 0) {
+        if (base)
+            unlinkat(s->tmp_fd, base + 1, AT_REMOVEDIR);
+        close(s->tmp_fd);
+    } else if (s->dir[0]) {
+        rmdir(s->dir);
+    }
+    s->tmp_fd = s->dir_fd = -1;
+    s->path[0] = s->dir[0] = '\0';
 }
 
 int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid,
@@ -62,6 +85,8 @@ int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_
         s->dir[0] = '\0';
         return -1;
     }
+    s->tmp_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if ((size_t)snprintf(s->path, sizeof s->path, "%s/ctl", s->dir) >= sizeof s->path) {
         snprintf(err, errlen, "control socket path too long under %s: set TMPDIR to a short "
                               "directory", tmp);
@@ -145,9 +170,8 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
      * killed with -9 from here on leaves nothing behind in /tmp. */
     close(s->listen_fd);
     s->listen_fd = -1;
-    unlink(s->path);
-    rmdir(s->dir);
-    s->path[0] = s->dir[0] = s->target_path[0] = '\0';
+    remove_names(s);
+    s->target_path[0] = '\0';
     uint32_t type;
     long n = vc_msg_recv(s->fd, &type, s->hello, sizeof s->hello, 5000);
     if (n < 0 || type != VC_MSG_HELLO) {
@@ -260,11 +284,7 @@ void session_close(struct session *s)
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     s->fd = s->listen_fd = -1;
-    if (s->path[0])
-        unlink(s->path);
-    if (s->dir[0])
-        rmdir(s->dir);
-    s->path[0] = s->dir[0] = '\0';
+    remove_names(s);
 }
 
 /* The target's pid as the target itself sees it (the last NSpid field: it differs from ours

@@ -26,6 +26,9 @@ struct session {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket in it (our view) */
     char target_path[PATH_MAX];             /* the same socket as the target sees it */
     int listen_fd;
+    int tmp_fd, dir_fd;                     /* the directory's parent and itself: the names are
+                                               removed through these, which stay valid when
+                                               /proc/PID/root no longer does (target exited) */
     int fd;                                 /* the agent's connection, -1 before accept */
     char hello[512];                        /* the agent's HELLO text */
 };

@@ -3,7 +3,7 @@
  * The files come from the target's filesystem and may be anything: every offset and size is
  * checked against the mapped length before use, and a malformed file is -ENOEXEC, never a
  * crash.  Only what injection needs is indexed: program headers (load bias), section headers
- * (symbol tables) and the entry point. */
+ * (symbol tables, and one section by name) and the entry point. */
 #include "elf.h"
 
 /* <linux/elf.h>, not <elf.h>: with -Iinjector, <elf.h> would find this directory's elf.h */
@@ -114,6 +114,31 @@ int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr)
                 *vaddr = s[i].st_value;
                 return 0;
             }
+        }
+    }
+    return -ENOENT;
+}
+
+int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)ef->map;
+    if (!eh || !eh->e_shoff || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+        eh->e_shstrndx >= eh->e_shnum ||
+        !in_file(ef, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
+        return -ENOENT;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(ef->map + eh->e_shoff);
+    const Elf64_Shdr *names = &sh[eh->e_shstrndx];
+    if (!in_file(ef, names->sh_offset, names->sh_size))
+        return -ENOENT;
+    const char *str = (const char *)ef->map + names->sh_offset;
+    size_t want = strlen(name) + 1;
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_name >= names->sh_size || names->sh_size - sh[i].sh_name < want)
+            continue;
+        if (memcmp(str + sh[i].sh_name, name, want) == 0 && sh[i].sh_addr) {
+            *vaddr = sh[i].sh_addr;
+            *size = sh[i].sh_size;
+            return 0;
         }
     }
     return -ENOENT;

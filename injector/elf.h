@@ -29,6 +29,10 @@ void elf_close(struct elf_file *ef);
 /* File address of a defined function/object symbol; 0 or -ENOENT. */
 int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr);
 
+/* File address and size of the section called name (".PyRuntime": where CPython 3.14+ keeps
+ * _PyRuntime, which starts with its _Py_DebugOffsets).  0 or -ENOENT. */
+int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size);
+
 /* Name of the function containing file address vaddr (the nearest symbol below it when sizes
  * are missing); name is a pointer into the mapped file.  0 or -ENOENT. */
 int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset);

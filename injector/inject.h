@@ -1,11 +1,15 @@
 /* inject.h — load the agent into a live process and start it: the one interface between the
- * CLI (cmd_trace.c, session.c, preflight.c) and the two injection methods
- * (ptrace: ptrace.c, safepoint.c, remote_call.c, elf.c, proc.c; gdb: inject_gdb.c).
+ * CLI (cmd_trace.c, preflight.c) and the injection methods (ptrace: ptrace.c, safepoint.c,
+ * remote_call.c, elf.c, proc.c; gdb: inject_gdb.c; remote-exec: inject_remote_exec.c,
+ * debug_offsets.c).
  *
- * Both methods do exactly two calls in the target, on one thread stopped at a safe point:
+ * ptrace and gdb do exactly two calls in the target, on one thread stopped at a safe point:
  *     handle = dlopen(agent_path, RTLD_NOW | RTLD_LOCAL)      (a no-op if already loaded)
  *     rc     = vc_agent_connect(control_path)                  (spawns the agent thread)
  * and leave every thread running, with every register restored, on every path.
+ * remote-exec (CPython 3.14+, PEP 768) stops nothing and runs no code of ours: it asks the
+ * interpreter, through memory writes, to run a small script at a thread's next evaluation
+ * breaker; the script makes the same two calls through ctypes.
  *
  * If the injecting process is killed (SIGKILL cannot be blocked):
  *  - ptrace: the kernel detaches every thread; the thread running a call finishes the piece it
@@ -16,6 +20,9 @@
  *    detaches (tests/test_inject_kill.py).  gdb ITSELF killed mid-call is not survivable: the
  *    call returns into gdb's dummy-frame return address and the target dies (SIGSEGV/SIGTRAP);
  *    this is why run_gdb unwinds a call through gdb before it ever kills gdb.
+ *  - remote-exec: nothing is stopped; a request not yet taken stays posted, and the thread
+ *    runs the loader script at its next evaluation breaker (its agent then finds no listener
+ *    and gives up); the script file stays in the target's /tmp.
  */
 #ifndef VC_INJECT_H
 #define VC_INJECT_H
@@ -40,5 +47,23 @@ enum inject_status {
 /* Each returns an enum inject_status and, when not OK, one line (no newline) in err. */
 int inject_ptrace(const struct inject_request *req, char *err, size_t errlen);
 int inject_gdb(const struct inject_request *req, char *err, size_t errlen);
+
+/* remote-exec: whether pid is a CPython 3.14+ that accepts remote-exec requests (its debug
+ * offsets are readable and known, remote debugging is enabled).  Reads only.  INJECT_OK, or
+ * INJECT_UNTOUCHED with the reason in err. */
+int inject_remote_exec_check(pid_t pid, char *err, size_t errlen);
+
+/* Waits up to wait_ms for the agent to connect back: 1 connected, 0 not yet, -1 give up
+ * (interrupted, target gone, a broken connection). */
+typedef int (*inject_wait_fn)(void *ctx, int wait_ms);
+
+/* remote-exec: posts script_path (a file valid and readable in the target's view, which loads
+ * req->agent_path and calls vc_agent_connect(req->control_path)) to the thread most likely to
+ * run Python soon, and calls wait_connected until the agent connects or req->timeout_ms has
+ * passed; then the request is cancelled (pending flag cleared, path buffer restored).
+ * INJECT_OK (connected); INJECT_UNTOUCHED (refused, or cancelled before any thread took it:
+ * nothing ran); INJECT_FAILED (the script was taken but the agent did not connect). */
+int inject_remote_exec(const struct inject_request *req, const char *script_path,
+                       inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen);
 
 #endif /* VC_INJECT_H */

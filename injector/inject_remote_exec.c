@@ -1,0 +1,436 @@
+/* inject_remote_exec.c — the remote-exec method (PEP 768, CPython 3.14+), see inject.h.
+ *
+ * What sys.remote_exec(pid, script) does, done from C so that no matching Python is needed on
+ * the operator's side: with the target's _Py_DebugOffsets (debug_offsets.c) find the main
+ * interpreter (id 0; sys.remote_exec takes the list's head, which is a subinterpreter while
+ * one exists) and its thread states, then on one thread state
+ *     write the script path into remote_debugger_support.debugger_script_path,
+ *     set remote_debugger_support.debugger_pending_call = 1,
+ *     set _PY_EVAL_PLEASE_STOP_BIT in its eval_breaker,
+ * all with process_vm_writev.  At that thread's next evaluation breaker the interpreter
+ * clears the pending flag, copies the path and runs the script (with the GIL, as ordinary
+ * Python code, after an audit event).  Nothing is stopped and no code of ours runs outside
+ * the interpreter's own, planned path: the strongest safety argument of this method.
+ *
+ * Bounded: a thread blocked in C (accept(), a long sleep, a lock) reaches no evaluation
+ * breaker.  So the request goes to the thread most likely to run Python soon (the GIL holder,
+ * else a thread that runs or was scheduled since the last look, i.e. wakes up and returns to
+ * the interpreter, else the main thread), is moved when another thread becomes a better
+ * choice, and is cancelled at the deadline: pending flag cleared, path buffer restored.  The
+ * interpreter clears the flag itself when it takes a request, which tells taken from not.
+ *
+ * Races, all of them also present in CPython's own sys.remote_exec: the eval_breaker word is
+ * read, or-ed and written back, so a bit the thread changes in between could be lost or
+ * revived; vcattach writes only its lowest byte, and only when bit 5 is not set yet, to narrow
+ * that to the signal/GIL-request bits, which the interpreter re-checks and re-requests (a
+ * revived bit costs one spurious check, a lost GIL drop request is re-sent by the waiter
+ * after its interval).  A cancel that crosses the thread taking the request leaves the script
+ * running: the caller keeps the script file and keeps waiting a little after every cancel.
+ */
+#include "inject.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "debug_offsets.h"
+#include "proc.h"
+
+#define PLEASE_STOP_BIT (1u << 5) /* _PY_EVAL_PLEASE_STOP_BIT, 3.14 and 3.15 */
+#define MAX_THREADS 4096
+#define ACTIVITY_SAMPLE_MS 20  /* between two looks at which threads get scheduled */
+#define SLICE_MS 50               /* how often the choice of thread is revisited */
+#define CANCEL_GRACE_MS 200       /* after a cancel: a request taken meanwhile still connects */
+#define SCRIPT_RUN_MS 10000       /* taken: import ctypes + dlopen + connect, on a busy target */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct target {
+    pid_t pid;
+    struct py_debug_offsets o;
+    uint64_t interp;
+    int verbose;
+};
+
+/* The debug offsets, the main interpreter, and whether it accepts remote execution. */
+static int open_target(pid_t pid, int verbose, struct target *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->pid = pid;
+    t->verbose = verbose;
+    if (debug_offsets_read(pid, &t->o, err, errlen) < 0)
+        return INJECT_UNTOUCHED;
+    /* The list starts with the newest interpreter: a subinterpreter while one exists (ctypes
+     * cannot be imported there, and the agent traces the main one).  The main interpreter
+     * has id 0 and is the oldest, at the end. */
+    uint64_t interp = 0;
+    int rc = dbg_read(pid, t->o.runtime + t->o.interpreters_head, &interp, sizeof interp);
+    for (int n = 0; rc == 0 && interp && n < 1024; n++) {
+        int64_t id = -1;
+        uint64_t next = 0;
+        rc = dbg_read(pid, interp + t->o.interp_id, &id, sizeof id);
+        if (rc == 0)
+            rc = dbg_read(pid, interp + t->o.interp_next, &next, sizeof next);
+        if (rc == 0 && id == 0) {
+            t->interp = interp;
+            break;
+        }
+        interp = next;
+    }
+    if (rc < 0 || !t->interp) {
+        set_err(err, errlen, "pid %d has no main interpreter (starting or exiting): %s",
+                (int)pid, rc < 0 ? strerror(-rc) : "not in the interpreter list");
+        return INJECT_UNTOUCHED;
+    }
+    int32_t enabled = 0;
+    rc = dbg_read(pid, t->interp + t->o.remote_debug_enabled, &enabled, sizeof enabled);
+    if (rc < 0) {
+        set_err(err, errlen, "cannot read pid %d's interpreter: %s", (int)pid, strerror(-rc));
+        return INJECT_UNTOUCHED;
+    }
+    if (enabled != 1) {
+        set_err(err, errlen,
+                "pid %d disabled remote debugging (PYTHON_DISABLE_REMOTE_DEBUG, "
+                "-X disable-remote-debug, or a build --without-remote-debug): use "
+                "--method ptrace", (int)pid);
+        return INJECT_UNTOUCHED;
+    }
+    return INJECT_OK;
+}
+
+int inject_remote_exec_check(pid_t pid, char *err, size_t errlen)
+{
+    struct target t;
+    return open_target(pid, 0, &t, err, errlen);
+}
+
+/* The process's threads as (id in the target's own pid namespace, as native_thread_id holds
+ * it; id for us).  Inside a pid namespace the two differ: NSpid's last field is the inner one. */
+struct task_ids {
+    pid_t inner[MAX_THREADS], outer[MAX_THREADS];
+    uint64_t slices[MAX_THREADS]; /* times it was scheduled (schedstat): activity */
+    size_t n;
+};
+
+/* How many times the thread got the CPU (3rd field of /proc/PID/task/TID/schedstat). */
+static uint64_t task_slices(pid_t pid, pid_t tid)
+{
+    char path[96], text[128];
+    unsigned long long run = 0, wait = 0, count = 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    if (proc_read_text(path, text, sizeof text) > 0 &&
+        sscanf(text, "%llu %llu %llu", &run, &wait, &count) == 3)
+        return count;
+    return 0;
+}
+
+static void list_task_ids(pid_t pid, struct task_ids *ids)
+{
+    pid_t *tids = NULL;
+    size_t n = 0;
+    ids->n = 0;
+    if (proc_list_tasks(pid, &tids, &n) < 0)
+        return;
+    for (size_t i = 0; i < n && ids->n < MAX_THREADS; i++) {
+        char path[96], text[4096];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tids[i]);
+        pid_t inner = tids[i];
+        if (proc_read_text(path, text, sizeof text) > 0) {
+            const char *line = strstr(text, "\nNSpid:");
+            if (line) {
+                const char *end = strchr(line + 1, '\n');
+                const char *last = end ? end : line + strlen(line);
+                while (last > line && (last[-1] == ' ' || last[-1] == '\t'))
+                    last--;
+                while (last > line && last[-1] >= '0' && last[-1] <= '9')
+                    last--;
+                inner = (pid_t)atoi(last);
+            }
+        }
+        ids->slices[ids->n] = task_slices(pid, tids[i]);
+        ids->inner[ids->n] = inner;
+        ids->outer[ids->n++] = tids[i];
+    }
+    free(tids);
+}
+
+static pid_t outer_tid(const struct task_ids *ids, uint64_t native, size_t *at)
+{
+    for (size_t i = 0; i < ids->n; i++)
+        if ((uint64_t)ids->inner[i] == native) {
+            *at = i;
+            return ids->outer[i];
+        }
+    return 0;
+}
+
+/* 1 if the thread was scheduled since the previous sample: it wakes up, so it returns to the
+ * interpreter now and then (a thread blocked in accept() or a long read is not scheduled). */
+static int was_active(const struct task_ids *prev, const struct task_ids *now, size_t i)
+{
+    for (size_t j = 0; j < prev->n; j++)
+        if (prev->outer[j] == now->outer[i])
+            return now->slices[i] != prev->slices[j];
+    return 0;
+}
+
+struct candidate {
+    uint64_t addr; /* PyThreadState in the target */
+    pid_t tid;     /* its thread id (ours) */
+    int score;
+};
+
+/* The thread state most likely to reach an evaluation breaker soon.  Every thread state must
+ * belong to the interpreter and name a thread of the process: a check that the thread-state
+ * offsets are right before anything is written there.  0, or -1 with err. */
+static int pick_thread(const struct target *t, struct candidate *best, uint64_t current,
+                       int *current_score, char *err, size_t errlen)
+{
+    const struct py_debug_offsets *o = &t->o;
+    uint64_t head = 0, main_ts = 0, holder = 0;
+    int32_t locked = 0;
+    if (dbg_read(t->pid, t->interp + o->threads_head, &head, 8) < 0 ||
+        dbg_read(t->pid, t->interp + o->threads_main, &main_ts, 8) < 0 ||
+        dbg_read(t->pid, t->interp + o->gil_locked, &locked, 4) < 0 ||
+        dbg_read(t->pid, t->interp + o->gil_holder, &holder, 8) < 0) {
+        set_err(err, errlen, "cannot read pid %d's interpreter state", (int)t->pid);
+        return -1;
+    }
+    memset(best, 0, sizeof *best);
+    best->score = -1;
+    static struct task_ids prev, ids;
+    prev = ids;
+    list_task_ids(t->pid, &ids);
+    int n = 0, foreign = 0;
+    for (uint64_t ts = head; ts && n < MAX_THREADS; n++) {
+        uint64_t interp = 0, native = 0, next = 0;
+        if (dbg_read(t->pid, ts + o->tstate_interp, &interp, 8) < 0 ||
+            dbg_read(t->pid, ts + o->tstate_native_id, &native, 8) < 0 ||
+            dbg_read(t->pid, ts + o->tstate_next, &next, 8) < 0) {
+            set_err(err, errlen, "cannot read a thread state of pid %d", (int)t->pid);
+            return -1;
+        }
+        size_t at = 0;
+        pid_t tid = outer_tid(&ids, native, &at);
+        char state = tid ? proc_task_state(t->pid, tid) : 0;
+        if (interp != t->interp || !state) {
+            foreign++; /* a thread that just exited, or offsets that are wrong */
+        } else {
+            int active = state == 'R' || was_active(&prev, &ids, at);
+            int score = (locked && ts == holder ? 4 : 0) + (active ? 2 : 0) +
+                        (ts == main_ts ? 1 : 0);
+            if (ts == current)
+                *current_score = score;
+            if (score > best->score) {
+                best->addr = ts;
+                best->tid = tid;
+                best->score = score;
+            }
+        }
+        ts = next;
+    }
+    if (best->score < 0 || foreign > n / 2) {
+        set_err(err, errlen, "pid %d's thread states do not match its threads (%d of %d "
+                             "unknown): its debug offsets are not usable; use --method ptrace",
+                (int)t->pid, foreign, n);
+        return -1;
+    }
+    return 0;
+}
+
+struct request {
+    uint64_t tstate;
+    pid_t tid;
+    size_t len;             /* bytes of the path buffer written (path + NUL) */
+    unsigned char saved[4096];
+    int posted;
+};
+
+static uint64_t support(const struct target *t, uint64_t tstate)
+{
+    return tstate + t->o.remote_support;
+}
+
+static int post(const struct target *t, struct request *r, const struct candidate *c,
+                const char *path, char *err, size_t errlen)
+{
+    const struct py_debug_offsets *o = &t->o;
+    r->tstate = c->addr;
+    r->tid = c->tid;
+    r->len = strlen(path) + 1;
+    uint64_t path_addr = support(t, c->addr) + o->script_path;
+    uint64_t breaker = 0;
+    int32_t one = 1;
+    int rc = dbg_read(t->pid, path_addr, r->saved, r->len);
+    if (rc == 0)
+        rc = dbg_write(t->pid, path_addr, path, r->len);
+    if (rc == 0)
+        r->posted = 1;
+    if (rc == 0)
+        rc = dbg_write(t->pid, support(t, c->addr) + o->pending_call, &one, sizeof one);
+    if (rc == 0)
+        rc = dbg_read(t->pid, c->addr + o->eval_breaker, &breaker, sizeof breaker);
+    if (rc == 0 && !(breaker & PLEASE_STOP_BIT)) {
+        uint8_t low = (uint8_t)(breaker | PLEASE_STOP_BIT);
+        rc = dbg_write(t->pid, c->addr + o->eval_breaker, &low, 1);
+    }
+    if (rc < 0) {
+        set_err(err, errlen, "cannot write pid %d's thread state: %s", (int)t->pid,
+                strerror(-rc));
+        return -1;
+    }
+    if (t->verbose)
+        fprintf(stderr, "vcattach: remote-exec: request posted to thread %d (%s)\n",
+                (int)c->tid, c->score >= 4 ? "holds the GIL" : c->score >= 2 ? "active"
+                                                                             : "main thread");
+    return 0;
+}
+
+/* 1 when the interpreter took the request (it cleared the pending flag), 0 if still pending,
+ * -1 if unreadable (the thread state is gone: the thread exited). */
+static int taken(const struct target *t, const struct request *r)
+{
+    int32_t pending = 1;
+    if (dbg_read(t->pid, support(t, r->tstate) + t->o.pending_call, &pending, 4) < 0)
+        return -1;
+    return pending == 0;
+}
+
+/* 1 while tstate is still one of the interpreter's thread states (a thread that exited has
+ * its state freed: its memory must not be written any more). */
+static int still_listed(const struct target *t, uint64_t tstate)
+{
+    uint64_t ts = 0;
+    if (dbg_read(t->pid, t->interp + t->o.threads_head, &ts, 8) < 0)
+        return 0;
+    for (int n = 0; ts && n < MAX_THREADS; n++) {
+        if (ts == tstate)
+            return 1;
+        if (dbg_read(t->pid, ts + t->o.tstate_next, &ts, 8) < 0)
+            return 0;
+    }
+    return 0;
+}
+
+/* Withdraws a posted request: 1 if it was withdrawn before anyone took it (or its thread is
+ * gone), 0 if it had been taken already (the script runs). */
+static int cancel(const struct target *t, struct request *r)
+{
+    if (!r->posted)
+        return 1;
+    r->posted = 0;
+    if (!still_listed(t, r->tstate))
+        return 1;
+    int was = taken(t, r);
+    if (was != 0)
+        return was < 0 ? 1 : 0;
+    int32_t zero = 0;
+    dbg_write(t->pid, support(t, r->tstate) + t->o.pending_call, &zero, sizeof zero);
+    dbg_write(t->pid, support(t, r->tstate) + t->o.script_path, r->saved, r->len);
+    if (t->verbose)
+        fprintf(stderr, "vcattach: remote-exec: request on thread %d withdrawn\n", (int)r->tid);
+    return 1;
+}
+
+/* The script was taken: give it time to import ctypes, load the agent and connect. */
+static int await_script(const struct target *t, const struct request *r, inject_wait_fn wait,
+                        void *ctx, char *err, size_t errlen)
+{
+    if (t->verbose)
+        fprintf(stderr, "vcattach: remote-exec: thread %d runs the script\n", (int)r->tid);
+    if (wait(ctx, SCRIPT_RUN_MS) == 1)
+        return INJECT_OK;
+    set_err(err, errlen, "thread %d of pid %d ran the remote-exec script but the agent did "
+                         "not connect within %d s (see the target's stderr)",
+            (int)r->tid, (int)t->pid, SCRIPT_RUN_MS / 1000);
+    return INJECT_FAILED;
+}
+
+int inject_remote_exec(const struct inject_request *req, const char *script_path,
+                       inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen)
+{
+    struct target t;
+    int st = open_target(req->pid, req->verbose, &t, err, errlen);
+    if (st != INJECT_OK)
+        return st;
+    if (strlen(script_path) >= t.o.script_path_size || strlen(script_path) >= 4096) {
+        set_err(err, errlen, "script path %s is longer than pid %d's buffer (%llu bytes)",
+                script_path, (int)req->pid, (unsigned long long)t.o.script_path_size);
+        return INJECT_UNTOUCHED;
+    }
+    static struct request r; /* 4 KiB of saved path: not on the stack */
+    memset(&r, 0, sizeof r);
+    struct candidate first;
+    int unused;
+    if (pick_thread(&t, &first, 0, &unused, err, errlen) < 0) /* a first sample of activity */
+        return INJECT_UNTOUCHED;
+    struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
+    if (first.score < 4) /* no GIL holder to ask: see which threads get scheduled */
+        nanosleep(&gap, NULL);
+    int64_t deadline = now_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
+    for (;;) {
+        struct candidate c;
+        int current_score = -1;
+        if (pick_thread(&t, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
+            if (cancel(&t, &r))
+                return INJECT_UNTOUCHED;
+            return await_script(&t, &r, wait_connected, ctx, err, errlen);
+        }
+        /* Moved only when the thread asked no longer looks like it runs Python soon and
+         * another one does: each move is a withdrawal and a new request. */
+        if (!r.posted || (c.addr != r.tstate && current_score < 2 && c.score >= 2)) {
+            if (!cancel(&t, &r))
+                return await_script(&t, &r, wait_connected, ctx, err, errlen);
+            if (post(&t, &r, &c, script_path, err, errlen) < 0) {
+                cancel(&t, &r);
+                return INJECT_UNTOUCHED;
+            }
+        }
+        int w = wait_connected(ctx, SLICE_MS);
+        if (w == 1)
+            return INJECT_OK;
+        int took = still_listed(&t, r.tstate) ? taken(&t, &r) : -1;
+        if (took < 0)
+            r.posted = 0; /* its thread exited: post again to another one */
+        if (w < 0) {
+            if (took == 1 || !cancel(&t, &r))
+                return await_script(&t, &r, wait_connected, ctx, err, errlen);
+            set_err(err, errlen, "interrupted, or pid %d exited, while waiting for a thread "
+                                 "to take the remote-exec request (withdrawn)", (int)req->pid);
+            return INJECT_UNTOUCHED;
+        }
+        if (took == 1)
+            return await_script(&t, &r, wait_connected, ctx, err, errlen);
+        if (now_ms() >= deadline)
+            break;
+    }
+    pid_t tid = r.tid;
+    if (!cancel(&t, &r))
+        return await_script(&t, &r, wait_connected, ctx, err, errlen);
+    if (wait_connected(ctx, CANCEL_GRACE_MS) == 1)
+        return INJECT_OK;
+    set_err(err, errlen,
+            "no thread of pid %d reached an evaluation breaker within %.1f s (the last one "
+            "asked, thread %d, is blocked in C code: accept(), a long sleep, a lock); the "
+            "request was withdrawn", (int)req->pid, (double)req->timeout_ms / 1000.0, (int)tid);
+    return INJECT_UNTOUCHED;
+}

@@ -1,0 +1,367 @@
+"""End to end: `--method remote-exec` (PEP 768) and `--method auto` on CPython 3.14 and 3.15,
+run from the sid test root (scripts/test-root) as `chroot ROOT /usr/bin/python3.X`, plain
+and container-like (unshare --mount --pid --fork).
+
+remote-exec stops nothing: vcattach writes a loader script into the target's /tmp and asks
+the interpreter, through its _Py_DebugOffsets and process_vm_writev, to run it at a thread's
+next evaluation breaker.  Checked here: the busy_service matrix (busy, sleeping,
+accept-blocked, lock-waiting and late threads; the computation equals an untraced run; no
+early sleep return; nothing left stopped or traced; the script removed); the one-line refusal
+when the target disabled remote debugging; the withdrawn request when every thread is blocked
+in C, after which that request never runs; `auto` falling back to ptrace then; and CPython's
+own regression tests passing while vcattach attaches again and again."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from support.paths import (CHROOT_PYTHONS, PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH,
+                           agent_path, root_workdir)
+from support.proc import assert_running_untraced, run_vcattach
+from support.service import THREADS, check_summary, thread_names, x_events
+from support.targets import Idle
+from support.traces import convert, load_json
+
+from test_e2e_chroot import CONTAINER, chroot_service  # noqa: F401 (fixture)
+from vcattach import cvf
+
+pytestmark = pytest.mark.skipif(
+    TEST_ROOT is None, reason="no sid test root (CPython 3.14/3.15): %s" % TEST_ROOT_ERROR)
+
+
+def py_params():
+    if TEST_ROOT and not CHROOT_PYTHONS:
+        raise AssertionError("scripts/test-root made %s but find-pythons lists no interpreter "
+                             "in it" % TEST_ROOT)
+    return [pytest.param(p, id=p["id"]) for p in CHROOT_PYTHONS]
+
+
+def rx_leftovers(pid):
+    """The loader scripts' directories still in the target's /tmp."""
+    return [d for d in os.listdir("/proc/%d/root/tmp" % pid) if d.startswith(".vcattach-rx-")]
+
+
+def agent_mapped(pid, minor):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libvcagent-py%d.so" % minor in f.read()
+
+
+@pytest.mark.parametrize("python,wrap", [
+    pytest.param(p.values[0], w, id="%s%s" % (p.id, "-container" if w else ""))
+    for p in py_params() for w in ((), CONTAINER)])
+def test_remote_exec_busy_service(python, wrap, chroot_service, tmp_path):
+    assert os.path.exists(agent_path(python["minor"])), "agent for %s not built" % python["id"]
+    svc = chroot_service(python, wrap)
+    out = tmp_path / "trace.cvf"
+    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "1.5s", "-o", str(out),
+                             "--method", "remote-exec", "-v"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if run_vcattach("status", "--pid", svc.pid, "-q").returncode == 0:
+                break
+            time.sleep(0.05)
+        svc.start_late_thread()
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    events, threads, drops = check_summary(r, out)
+    assert re.search(r"remote-exec: request posted to thread \d+", r.stderr), r.stderr
+    assert "falling back" not in r.stderr and "withdrawn" not in r.stderr, r.stderr
+    assert_running_untraced(svc.pid)
+    assert rx_leftovers(svc.pid) == []
+    trace = cvf.load(str(out))
+    names = thread_names(trace)
+    assert THREADS <= set(names.values()), names
+    xs = x_events(trace)
+    assert len(xs) == events and events > 0
+    by_name = {}
+    for e in xs:
+        by_name.setdefault(names.get(e["tid"]), []).append(e["name"])
+    assert any("one_round" in n for n in by_name["MainThread"])
+    assert any("fib" in n for n in by_name["late-starter"])
+    assert any("sleep" in n for n in by_name["sleeper"])
+    # summary and convert read it
+    summ = run_vcattach("summary", out, "--thread", "MainThread")
+    assert summ.returncode == 0 and "one_round" in summ.stdout, summ.stderr
+    convert(out, tmp_path / "trace.json")
+    assert len(x_events(load_json(tmp_path / "trace.json"))) == events
+
+    # Again, with the default method (auto: remote-exec on 3.14+), the agent reused.
+    out2 = tmp_path / "again.cvf"
+    r2 = run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2, "-v")
+    check_summary(r2, out2)
+    assert "remote-exec: request posted" in r2.stderr, r2.stderr
+    assert_running_untraced(svc.pid)
+    assert rx_leftovers(svc.pid) == []
+    report = svc.finish()
+    assert report["exceptions"] == [], report["exceptions"]
+    assert report["early_sleeps"] == 0, report
+    assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
+    assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
+        "computation differs from an untraced run"
+    with open(os.path.join(svc.outside, "service.log")) as f:
+        assert "debugger script" not in f.read()
+
+
+class RootTarget:
+    """A script under a chroot interpreter, in a fresh directory under ROOT/tmp; it prints
+    "ready" when it is about to block."""
+
+    def __init__(self, python, tmp_path, source, args=(), env=None):
+        self.outside, self.inside = root_workdir(python, tmp_path, "vc-rx")
+        with open(os.path.join(self.outside, "target.py"), "w") as f:
+            f.write(source)
+        self.proc = subprocess.Popen(
+            python["argv"] + list(args) + [os.path.join(self.inside, "target.py"), self.inside],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
+            env=dict(os.environ, **(env or {})))
+        line = self.proc.stdout.readline().strip()
+        assert line == "ready", (line, self.proc.stderr.read() if self.proc.poll() else "")
+        self.pid = self.proc.pid
+
+    def close(self):
+        """Kills it (if still running); returns what it wrote on stderr."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        return self.proc.communicate(timeout=10)[1] or ""
+
+
+SLEEPER = """import sys, time
+print("ready", flush=True)
+while True:
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize("how", ["xoption", "environment"])
+@pytest.mark.parametrize("python", py_params())
+def test_refused_when_remote_debug_disabled(python, how, tmp_path):
+    args, env = ((("-X", "disable-remote-debug"), None) if how == "xoption"
+                 else ((), {"PYTHON_DISABLE_REMOTE_DEBUG": "1"}))
+    # (CPython documents the option as disable_remote_debug, but only the hyphenated spelling
+    # disables it in 3.14 and 3.15.)
+    t = RootTarget(python, tmp_path, SLEEPER, args=args, env=env)
+    try:
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "no.cvf",
+                         "--method", "remote-exec")
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "disabled remote debugging" in lines[0], r.stderr
+        assert "--method ptrace" in lines[0]
+        assert not (tmp_path / "no.cvf").exists()
+        assert rx_leftovers(t.pid) == [] and not agent_mapped(t.pid, python["minor"])
+        # auto takes ptrace for such a target
+        out = tmp_path / "auto.cvf"
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out, "-v")
+        check_summary(r, out)
+        assert "not using remote-exec" in r.stderr and "disabled remote debugging" in r.stderr
+        assert thread_names(cvf.load(str(out)))  # (threading is not imported: named by tid)
+        assert_running_untraced(t.pid)
+    finally:
+        t.close()
+
+
+# The target rewrites its own _Py_DebugOffsets (read only by out-of-process tools) so that
+# thread_state.size (at byte 176, the same in 3.14 and 3.15) is too small for the offsets
+# after it: a layout vcattach must refuse before writing anything, as it would one that a
+# later CPython release changed.
+BAD_LAYOUT = """import ctypes, time
+runtime = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+assert ctypes.string_at(runtime, 8) == b"xdebugpy"
+ctypes.memmove(runtime + 176, (16).to_bytes(8, "little"), 8)
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_unknown_debug_offsets_layout_refused(python, tmp_path):
+    t = RootTarget(python, tmp_path, BAD_LAYOUT)
+    try:
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "x.cvf",
+                         "--method", "remote-exec")
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert "have a layout vcattach does not know (its thread state offsets" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert rx_leftovers(t.pid) == [] and not agent_mapped(t.pid, python["minor"])
+        out = tmp_path / "auto.cvf"
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out, "-v")
+        check_summary(r, out)
+        assert "not using remote-exec" in r.stderr, r.stderr
+        assert_running_untraced(t.pid)
+    finally:
+        stderr = t.close()
+    assert "Traceback" not in stderr, stderr
+
+
+# A subinterpreter is alive: it heads the interpreter list (where sys.remote_exec looks), but
+# ctypes cannot be imported in it and the agent traces the main interpreter.
+WITH_SUBINTERPRETER = """import time
+from concurrent import interpreters
+sub = interpreters.create()
+sub.exec("x = 1")
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_request_goes_to_the_main_interpreter(python, tmp_path):
+    t = RootTarget(python, tmp_path, WITH_SUBINTERPRETER)
+    try:
+        out = tmp_path / "sub.cvf"
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out, "--method", "remote-exec")
+        check_summary(r, out)
+        assert any("time.sleep" in e["name"] for e in x_events(cvf.load(str(out))))
+        assert_running_untraced(t.pid)
+        assert rx_leftovers(t.pid) == []
+    finally:
+        stderr = t.close()
+    assert "debugger script" not in stderr and "Traceback" not in stderr, stderr
+
+
+# Every thread blocked in C: the only thread waits in accept() on a Unix socket, and proves
+# afterwards, in Python, that it ran on normally.
+ACCEPTOR = """import os, socket, sys
+work = sys.argv[1]
+s = socket.socket(socket.AF_UNIX)
+s.bind(os.path.join(work, "sock"))
+s.listen(1)
+print("ready", flush=True)
+conn, _ = s.accept()
+conn.sendall(str(sum(i * i for i in range(1000))).encode())
+conn.close()
+"""
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_withdrawn_when_every_thread_blocks_then_auto_falls_back(python, tmp_path):
+    t = RootTarget(python, tmp_path, ACCEPTOR)
+    try:
+        # Ctrl-C while the request waits: withdrawn at once, the script removed
+        proc = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "300ms", "-o",
+                                 str(tmp_path / "int.cvf"), "--method", "remote-exec", "-v"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while not rx_leftovers(t.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and "interrupted" in stderr and "withdrawn" in stderr, stderr
+        assert rx_leftovers(t.pid) == [] and not agent_mapped(t.pid, python["minor"])
+
+        t0 = time.monotonic()
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "rx.cvf",
+                         "--method", "remote-exec", "-v")
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        assert "no thread of pid %d reached an evaluation breaker" % t.pid in r.stderr
+        assert "request was withdrawn" in r.stderr and "withdrawn" in r.stderr, r.stderr
+        assert time.monotonic() - t0 < 30
+        assert not (tmp_path / "rx.cvf").exists()
+        assert rx_leftovers(t.pid) == [] and not agent_mapped(t.pid, python["minor"])
+        assert_running_untraced(t.pid)
+
+        out = tmp_path / "auto.cvf"
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out)
+        check_summary(r, out)
+        assert "remote-exec: no thread of pid %d reached an evaluation breaker" % t.pid in \
+            r.stderr and "falling back to ptrace" in r.stderr, r.stderr
+        assert thread_names(cvf.load(str(out)))  # (threading is not imported: named by tid)
+        assert_running_untraced(t.pid)
+        assert rx_leftovers(t.pid) == []
+
+        # Unblocked: the withdrawn request never runs (no script error, the computation ends)
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(os.path.join(t.outside, "sock"))
+        c.settimeout(20)
+        assert c.recv(100) == str(sum(i * i for i in range(1000))).encode()
+        c.close()
+        t.proc.wait(20)
+        stderr = t.proc.stderr.read()
+        assert t.proc.returncode == 0, stderr
+        assert "debugger script" not in stderr and "Traceback" not in stderr, stderr
+    finally:
+        t.close()
+
+
+def test_remote_exec_refused_before_314(start_target, tmp_path):
+    """On 3.8-3.13 remote-exec does not exist: one line, nothing touched."""
+    idle = start_target(Idle, PYTHONS[-1])
+    r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", tmp_path / "x.cvf",
+                     "--method", "remote-exec")
+    assert r.returncode == 2 and "needs Python 3.14+" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    idle.assert_untouched()
+
+
+def exits_soon(proc, timeout=5):
+    try:
+        proc.wait(timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+REGRTESTS = ["test_json", "test_re", "test_threading", "test_asyncio.test_tasks"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", py_params())
+def test_cpython_regression_tests_pass_while_attaching(python, tmp_path):
+    """CPython's own tests (libpython3.X-testsuite) in a process that vcattach attaches to
+    again and again (auto: remote-exec), each attach tracing for 200 ms."""
+    if not os.path.isdir(os.path.join(python["root"], "usr/lib/python3.%d/test/test_json"
+                                      % (python["minor"] - 300))):
+        pytest.fail("libpython3.%d-testsuite is missing from the test root: rebuild it with "
+                    "scripts/test-root" % (python["minor"] - 300))
+    outside, inside = root_workdir(python, tmp_path, "vc-regr")
+    log = open(os.path.join(outside, "regrtest.log"), "w")
+    proc = subprocess.Popen(python["argv"] + ["-m", "test", "--tempdir", inside] + REGRTESTS,
+                            stdout=log, stderr=subprocess.STDOUT, cwd="/")
+    attaches = refused = failures = 0
+    notes = []
+    try:
+        time.sleep(0.5)
+        while proc.poll() is None:
+            out = tmp_path / "a.cvf"
+            r = run_vcattach("--pid", proc.pid, "-t", "200ms", "-o", out, "-f", "-q",
+                             timeout=120)
+            if proc.poll() is not None:
+                break
+            if r.returncode == 0:
+                attaches += 1
+                assert_running_untraced(proc.pid)
+            elif "another profiler is active" in r.stderr:
+                refused += 1  # a test of sys.setprofile runs: the agent leaves it alone
+            elif exits_soon(proc):
+                break  # the attach met the interpreter's exit at the end of the run
+            else:
+                failures += 1
+                notes.append(r.stderr.strip())
+            time.sleep(0.1)
+        proc.wait(600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    with open(os.path.join(outside, "regrtest.log")) as f:
+        text = f.read()
+    script_errors = [i for i, line in enumerate(text.splitlines()) if "debugger script" in line]
+    assert not script_errors, "\n".join(text.splitlines()[script_errors[0]:][:30])
+    assert proc.returncode == 0, text[-3000:]
+    assert re.search(r"Result: SUCCESS", text), text[-3000:]
+    assert attaches >= 5, (attaches, refused, notes)
+    assert failures == 0, notes
