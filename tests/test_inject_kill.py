@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from support.paths import BUILD, one_python
+from support.paths import BUILD, VCATTACH, agent_path, one_python
 from support.proc import assert_running_untraced
 from support.targets import INJECT_TARGET, FixtureTarget, Target, reference_result
 
@@ -286,7 +286,6 @@ def test_kill_9_of_vcattach_mid_attach(tmp_path):
     5-25 ms after it started (mostly preflight and the seize), half at 0-25 ms after its
     injection began (the safe-point search and the remote calls).  Every time the target lives
     on, no thread stopped or traced, and its computation stays right."""
-    from conftest import VCATTACH, agent_path
     py = one_python()
     if not os.path.exists(VCATTACH) or not os.path.exists(agent_path(py["minor"])):
         pytest.skip("build/vcattach or the agent for %s is not built: run `make`" % py["id"])
