@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from support.chroot import ChrootService
 from support.paths import ALL_PYTHONS, BUILD, COPIES, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
 
 
@@ -29,6 +30,21 @@ def start_target():
     yield start
     for t in started:
         t.close()
+
+
+@pytest.fixture
+def chroot_service(tmp_path):
+    """chroot_service(python, wrap=()) starts a support.chroot.ChrootService that is closed at
+    the end of the test."""
+    started = []
+
+    def start(python, wrap=()):
+        s = ChrootService(python, tmp_path, wrap)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.close()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -10,89 +10,19 @@ unharmed: the computation equals an untraced run, no early sleep return, the blo
 and lock wait complete, nothing left stopped or traced.  Skipped, with the reason, only when
 the root cannot be created on this machine."""
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from support.paths import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path, root_workdir
-from support.paths import VCATTACH
-from support.proc import proc_state, python_pid, run_vcattach, tracer_pid
-from support.targets import BUSY
-
+from support.paths import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, agent_path
+from support.proc import proc_state, run_vcattach, tracer_pid
 from support.service import THREADS, check_summary, thread_names, x_events
+from support.targets import CONTAINER
 from vcattach import cvf
 
 pytestmark = pytest.mark.skipif(
     TEST_ROOT is None, reason="no sid test root (CPython 3.14/3.15): %s" % TEST_ROOT_ERROR)
-
-CONTAINER = ("unshare", "--mount", "--propagation", "private", "--pid", "--fork")
-
-
-class ChrootService:
-    """busy_service.py under a chroot interpreter, in a fresh directory under ROOT/tmp."""
-
-    def __init__(self, python, tmp_path, wrap=()):
-        self.python = python
-        self.outside, self.inside = root_workdir(python, tmp_path, "vc-svc")
-        shutil.copy2(BUSY, os.path.join(self.outside, "busy_service.py"))
-        self.script = os.path.join(self.inside, "busy_service.py")
-        self.log = open(os.path.join(self.outside, "service.log"), "w")
-        self.proc = subprocess.Popen(list(wrap) + python["argv"] + [self.script, self.inside],
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd="/")
-        deadline = time.monotonic() + 30
-        while not os.path.exists(os.path.join(self.outside, "ready")):
-            assert self.proc.poll() is None, "service died: %s" % self.output()
-            assert time.monotonic() < deadline, "service not ready: %s" % self.output()
-            time.sleep(0.02)
-        self.pid = python_pid(self.proc.pid) if wrap else self.proc.pid
-
-    def output(self):
-        self.log.flush()
-        with open(os.path.join(self.outside, "service.log")) as f:
-            return f.read()
-
-    def start_late_thread(self):
-        open(os.path.join(self.outside, "start_late"), "w").close()
-
-    def finish(self, timeout=60):
-        import json
-        open(os.path.join(self.outside, "finish"), "w").close()
-        self.proc.wait(timeout)
-        self.log.close()
-        with open(os.path.join(self.outside, "report.json")) as f:
-            return json.load(f)
-
-    def expected_checksum(self, rounds):
-        out = subprocess.run(self.python["argv"] + [self.script, "--check", str(rounds)],
-                             capture_output=True, text=True, timeout=120, check=True)
-        return int(out.stdout)
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.pid, 9)
-            except ProcessLookupError:
-                pass
-            self.proc.kill()
-            self.proc.wait(10)
-        if not self.log.closed:
-            self.log.close()
-
-
-@pytest.fixture
-def chroot_service(tmp_path):
-    started = []
-
-    def start(python, wrap=()):
-        s = ChrootService(python, tmp_path, wrap)
-        started.append(s)
-        return s
-    yield start
-    for s in started:
-        s.close()
-
 
 def params():
     if TEST_ROOT and not CHROOT_PYTHONS:

@@ -23,10 +23,8 @@ from support.paths import (CHROOT_PYTHONS, PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, 
                            agent_path, root_workdir)
 from support.proc import assert_running_untraced, run_vcattach
 from support.service import THREADS, check_summary, thread_names, x_events
-from support.targets import Idle
+from support.targets import CONTAINER, Idle
 from support.traces import convert, load_json
-
-from test_e2e_chroot import CONTAINER, chroot_service  # noqa: F401 (fixture)
 from vcattach import cvf
 
 pytestmark = pytest.mark.skipif(

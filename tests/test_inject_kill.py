@@ -22,8 +22,12 @@ import time
 
 import pytest
 
-from test_inject import (FIXTURE, INJECT_TEST, TARGET, Target, _one_python,
-                         assert_running_untraced, reference_result)
+from support.paths import BUILD, VCATTACH, agent_path, one_python
+from support.proc import assert_running_untraced
+from support.targets import INJECT_TARGET, FixtureTarget, Target, reference_result
+
+INJECT_TEST = os.path.join(BUILD, "inject-test")
+FIXTURE = os.path.join(BUILD, "inject_fixture", "libvcfixture.so")
 
 FIXTURE_SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_fixture")
 
@@ -72,8 +76,8 @@ def assert_libc_text_pristine(pid):
 def test_injection_writes_no_code(tmp_path):
     """A completed injection leaves libc's text untouched (the old trampoline left a private
     copy of a libc code page for the process's life)."""
-    py = _one_python()
-    t = Target(py, "--sleep", "1")
+    py = one_python()
+    t = FixtureTarget(py, "--sleep", "1")
     try:
         marker = tmp_path / "m"
         p = subprocess.run([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:%s" % marker,
@@ -126,12 +130,12 @@ def phase_of(log):
 
 @pytest.mark.parametrize("shape", ["busy-csleep-first", "idle"])
 def test_kill_9_of_injector_at_random_instants(shape, tmp_path):
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     sleep_s = 4.0
     args = ["--sleep", str(sleep_s)] + (["--csleep-first"] if shape.startswith("busy") else
                                         ["--idle"])
-    t = Target(py, *args)
+    t = FixtureTarget(py, *args)
     rng = random.Random(os.getpid() ^ int(time.time()))
     kills, runs, phases = 0, 0, {}
     try:
@@ -198,10 +202,10 @@ def test_kill_9_inside_the_remote_call(tmp_path):
                         capture_output=True, text=True, timeout=60)
     assert cc.returncode == 0, cc.stderr
     os.chmod(str(tmp_path), 0o755)
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     sleep_s = 3.0
-    t = Target(py, "--sleep", str(sleep_s))
+    t = FixtureTarget(py, "--sleep", str(sleep_s))
     rng = random.Random(os.getpid() ^ int(time.time()))
     phases = {}
     try:
@@ -282,13 +286,12 @@ def test_kill_9_of_vcattach_mid_attach(tmp_path):
     5-25 ms after it started (mostly preflight and the seize), half at 0-25 ms after its
     injection began (the safe-point search and the remote calls).  Every time the target lives
     on, no thread stopped or traced, and its computation stays right."""
-    from conftest import VCATTACH, agent_path
-    py = _one_python()
+    py = one_python()
     if not os.path.exists(VCATTACH) or not os.path.exists(agent_path(py["minor"])):
         pytest.skip("build/vcattach or the agent for %s is not built: run `make`" % py["id"])
     ref = reference_result(py)
     sleep_s = 3.0
-    t = Target(py, "--sleep", str(sleep_s))
+    t = FixtureTarget(py, "--sleep", str(sleep_s))
     rng = random.Random(os.getpid() ^ int(time.time()))
     phases, kills, i = {}, 0, 0
     try:
@@ -354,9 +357,9 @@ def test_kill_9_of_injector_with_gdb_method(tmp_path):
     import shutil
     if not shutil.which("gdb"):
         pytest.skip("gdb is not installed")
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
-    t = Target(py, "--sleep", "2")
+    t = FixtureTarget(py, "--sleep", "2")
     rng = random.Random(os.getpid() ^ int(time.time()))
     try:
         for i in range(8):
@@ -391,19 +394,20 @@ MDWE_LAUNCH = (  # runs target.py after prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_G
     "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
-class MdweTarget(Target):
+class MdweTarget(FixtureTarget):
     """target.py under Memory-Deny-Write-Execute: no mapping may become executable later, none
     may be writable and executable (what systemd's MemoryDenyWriteExecute= also enforces)."""
 
     def __init__(self, py, *args):
-        self.proc = subprocess.Popen([py["path"], "-c", MDWE_LAUNCH, TARGET] + list(args),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        line = self._readline(30)
+        Target.__init__(self, py, ["-c", MDWE_LAUNCH, INJECT_TARGET] + list(args),
+                        stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def wait_ready(self, deadline):
+        line = self.readline(max(0.0, deadline - time.monotonic()))
         if line.startswith("NO-MDWE"):
-            self.close()
             pytest.skip("prctl(PR_SET_MDWE) is not supported by this kernel (6.3+)")
-        assert line.startswith("READY "), "target did not start: %r" % line
+        assert line.startswith("READY "), "target did not start: %r %s" % (
+            line, self.stderr_if_dead())
         _, pid, port = line.split()
         self.pid, self.port = int(pid), int(port)
 
@@ -412,7 +416,7 @@ def test_memory_deny_write_execute_target(tmp_path):
     """The call stub's page is mapped read+exec and written through ptrace, the rest made
     read+write: accepted by a target that refuses any page turning executable (an mprotect to
     PROT_EXEC fails with EACCES there)."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = MdweTarget(py, "--sleep", "1")
     try:

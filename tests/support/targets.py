@@ -19,6 +19,9 @@ from .proc import as_user, assert_running_untraced, assert_untouched, python_pid
 IDLE = os.path.join(TESTS, "targets", "idle.py")
 BUSY = os.path.join(TESTS, "targets", "busy_service.py")
 INJECT_TARGET = os.path.join(TESTS, "inject_fixture", "target.py")
+# A command prefix: the target in mount and pid namespaces of its own (a container without
+# its own root); .pid of a Target is then the Python process inside.
+CONTAINER = ("unshare", "--mount", "--propagation", "private", "--pid", "--fork")
 
 
 class Target:
