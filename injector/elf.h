@@ -8,8 +8,7 @@
 #include <stdint.h>
 
 struct elf_file {
-    unsigned char *map;
-    size_t size;
+    size_t size;               /* the file's length when opened */
     uint64_t entry;            /* e_entry (file address) */
     uint64_t first_load_vaddr; /* p_vaddr of the first PT_LOAD, page-aligned down */
     /* up to two symbol tables: [0] .dynsym, [1] .symtab (absent when stripped) */
@@ -21,7 +20,8 @@ struct elf_file {
     } tab[2];
 };
 
-/* Maps the file behind fd (not closed) and indexes it.  0 or -errno (-ENOEXEC: not a usable
+/* Reads the headers and symbol tables of the file behind fd (not closed) into memory of our
+ * own (a file truncated meanwhile is a malformed file, not a SIGBUS).  0 or -errno (-ENOEXEC: not a usable
  * x86-64 ELF). */
 int elf_open_fd(int fd, struct elf_file *ef);
 void elf_close(struct elf_file *ef);
@@ -30,7 +30,7 @@ void elf_close(struct elf_file *ef);
 int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr);
 
 /* Name of the function containing file address vaddr (the nearest symbol below it when sizes
- * are missing); name is a pointer into the mapped file.  0 or -ENOENT. */
+ * are missing); name points into ef (valid until elf_close).  0 or -ENOENT. */
 int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset);
 
 /* Load bias: target address = file address + bias, where map_start is the start of the

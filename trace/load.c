@@ -18,6 +18,25 @@
 
 #include "cvf_reader.h"
 
+/* A JSON real as a u64, saturating: converting a double outside the target type's range is
+ * undefined behaviour in C, and a trace may hold 1e300.  NaN and negatives are 0. */
+static uint64_t real_to_u64(double d)
+{
+    if (!(d > 0))
+        return 0;
+    return d >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)d;
+}
+
+/* The same as an i64 (pid and tid reals, stored two's complement like integers). */
+static int64_t real_to_i64(double d)
+{
+    if (d != d)
+        return 0;
+    if (d >= 9223372036854775808.0)
+        return INT64_MAX;
+    return d <= -9223372036854775808.0 ? INT64_MIN : (int64_t)d;
+}
+
 /* ---- the "dropped" instant event (shared by both inputs) --------------------------------- */
 
 /* Adds the count of an event like {"ph":"i","name":"vcattach.dropped","args":{"dropped":N}}.
@@ -29,7 +48,7 @@ static void note_drops(vct_trace *t, json_t *event)
     if (json_is_integer(dropped) && json_integer_value(dropped) >= 0)
         vct_trace_add_drops(t, (uint64_t)json_integer_value(dropped));
     else if (json_is_real(dropped) && json_real_value(dropped) >= 0)
-        vct_trace_add_drops(t, (uint64_t)json_real_value(dropped));
+        vct_trace_add_drops(t, real_to_u64(json_real_value(dropped)));
 }
 
 /* ---- Chrome-trace JSON ------------------------------------------------------------------- */
@@ -41,7 +60,7 @@ static int json_u64(json_t *v, uint64_t *out)
         return 0;
     }
     if (json_is_real(v) && isfinite(json_real_value(v))) {
-        *out = (uint64_t)(int64_t)json_real_value(v);
+        *out = (uint64_t)real_to_i64(json_real_value(v));
         return 0;
     }
     return -1;

@@ -42,12 +42,12 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     if (!s->calls++)
         a->touched[a->ntouched++] = ev->func;
     if (!a->active[ev->func]++)
-        s->total += dur; /* outermost call of this function on the stack */
-    s->sum_dur += dur;
+        s->total = vct_sat_add(s->total, dur); /* outermost call of this function on the stack */
+    s->sum_dur = vct_sat_add(s->sum_dur, dur);
     if (dur > s->max_dur)
         s->max_dur = dur;
     if (!depth)
-        a->busy += dur;
+        a->busy = vct_sat_add(a->busy, dur);
     a->calls++;
 }
 
@@ -55,7 +55,7 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
                      size_t depth)
 {
     vct_summary *a = ctx;
-    a->stats[ev->func].self += self;
+    a->stats[ev->func].self = vct_sat_add(a->stats[ev->func].self, self);
     a->active[ev->func]--;
 }
 
