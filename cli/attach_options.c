@@ -26,6 +26,10 @@ static void help_trace(FILE *out)
             "                        256); when full the oldest records are dropped and counted\n"
             "      --hook H          auto (default), profile (PyEval_SetProfile), or monitoring\n"
             "                        (sys.monitoring, Python 3.12+)\n"
+            "      --max-trace-mb N  refuse a trace larger than N MiB from the agent (default\n"
+            "                        16384): the transfer stops and nothing is written\n"
+            "      --collect-timeout DUR  give up collecting the trace after STOP after DUR\n"
+            "                        (default 10m)\n"
             "  -f, --force           replace OUT if it exists\n"
             "  -q, --quiet           no status line and no summary\n"
             "  -v, --verbose         progress of the injection on stderr\n"
@@ -72,7 +76,7 @@ static void help_status(FILE *out)
             "exit codes: 0 a session is running; 1 no session is running; 2 usage error\n");
 }
 
-enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK };
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -81,6 +85,8 @@ static const struct opt_spec attach_specs[] = {
     {"method", 0, 1, OPT_METHOD},
     {"buffer-mb", 0, 1, OPT_BUFFER},
     {"hook", 0, 1, OPT_HOOK},
+    {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
+    {"collect-timeout", 0, 1, OPT_COLLECT_TIMEOUT},
     {"force", 'f', 0, 'f'},
     {"quiet", 'q', 0, 'q'},
     {"verbose", 'v', 0, 'v'},
@@ -137,6 +143,17 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         return 0;
     case OPT_BUFFER:
         return cli_parse_uint(value, "buffer size (MiB)", 1, 65536, &opt->buffer_mb, err, errlen);
+    case OPT_MAX_TRACE:
+        return cli_parse_uint(value, "trace size cap (MiB)", 1, 1u << 20, &opt->max_trace_mb,
+                              err, errlen);
+    case OPT_COLLECT_TIMEOUT:
+        if (cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen) < 0)
+            return -1;
+        if (!opt->collect_timeout_ms) {
+            snprintf(err, errlen, "--collect-timeout must be more than 0");
+            return -1;
+        }
+        return 0;
     case OPT_HOOK:
         if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring")) {
             snprintf(err, errlen, "unknown hook '%s': use auto, profile or monitoring", value);
@@ -158,6 +175,8 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
     opt->mode = mode;
     opt->hook = "auto";
     opt->method = CLI_METHOD_PTRACE;
+    opt->max_trace_mb = CLI_MAX_TRACE_MB;
+    opt->collect_timeout_ms = CLI_COLLECT_TIMEOUT_MS;
     const struct opt_command *cmd = &commands[mode];
     struct parse_state ps = {opt, 0};
     int first;

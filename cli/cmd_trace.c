@@ -361,8 +361,13 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
         fprintf(stderr, "vcattach: stopping and collecting the trace...");
     if (!agent_stopped) /* EPIPE means the agent just stopped on its own; END still follows */
         vc_msg_send(s->fd, VC_MSG_STOP, NULL, 0, 5000);
-    int received = session_receive(s, sink_write, &p->sink, end_text, sizeof end_text,
-                                   FRAME_TIMEOUT_MS, &abandon, err, sizeof err);
+    struct receive_limits lim = {
+        .frame_timeout_ms = FRAME_TIMEOUT_MS,
+        .total_timeout_ms = (int64_t)opt->collect_timeout_ms,
+        .max_bytes = (uint64_t)opt->max_trace_mb << 20,
+    };
+    int received = session_receive(s, sink_write, &p->sink, end_text, sizeof end_text, &lim,
+                                   &abandon, err, sizeof err);
     status_line_clear(show);
     if (received < 0) {
         if (abandon)
@@ -470,8 +475,8 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
         fprintf(stderr, "%s: interrupted; the agent was loaded but no trace was started\n", cmd);
         goto out;
     }
-    if (session_configure(&s, cfg, reply, sizeof reply, STARTED_TIMEOUT_MS, err, sizeof err) <
-        0) {
+    if (session_configure(&s, cfg, reply, sizeof reply, STARTED_TIMEOUT_MS, &interrupts, err,
+                          sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }

@@ -31,6 +31,9 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t deadline,
+                       volatile sig_atomic_t *cancel);
+
 void session_init(struct session *s)
 {
     memset(s, 0, sizeof *s);
@@ -149,7 +152,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
     rmdir(s->dir);
     s->path[0] = s->dir[0] = s->target_path[0] = '\0';
     uint32_t type;
-    long n = vc_msg_recv(s->fd, &type, s->hello, sizeof s->hello, 5000);
+    long n = recv_frame(s->fd, &type, s->hello, sizeof s->hello, now_ms() + 5000, cancel);
     if (n < 0 || type != VC_MSG_HELLO) {
         snprintf(err, errlen, "agent connected but sent no greeting: %s",
                  n < 0 ? strerror(errno) : "unexpected message");
@@ -158,12 +161,39 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
     return 0;
 }
 
-/* Receives one frame, waiting in slices so that *cancel is honoured.
- * Returns the payload length, or -1 with errno (ECANCELED when cancelled). */
-static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms,
+/* Agent text is shown on the operator's (root's) terminal: every control character but '\n'
+ * (escape sequences would drive that terminal), C1 controls and bytes that are not UTF-8
+ * become '?'.  In place; the text stays NUL-terminated at len. */
+static void sanitize_text(char *t, size_t len)
+{
+    unsigned char *u = (unsigned char *)t;
+    for (size_t i = 0; i < len;) {
+        unsigned c = u[i];
+        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = n > 0 && i + n <= len && !(n == 2 && c < 0xC2);
+        for (size_t k = 1; ok && k < n; k++)
+            ok = (u[i + k] & 0xC0) == 0x80;
+        if (ok && n == 1)
+            ok = (c >= 0x20 && c != 0x7f) || c == '\n';
+        if (ok && n == 2)
+            ok = !(c == 0xC2 && u[i + 1] < 0xA0); /* U+0080..U+009F: the C1 controls */
+        if (!ok) {
+            u[i++] = '?';
+            continue;
+        }
+        i += n;
+    }
+    t[len] = '\0';
+}
+
+/* Receives one frame before the absolute deadline (now_ms() clock), waiting in slices so
+ * that *cancel is honoured; the deadline does not move when frames keep arriving.  Text
+ * frames (all but DATA) come back sanitized.  Returns the payload length, or -1 with errno
+ * (ECANCELED when cancelled, ETIMEDOUT past the deadline). */
+static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t deadline,
                        volatile sig_atomic_t *cancel)
 {
-    int64_t deadline = now_ms() + timeout_ms;
     for (;;) {
         if (cancel && *cancel) {
             errno = ECANCELED;
@@ -175,8 +205,13 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int timeou
             return -1;
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, left < SLICE_MS ? (int)left : SLICE_MS) > 0)
-            return vc_msg_recv(fd, type, buf, cap, (int)(deadline - now_ms() > 0 ? deadline - now_ms() : 1));
+        if (poll(&p, 1, left < SLICE_MS ? (int)left : SLICE_MS) <= 0)
+            continue;
+        left = deadline - now_ms();
+        long n = vc_msg_recv(fd, type, buf, cap, (int)(left > 0 ? left : 1));
+        if (n >= 0 && *type != VC_MSG_DATA && cap > 0)
+            sanitize_text(buf, (size_t)n < cap ? (size_t)n : cap - 1);
+        return n;
     }
 }
 
@@ -195,15 +230,18 @@ static void describe_recv_error(char *err, size_t errlen, const char *when, pid_
 }
 
 int session_configure(struct session *s, const char *config, char *reply, size_t cap,
-                      int timeout_ms, char *err, size_t errlen)
+                      int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen)
 {
+    /* One deadline for the whole phase: an agent sending other frames meanwhile (any number
+     * of STATUS answers) must not keep us here. */
+    int64_t deadline = now_ms() + timeout_ms;
     if (vc_msg_send(s->fd, VC_MSG_CONFIG, config, strlen(config), 5000) < 0) {
         describe_recv_error(err, errlen, "while sending the config", s->pid);
         return -1;
     }
     for (;;) {
         uint32_t type;
-        long n = recv_frame(s->fd, &type, reply, cap, timeout_ms, NULL);
+        long n = recv_frame(s->fd, &type, reply, cap, deadline, cancel);
         if (n < 0) {
             describe_recv_error(err, errlen, "while starting", s->pid);
             return -1;
@@ -221,9 +259,11 @@ int session_configure(struct session *s, const char *config, char *reply, size_t
 int session_receive(struct session *s,
                     int (*write_chunk)(void *ctx, const void *buf, size_t len, char *err,
                                        size_t errlen),
-                    void *ctx, char *end_text, size_t cap, int frame_timeout_ms,
+                    void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen)
 {
+    int64_t end_by = now_ms() + lim->total_timeout_ms;
+    uint64_t received = 0; /* every frame counts, with its header: a flood of any kind */
     char *buf = malloc(VC_MSG_MAX + 1);
     if (!buf) {
         snprintf(err, errlen, "out of memory for the trace buffer");
@@ -232,9 +272,23 @@ int session_receive(struct session *s,
     int rc = -1;
     for (;;) {
         uint32_t type;
-        long n = recv_frame(s->fd, &type, buf, VC_MSG_MAX + 1, frame_timeout_ms, cancel);
+        int64_t frame_by = now_ms() + lim->frame_timeout_ms;
+        long n = recv_frame(s->fd, &type, buf, VC_MSG_MAX + 1, frame_by < end_by ? frame_by : end_by,
+                            cancel);
+        if (n < 0 && errno == ETIMEDOUT && now_ms() >= end_by) {
+            snprintf(err, errlen, "the agent was still sending after %lld s (--collect-timeout)",
+                     (long long)(lim->total_timeout_ms / 1000));
+            break;
+        }
         if (n < 0) {
             describe_recv_error(err, errlen, "while sending the trace", s->pid);
+            break;
+        }
+        received += (uint64_t)n + 8;
+        if (received > lim->max_bytes) {
+            snprintf(err, errlen, "the agent sent more than %llu MiB (--max-trace-mb): "
+                                  "transfer stopped",
+                     (unsigned long long)(lim->max_bytes >> 20));
             break;
         }
         if (type == VC_MSG_DATA) {
@@ -322,9 +376,10 @@ int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int time
                  strerror(errno));
         goto out;
     }
+    int64_t deadline = now_ms() + timeout_ms;
     for (;;) {
         uint32_t type;
-        long n = recv_frame(fd, &type, reply, cap, timeout_ms, NULL);
+        long n = recv_frame(fd, &type, reply, cap, deadline, NULL);
         if (n < 0) {
             if (errno == ECONNRESET && request == VC_MSG_STATUS) {
                 rc = 0; /* the session ended between connect and answer */

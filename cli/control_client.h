@@ -48,21 +48,31 @@ int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_
 int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen);
 
-/* Sends CONFIG and waits up to timeout_ms for STARTED (its text into reply).  An ERROR from
- * the agent, EOF or a timeout: -1 with err.  Returns 0. */
+/* Sends CONFIG and waits up to timeout_ms in all (whatever else the agent sends meanwhile) for
+ * STARTED (its text into reply).  An ERROR from the agent, EOF, a timeout or *cancel: -1 with
+ * err.  Returns 0.  Every text received from the agent (reply, err, end_text, hello) is
+ * sanitized: no control characters reach the terminal. */
 int session_configure(struct session *s, const char *config, char *reply, size_t cap,
-                      int timeout_ms, char *err, size_t errlen);
+                      int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen);
+
+/* Bounds of the transfer after STOP: the agent (the target's user's code) decides how much
+ * it sends and how fast, so both are capped. */
+struct receive_limits {
+    int frame_timeout_ms;     /* the longest wait for one frame */
+    int64_t total_timeout_ms; /* the whole transfer (--collect-timeout) */
+    uint64_t max_bytes;       /* everything received, headers included (--max-trace-mb) */
+};
 
 /* Closes the sockets and removes the socket and its directory (every exit path). */
 void session_close(struct session *s);
 
 /* Receives the trace after STOP (or the agent's own deadline): DATA frames go to
- * write_chunk(ctx, …) until END, whose text goes into end_text.  frame_timeout_ms bounds the
- * wait for each frame.  Returns 0; -1 with err on ERROR, EOF, timeout or a failed write.
+ * write_chunk(ctx, …) until END, whose text goes into end_text, within *lim.  Returns 0; -1
+ * with err on ERROR, EOF, a timeout, a limit or a failed write.
  * *cancel non-zero abandons the transfer (-1, err says so). */
 int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void *buf, size_t len,
                                                           char *err, size_t errlen),
-                    void *ctx, char *end_text, size_t cap, int frame_timeout_ms,
+                    void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
 /* Talks to a running session through its abstract status socket (named with the pid the
