@@ -459,7 +459,7 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
             fprintf(stderr, "%s: agent copied into the target's mount namespace as %s\n", cmd,
                     t.agent_in_target);
     }
-    if (session_listen(&s, t.pid, t.uid, t.gid, t.foreign_mnt_ns, err, sizeof err) < 0) {
+    if (session_listen(&s, t.pid, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }

@@ -1,18 +1,25 @@
 /* control_client.c — control socket (server) and status socket (client) of the controller;
  * see control_client.h for the protocol and common/protocol.h for the framing.
  *
- * Why the checks: the control socket's directory is 0700 (0711 with the socket handed to the
- * target's user when that is another user), and the accepted peer must be the target process
- * itself (SO_PEERCRED reports the thread group id of the connecting thread, which is the
- * target's pid), so no other process can feed us a trace or read the config.
+ * Why this shape (SECURITY.md): the control socket has an abstract name with 128 random bits,
+ * made in the target's network namespace, so no file is ever created, chmod'ed, chown'ed or
+ * unlinked on the target's behalf (its /tmp is its user's, who could swap a directory for a
+ * symlink under root's feet).  The accepted peer must be the target process itself
+ * (SO_PEERCRED reports the thread group id of the connecting thread: the target's pid), so no
+ * other process can feed us a trace or read the config.  Everything the agent sends is
+ * bounded (deadlines per phase, a byte cap) and its text sanitized before it is printed.
  */
 #include "control_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -41,58 +48,102 @@ void session_init(struct session *s)
     s->fd = -1;
 }
 
-int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid,
-                   int foreign_ns, char *err, size_t errlen)
+/* Same network namespace as ours?  1 yes, 0 no, -1 unknown (errno). */
+static int same_net_ns(pid_t pid)
 {
-    s->pid = pid;
-    /* $TMPDIR may be private to the operator (e.g. under /root): only use it when the agent
-     * will connect as the operator's own user, in our own mount namespace. */
-    char tmp[64];
-    const char *env = getenv("TMPDIR");
-    size_t root_len = 0;
-    if (foreign_ns) {
-        root_len = (size_t)snprintf(tmp, sizeof tmp, "/proc/%d/root", (int)pid);
-        snprintf(tmp + root_len, sizeof tmp - root_len, "/tmp");
-    } else if (env && *env && target_uid == geteuid() && strlen(env) <= 60) {
-        snprintf(tmp, sizeof tmp, "%s", env);
-    } else {
-        snprintf(tmp, sizeof tmp, "/tmp");
-    }
-    snprintf(s->dir, sizeof s->dir, "%s/vcattach-XXXXXX", tmp);
-    if (!mkdtemp(s->dir)) {
-        snprintf(err, errlen, "cannot create a private directory in %s: %s (set TMPDIR to a "
-                              "writable directory)", tmp, strerror(errno));
-        s->dir[0] = '\0';
+    char path[64];
+    struct stat a, b;
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    if (stat("/proc/self/ns/net", &a) < 0 || stat(path, &b) < 0)
+        return -1;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* A listening socket on the abstract name (sun_path[0] == 0), created in pid's network
+ * namespace: abstract names live per network namespace, and a socket belongs to the one its
+ * creator was in.  The thread enters that namespace for the socket() call only and comes back
+ * (setns on our own thread: vcattach is single-threaded here).  Returns the fd or -1 (err). */
+static int listen_abstract(pid_t pid, const char *name, char *err, size_t errlen)
+{
+    int own = -1, theirs = -1, fd = -1;
+    int same = same_net_ns(pid);
+    if (same < 0) {
+        snprintf(err, errlen, "cannot read the network namespace of pid %d: %s", (int)pid,
+                 strerror(errno));
         return -1;
     }
-    if ((size_t)snprintf(s->path, sizeof s->path, "%s/ctl", s->dir) >= sizeof s->path) {
-        snprintf(err, errlen, "control socket path too long under %s: set TMPDIR to a short "
-                              "directory", tmp);
-        return -1;
+    if (!same) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+        own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        theirs = open(path, O_RDONLY | O_CLOEXEC);
+        if (own < 0 || theirs < 0 || setns(theirs, CLONE_NEWNET) < 0) {
+            snprintf(err, errlen, "cannot enter the network namespace of pid %d: %s (run "
+                                  "vcattach as root, or inside the target's namespaces)",
+                     (int)pid, strerror(errno));
+            goto out;
+        }
     }
-    snprintf(s->target_path, sizeof s->target_path, "%s", s->path + root_len);
-    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s->listen_fd < 0) {
-        snprintf(err, errlen, "cannot create the control socket: %s", strerror(errno));
-        return -1;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int e = errno;
+    if (!same && setns(own, CLONE_NEWNET) < 0) {
+        /* We cannot be left in the target's namespace: nothing after this would be safe. */
+        fprintf(stderr, "vcattach: cannot return to our own network namespace: %s\n",
+                strerror(errno));
+        abort();
+    }
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create the control socket: %s", strerror(e));
+        goto out;
     }
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    memcpy(addr.sun_path, s->path, strlen(s->path) + 1);
-    if (bind(s->listen_fd, (struct sockaddr *)&addr, sizeof addr) < 0 ||
-        listen(s->listen_fd, 4) < 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", s->path, strerror(errno));
-        return -1;
+    size_t n = strlen(name);
+    memcpy(addr.sun_path + 1, name, n);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    /* A backlog with room: other processes of the namespace can see the name (in
+     * /proc/net/unix) and connect; each is turned away at once, the agent still gets in. */
+    if (bind(fd, (struct sockaddr *)&addr, alen) < 0 || listen(fd, 64) < 0) {
+        snprintf(err, errlen, "cannot listen on the control socket: %s", strerror(errno));
+        close(fd);
+        fd = -1;
     }
-    /* For another user's target, only the socket is handed over; the directory stays ours
-     * and only becomes traversable (0711, no listing).  Handed over too, its owner could swap
-     * it for a symlink before we unlink `ctl` in it, as root, through that link. */
-    if (chmod(s->path, 0600) < 0 ||
-        (target_uid != geteuid() && (chown(s->path, target_uid, target_gid) < 0 ||
-                                     chmod(s->dir, 0711) < 0))) {
-        snprintf(err, errlen, "cannot hand the control socket %s to uid %u: %s", s->path,
-                 (unsigned)target_uid, strerror(errno));
-        return -1;
+out:
+    if (own >= 0)
+        close(own);
+    if (theirs >= 0)
+        close(theirs);
+    return fd;
+}
+
+int session_listen(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+    s->pid = pid;
+    /* The name: 128 random bits, fresh per attach.  Nobody can bind it first (squatting
+     * needs the name before we bind it), and it is not a file: no directory, nothing in any
+     * /tmp (the target's user owns its /tmp and could redirect what root does there), and
+     * nothing left behind when vcattach is killed: the name goes with the socket. */
+    unsigned char rnd[16];
+    size_t got = 0;
+    while (got < sizeof rnd) {
+        ssize_t r = getrandom(rnd + got, sizeof rnd - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(err, errlen, "cannot get random bytes for the control socket's name: %s",
+                     strerror(errno));
+            return -1;
+        }
+        got += (size_t)r;
     }
+    char name[64];
+    int len = snprintf(name, sizeof name, "vcattach-ctl-");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        len += snprintf(name + len, sizeof name - (size_t)len, "%02x", rnd[i]);
+    s->listen_fd = listen_abstract(pid, name, err, errlen);
+    if (s->listen_fd < 0)
+        return -1;
+    /* What the agent is told: '@' marks an abstract name (docs/protocol.md). */
+    snprintf(s->target_path, sizeof s->target_path, "@%s", name);
     return 0;
 }
 
@@ -136,7 +187,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
             continue;
         pid_t peer = 0;
         if (peer_pid(fd, &peer) < 0 || peer != s->pid) {
-            /* Not the target (nobody else can reach the 0700 directory, but be sure). */
+            /* Not the target: anyone in its network namespace can see the name and connect. */
             fprintf(stderr, "vcattach: ignoring a connection from pid %d (expected %d)\n",
                     (int)peer, (int)s->pid);
             close(fd);
@@ -144,13 +195,10 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
         }
         s->fd = fd;
     }
-    /* Connected: the name is no longer needed.  Removing it now means that even a vcattach
-     * killed with -9 from here on leaves nothing behind in /tmp. */
+    /* Connected: the name is no longer needed; closing the listener removes it. */
     close(s->listen_fd);
     s->listen_fd = -1;
-    unlink(s->path);
-    rmdir(s->dir);
-    s->path[0] = s->dir[0] = s->target_path[0] = '\0';
+    s->target_path[0] = '\0';
     uint32_t type;
     long n = recv_frame(s->fd, &type, s->hello, sizeof s->hello, now_ms() + 5000, cancel);
     if (n < 0 || type != VC_MSG_HELLO) {
@@ -314,11 +362,6 @@ void session_close(struct session *s)
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     s->fd = s->listen_fd = -1;
-    if (s->path[0])
-        unlink(s->path);
-    if (s->dir[0])
-        rmdir(s->dir);
-    s->path[0] = s->dir[0] = '\0';
 }
 
 /* The target's pid as the target itself sees it (the last NSpid field: it differs from ours

@@ -1,8 +1,9 @@
 /* control_client.h — the controller's side of the control channel (common/protocol.h).
  *
  * Two sockets:
- *   - the per-session control socket, which vcattach creates in a fresh 0700 directory before
- *     injecting and the agent connects to: HELLO, CONFIG, STARTED, STOP, DATA*, END;
+ *   - the per-session control socket, which vcattach creates before injecting under a fresh
+ *     random abstract name in the target's network namespace, and the agent connects to:
+ *     HELLO, CONFIG, STARTED, STOP, DATA*, END;
  *   - the abstract status socket a running agent listens on (VC_AGENT_SOCKET_FMT), which
  *     `vcattach status|stop` and the preflight use to find a session.
  * Every wait is bounded; the peer of both is checked with SO_PEERCRED (pid = the target).
@@ -22,9 +23,7 @@
 
 struct session {
     pid_t pid;                              /* the target: the only accepted peer */
-    char dir[PATH_MAX];                     /* the 0700 directory, "" once removed */
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket in it (our view) */
-    char target_path[PATH_MAX];             /* the same socket as the target sees it */
+    char target_path[64];                   /* "@vcattach-ctl-<hex>": what the agent is told */
     int listen_fd;
     int fd;                                 /* the agent's connection, -1 before accept */
     char hello[512];                        /* the agent's HELLO text */
@@ -32,18 +31,15 @@ struct session {
 
 void session_init(struct session *s);
 
-/* Creates the directory (under $TMPDIR if the target runs as us, else /tmp), binds and
- * listens.  When the target runs as another user (a root operator), the socket is handed to
- * that user and the directory (still ours) made traversable, so that the agent can connect;
- * both stay closed to others.
- * With foreign_ns (the target has its own mount namespace) the directory is created in the
- * target's /tmp through /proc/PID/root, so that the path the agent gets is valid for it.
+/* Creates the listening control socket: an abstract name with 128 random bits, in pid's
+ * network namespace (entered for the socket() call when it differs from ours).  No file, no
+ * directory: nothing the target's user could redirect, nothing left behind on any exit.
  * Returns 0 or -1 with err. */
-int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid,
-                   int foreign_ns, char *err, size_t errlen);
+int session_listen(struct session *s, pid_t pid, char *err, size_t errlen);
 
-/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target, removes
- * the socket's name and directory (no longer needed once connected), and reads the HELLO.
+/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target (others
+ * are turned away and the wait goes on), closes the listener (the name goes with it), and
+ * reads the HELLO.
  * Gives up early if *cancel becomes non-zero or the target exits.  Returns 0 or -1 with err. */
 int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen);
@@ -63,7 +59,7 @@ struct receive_limits {
     uint64_t max_bytes;       /* everything received, headers included (--max-trace-mb) */
 };
 
-/* Closes the sockets and removes the socket and its directory (every exit path). */
+/* Closes the sockets (every exit path). */
 void session_close(struct session *s);
 
 /* Receives the trace after STOP (or the agent's own deadline): DATA frames go to
