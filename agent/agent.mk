@@ -7,6 +7,16 @@
 # symbol versions as well as on the root's newer glibc).  The agent is NOT linked against
 # libpython: Py* symbols resolve from
 # the target process's global scope.  Only the vc_* API is exported (-fvisibility=hidden).
+#
+# Layers (each file calls only files below it; none calls back into agent.c):
+#   agent.c        the exported API and the agent thread's steps (prepare, start, wait, stop,
+#                  deliver, end); the one uninstall path (stop, failed install, fork child)
+#   control.c      the control channel and status socket       emit.c  records → .cvf → sink
+#   starthook.c    threading's start hook → the backend's on_new_thread
+#   hook_profile.c, hook_monitoring.c   one backend each, behind backend.h's operations table
+#   record.h/.c    the hot path (inline) and its out-of-line halves
+#   threads.c      per-thread states (a leaf)     lifecycle.c  state, stop request, wake fd, result
+#   session.h/.c   the session's data (g_vc)      names, buffer, clock, compat (CPython versions)
 AGENT_SRCS := $(wildcard agent/*.c)
 AGENT_CFLAGS := $(CFLAGS_BASE) -Iagent -fPIC -fvisibility=hidden -fno-strict-aliasing
 AGENT_LIBS := -lz -pthread

@@ -2,7 +2,11 @@
  * abstract status socket that later `vcattach status|stop` connect to.
  *
  * Runs on the agent thread only, never with the GIL held; every blocking step is bounded.
+ * It reads the session (session.h) and the life cycle (lifecycle.h) and calls nothing in
+ * agent.c: poll results go back to the agent thread as stop reasons.
  */
+#include "backend.h"
+#include "lifecycle.h"
 #include "session.h"
 #include "protocol.h"
 
@@ -138,7 +142,7 @@ void vc_control_send_started(vc_session *s)
         return;
     char text[256];
     snprintf(text, sizeof text, "threads=%u\nbackend=%s\n", s->nthreads,
-             s->backend == VC_BACKEND_MONITORING ? "monitoring" : "profile");
+             s->backend != NULL ? s->backend->name : "profile");
     send_text(s->control_fd, VC_MSG_STARTED, text);
     if (s->detach) {
         /* The controller goes away now; the session runs to its deadline on its own. */
@@ -149,9 +153,9 @@ void vc_control_send_started(vc_session *s)
 
 static void status_text(vc_session *s, char *text, size_t cap)
 {
-    uint64_t el = vc_elapsed_ms();
+    uint64_t el = vc_session_elapsed_ms(s);
     uint64_t remaining = s->duration_ms ? (s->duration_ms > el ? s->duration_ms - el : 0) : 0;
-    int st = vc_session_state();
+    int st = vc_life_state();
     snprintf(text, cap, "state=%s\nelapsed_ms=%llu\nremaining_ms=%llu\nthreads=%u\noutput=%s\npid=%d\n",
              st == VC_RUNNING ? "running" : st == VC_STOPPING ? "stopping" : "starting",
              (unsigned long long)el, (unsigned long long)remaining, s->nthreads, s->output,
@@ -231,8 +235,9 @@ int vc_control_poll(vc_session *s, int timeout_ms)
 {
     struct pollfd p[3];
     int n = 0, iw = -1, ic = -1, is = -1;
-    if (vc_wake_fd() >= 0)
-        iw = n, p[n++] = (struct pollfd){.fd = vc_wake_fd(), .events = POLLIN};
+    int wake = vc_life_wake_fd();
+    if (wake >= 0)
+        iw = n, p[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
     if (s->control_fd >= 0)
         ic = n, p[n++] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
     if (s->status_fd >= 0)

@@ -119,147 +119,216 @@ static vc_chunk **chunks_by_thread(vc_session *s, size_t **first_out)
     return list;
 }
 
-int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
-                   size_t errlen)
-{
+/* One emit: the session, the writer and the per-thread chunk lists (list[first[i]] …
+ * list[first[i+1]-1] belong to thread i), plus the buffers reused across threads. */
+typedef struct emit_ctx {
+    vc_session *s;
+    cvf_writer *w;
+    uint64_t pid;
     vc_clock_map map;
-    vc_clock_map_make(&map, s->clk_start, s->clk_stop);
-    uint64_t pid = (uint64_t)getpid();
-    size_t *first = NULL;
-    vc_chunk **list = chunks_by_thread(s, &first);
-    cvf_writer *w = cvf_writer_new(sink, ctx);
+    vc_chunk **list;
+    size_t *first;
+    cursor *heap;           /* one cursor per chunk of the thread being merged */
+    cvf_fee_event *run;     /* one key's events, grown on demand */
+    size_t run_cap;
+    char *err;
+    size_t errlen;
+} emit_ctx;
+
+static int emit_oom(emit_ctx *e)
+{
+    snprintf(e->err, e->errlen, "out of memory while emitting the trace");
+    return -1;
+}
+
+static int emit_write_failed(emit_ctx *e)
+{
+    snprintf(e->err, e->errlen, "writing the trace failed: %s", cvf_writer_error(e->w)->msg);
+    return -1;
+}
+
+static int has_records(const emit_ctx *e, uint32_t i)
+{
+    return e->first[i + 1] != e->first[i];
+}
+
+/* One OS thread can own two states (hook re-installed): only its first state with records
+ * names it and counts as a thread. */
+static int tid_seen_before(const emit_ctx *e, uint32_t i)
+{
+    for (uint32_t j = 0; j < i; j++)
+        if (e->s->threads[j].tid == e->s->threads[i].tid && has_records(e, j))
+            return 1;
+    return 0;
+}
+
+/* Sorts every chunk in place by (id, start, dur); returns how many records there are. */
+static uint64_t sort_chunks(emit_ctx *e)
+{
+    uint64_t records = 0;
+    for (size_t i = 0; i < e->first[e->s->nthreads]; i++) {
+        qsort(e->list[i]->rec, e->list[i]->count, sizeof(vc_record), record_cmp);
+        records += e->list[i]->count;
+    }
+    return records;
+}
+
+/* The process name and one name per OS thread with records. */
+static int write_names(emit_ctx *e)
+{
+    vc_session *s = e->s;
     char *pname = process_name();
-    cursor *heap = NULL;
-    cvf_fee_event *run = NULL;
-    size_t run_cap = 0;
-    int rc = -1;
-    uint64_t events = 0, threads = 0, records = 0;
-    if (list == NULL || w == NULL || pname == NULL) {
-        snprintf(err, errlen, "out of memory while emitting the trace");
-        goto out;
-    }
-    for (size_t i = 0; i < first[s->nthreads]; i++) {
-        qsort(list[i]->rec, list[i]->count, sizeof(vc_record), record_cmp);
-        records += list[i]->count;
-    }
-    if (cvf_write_process_name(w, pid, pid, pname) != 0)
-        goto werr;
+    if (pname == NULL)
+        return emit_oom(e);
+    int rc = cvf_write_process_name(e->w, e->pid, e->pid, pname);
+    free(pname);
+    if (rc != 0)
+        return emit_write_failed(e);
     for (uint32_t i = 0; i < s->nthreads; i++) {
         vc_thread *t = &s->threads[i];
-        if (first[i + 1] == first[i] || t->tid == 0)
-            continue;
-        /* One name per OS thread, even if it owned two states (hook re-installed). */
-        int seen = 0;
-        for (uint32_t j = 0; j < i && !seen; j++)
-            seen = s->threads[j].tid == t->tid && first[j + 1] != first[j];
-        if (seen)
+        if (!has_records(e, i) || t->tid == 0 || tid_seen_before(e, i))
             continue;
         char fallback_name[32];
         snprintf(fallback_name, sizeof fallback_name, "Thread-%d", (int)t->tid);
-        if (cvf_write_thread_name(w, pid, (uint64_t)t->tid, t->name ? t->name : fallback_name) != 0)
-            goto werr;
+        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)t->tid, t->name ? t->name : fallback_name) != 0)
+            return emit_write_failed(e);
     }
+    return 0;
+}
+
+/* A cursor per chunk, as many as the thread with the most chunks needs. */
+static int alloc_heap(emit_ctx *e)
+{
     size_t maxk = 0;
-    for (uint32_t i = 0; i < s->nthreads; i++)
-        if (first[i + 1] - first[i] > maxk)
-            maxk = first[i + 1] - first[i];
-    heap = calloc(maxk ? maxk : 1, sizeof *heap);
-    if (heap == NULL) {
-        snprintf(err, errlen, "out of memory while emitting the trace");
-        goto out;
-    }
-    for (uint32_t i = 0; i < s->nthreads; i++) {
-        vc_thread *t = &s->threads[i];
-        if (first[i + 1] == first[i] || t->tid == 0)
-            continue;
-        size_t n = 0;
-        for (size_t k = first[i]; k < first[i + 1]; k++)
-            if (list[k]->count > 0)
-                heap[n++] = (cursor){list[k]->rec, list[k]->rec + list[k]->count};
-        for (size_t k = n / 2; k-- > 0;)
-            heap_sift_down(heap, n, k);
-        int any = 0;
-        while (n > 0) {
-            uint32_t id = heap[0].pos->id;
-            size_t m = 0;
-            while (n > 0 && heap[0].pos->id == id) {
-                const vc_record *r = heap[0].pos;
-                if (m == run_cap) {
-                    size_t cap = run_cap ? run_cap * 2 : 4096;
-                    cvf_fee_event *bigger = realloc(run, cap * sizeof *run);
-                    if (bigger == NULL) {
-                        snprintf(err, errlen, "out of memory while emitting the trace");
-                        goto out;
-                    }
-                    run = bigger;
-                    run_cap = cap;
-                }
-                int64_t ts = to_ticks(&map, r->start);
-                int64_t end = to_ticks(&map, r->start + r->dur);
-                run[m].ts = ts;
-                run[m].dur = end > ts ? (uint64_t)(end - ts) : 0;
-                m++;
-                if (++heap[0].pos == heap[0].end)
-                    heap[0] = heap[--n];
-                heap_sift_down(heap, n, 0);
+    for (uint32_t i = 0; i < e->s->nthreads; i++)
+        if (e->first[i + 1] - e->first[i] > maxk)
+            maxk = e->first[i + 1] - e->first[i];
+    e->heap = calloc(maxk ? maxk : 1, sizeof *e->heap);
+    return e->heap == NULL ? emit_oom(e) : 0;
+}
+
+/* Thread i's chunks, k-way merged: one FEE group per key.  *events grows by the events
+ * written; *any is set if the thread wrote at least one group. */
+static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *any)
+{
+    vc_session *s = e->s;
+    vc_thread *t = &s->threads[i];
+    cursor *heap = e->heap;
+    size_t n = 0;
+    for (size_t k = e->first[i]; k < e->first[i + 1]; k++)
+        if (e->list[k]->count > 0)
+            heap[n++] = (cursor){e->list[k]->rec, e->list[k]->rec + e->list[k]->count};
+    for (size_t k = n / 2; k-- > 0;)
+        heap_sift_down(heap, n, k);
+    while (n > 0) {
+        uint32_t id = heap[0].pos->id;
+        size_t m = 0;
+        while (n > 0 && heap[0].pos->id == id) {
+            const vc_record *r = heap[0].pos;
+            if (m == e->run_cap) {
+                size_t cap = e->run_cap ? e->run_cap * 2 : 4096;
+                cvf_fee_event *bigger = realloc(e->run, cap * sizeof *e->run);
+                if (bigger == NULL)
+                    return emit_oom(e);
+                e->run = bigger;
+                e->run_cap = cap;
             }
-            const char *name = id < s->nnames && s->names ? s->names[id] : NULL;
-            if (name == NULL || m == 0)
-                continue;
-            if (cvf_write_fee_group(w, pid, (uint64_t)t->tid, name, run, m, NULL, 0) != 0)
-                goto werr;
-            events += m;
-            any = 1;
+            int64_t ts = to_ticks(&e->map, r->start);
+            int64_t end = to_ticks(&e->map, r->start + r->dur);
+            e->run[m].ts = ts;
+            e->run[m].dur = end > ts ? (uint64_t)(end - ts) : 0;
+            m++;
+            if (++heap[0].pos == heap[0].end)
+                heap[0] = heap[--n];
+            heap_sift_down(heap, n, 0);
         }
-        /* Count OS threads, not states: one thread can own two states (hook re-installed). */
-        for (uint32_t j = 0; any && j < i; j++)
-            if (s->threads[j].tid == t->tid && first[j + 1] != first[j])
-                any = 0;
-        threads += any;
+        const char *name = id < s->nnames && s->names ? s->names[id] : NULL;
+        if (name == NULL || m == 0)
+            continue;
+        if (cvf_write_fee_group(e->w, e->pid, (uint64_t)t->tid, name, e->run, m, NULL, 0) != 0)
+            return emit_write_failed(e);
+        *events += m;
+        *any = 1;
     }
-    {
-        uint64_t dropped = s->pool.dropped + s->pins.unnamed;
-        uint64_t too_deep = 0;
-        for (uint32_t i = 0; i < s->nthreads; i++)
-            too_deep += s->threads[i].too_deep;
-        char json[1024];
-        double attach_us = (double)s->clk_start.ns / 1000.0;
-        double detach_us = (double)vc_clock_to_ns(&map, s->stop_raw) / 1000.0;
-        int len = snprintf(json, sizeof json,
-            "[{\"ph\":\"i\",\"name\":\"vcattach attach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
-            "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u}},"
-            "{\"ph\":\"i\",\"name\":\"vcattach detach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
-            "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"dropped\":%llu,\"buffer_dropped\":%llu,"
-            "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu}}]",
-            (unsigned long long)pid, (unsigned long long)pid, attach_us,
-            s->hook_kind == VC_HOOK_PROFILE || !VC_HAVE_MONITORING ? "profile" : "monitoring",
-            s->null_hook, (unsigned long long)pid, (unsigned long long)pid, detach_us,
-            (unsigned long long)(dropped + too_deep), (unsigned long long)s->pool.dropped,
-            (unsigned long long)s->pins.unnamed, (unsigned long long)too_deep,
-            (unsigned long long)s->threads_untraced);
-        if (cvf_write_other_events(w, json, (size_t)len) != 0)
-            goto werr;
-        res->dropped = dropped + too_deep;
+    return 0;
+}
+
+/* The attach and detach instants, the detach one with the session's loss counters. */
+static int write_session_instants(emit_ctx *e, struct vc_result *res)
+{
+    vc_session *s = e->s;
+    uint64_t pid = e->pid;
+    uint64_t dropped = s->pool.dropped + s->pins.unnamed;
+    uint64_t too_deep = 0;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        too_deep += s->threads[i].too_deep;
+    char json[1024];
+    double attach_us = (double)s->clk_start.ns / 1000.0;
+    double detach_us = (double)vc_clock_to_ns(&e->map, s->stop_raw) / 1000.0;
+    int len = snprintf(json, sizeof json,
+        "[{\"ph\":\"i\",\"name\":\"vcattach attach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
+        "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u}},"
+        "{\"ph\":\"i\",\"name\":\"vcattach detach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
+        "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"dropped\":%llu,\"buffer_dropped\":%llu,"
+        "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu}}]",
+        (unsigned long long)pid, (unsigned long long)pid, attach_us,
+        s->hook_kind == VC_HOOK_PROFILE || !VC_HAVE_MONITORING ? "profile" : "monitoring",
+        s->null_hook, (unsigned long long)pid, (unsigned long long)pid, detach_us,
+        (unsigned long long)(dropped + too_deep), (unsigned long long)s->pool.dropped,
+        (unsigned long long)s->pins.unnamed, (unsigned long long)too_deep,
+        (unsigned long long)s->threads_untraced);
+    if (cvf_write_other_events(e->w, json, (size_t)len) != 0)
+        return emit_write_failed(e);
+    res->dropped = dropped + too_deep;
+    return 0;
+}
+
+/* Names, then every thread's events, then the session instants. */
+static int write_trace(emit_ctx *e, struct vc_result *res)
+{
+    vc_session *s = e->s;
+    uint64_t records = sort_chunks(e);
+    uint64_t events = 0, threads = 0;
+    if (write_names(e) != 0 || alloc_heap(e) != 0)
+        return -1;
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        if (!has_records(e, i) || s->threads[i].tid == 0)
+            continue;
+        int any = 0;
+        if (write_thread_events(e, i, &events, &any) != 0)
+            return -1;
+        /* Count OS threads, not states. */
+        threads += any && !tid_seen_before(e, i);
     }
-    if (cvf_writer_finish(w) != 0)
-        goto werr;
+    if (write_session_instants(e, res) != 0)
+        return -1;
+    if (cvf_writer_finish(e->w) != 0)
+        return emit_write_failed(e);
     res->events = events;
     res->threads = threads;
-    res->bytes = cvf_writer_bytes(w);
+    res->bytes = cvf_writer_bytes(e->w);
     res->records_bytes = records * sizeof(vc_record);
-    rc = 0;
-    goto out;
-werr:
-    snprintf(err, errlen, "writing the trace failed: %s",
-             w ? cvf_writer_error(w)->msg : "no writer");
-out:
-    if (w != NULL)
-        cvf_writer_free(w);
-    free(pname);
-    free(heap);
-    free(run);
-    free(list);
-    free(first);
+    return 0;
+}
+
+int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
+                   size_t errlen)
+{
+    emit_ctx e = {.s = s, .pid = (uint64_t)getpid(), .err = err, .errlen = errlen};
+    vc_clock_map_make(&e.map, s->clk_start, s->clk_stop);
+    e.list = chunks_by_thread(s, &e.first);
+    e.w = cvf_writer_new(sink, ctx);
+    int rc = -1;
+    if (e.list == NULL || e.w == NULL)
+        emit_oom(&e);
+    else
+        rc = write_trace(&e, res);
+    if (e.w != NULL)
+        cvf_writer_free(e.w);
+    free(e.heap);
+    free(e.run);
+    free(e.list);
+    free(e.first);
     return rc;
 }
 

@@ -6,8 +6,11 @@
  *   PY_START, PY_RESUME, PY_THROW  → enter     PY_RETURN, PY_YIELD, PY_UNWIND → exit
  *   CALL of a C function / method descriptor → C enter     C_RETURN, C_RAISE → C exit
  * The thread state comes from a TLS slot checked against the session generation; a thread
- * seen for the first time is bound to a state once (threads.c), never allocating.
+ * seen for the first time is bound to a state once (threads.c), never allocating.  The rest
+ * of the agent reaches this file only through its operations table, vc_backend_monitoring
+ * (backend.h); before 3.12 that table's install refuses with a message.
  */
+#include "backend.h"
 #include "record.h"
 
 #include <stdio.h>
@@ -27,7 +30,7 @@ static __thread vc_tls_slot vc_tls;
 
 static PyObject *g_missing; /* sys.monitoring.MISSING (borrowed while the session runs) */
 
-void vc_monitoring_bind_current(vc_thread *t)
+static void bind_current(vc_thread *t)
 {
     vc_tls.thread = t;
     vc_tls.gen = g_vc.gen;
@@ -45,7 +48,7 @@ static vc_thread *claim_current(vc_session *s)
     } else {
         t->bound = 1;
     }
-    vc_monitoring_bind_current(t);
+    bind_current(t);
     return t;
 }
 
@@ -55,11 +58,6 @@ static inline vc_thread *current_thread(vc_session *s)
     if (__builtin_expect(slot->gen == s->gen && slot->thread != NULL, 1))
         return slot->thread;
     return claim_current(s);
-}
-
-vc_thread *vc_monitoring_current(void)
-{
-    return current_thread(&g_vc);
 }
 
 static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -197,8 +195,28 @@ static void teardown(PyObject *mon, PyObject *events)
     PyErr_Clear();
 }
 
-int vc_monitoring_install(vc_session *s, char *err, size_t errlen)
+/* Existing threads get a state now (seeded), bound to their TLS on their first event. */
+static void seed_existing_threads(vc_session *s)
 {
+    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
+    uint64_t now = vc_clock_now();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == s->agent_tstate)
+            continue;
+        vc_thread *t = vc_thread_new(s, ts);
+        if (t == NULL)
+            s->threads_untraced++;
+        else
+            vc_thread_seed(s, t, ts, now, 0);
+    }
+}
+
+static int monitoring_install(vc_session *s, char *err, size_t errlen)
+{
+    /* The agent's own thread (this one) is never traced. */
+    vc_ignored_thread.gen = s->gen;
+    bind_current(&vc_ignored_thread);
+    seed_existing_threads(s);
     PyObject *mon = monitoring_module();
     if (mon == NULL) {
         set_error_from_python(err, errlen, "sys.monitoring is unavailable");
@@ -256,7 +274,7 @@ fail_nofree:
     return -1;
 }
 
-void vc_monitoring_remove(vc_session *s)
+static void monitoring_remove(vc_session *s)
 {
     if (s->tool_id < 0)
         return;
@@ -274,7 +292,7 @@ void vc_monitoring_remove(vc_session *s)
 }
 
 /* The PROFILER_ID slot taken by someone else (cProfile on 3.12+): a foreign profiler. */
-int vc_monitoring_foreign(char *err, size_t errlen)
+static int monitoring_foreign(vc_session *s, char *err, size_t errlen)
 {
     PyObject *mon = monitoring_module();
     if (mon == NULL) {
@@ -299,33 +317,56 @@ int vc_monitoring_foreign(char *err, size_t errlen)
     return foreign;
 }
 
-#else /* !VC_HAVE_MONITORING */
-
-void vc_monitoring_bind_current(vc_thread *t)
+static void monitoring_scan_new_threads(vc_session *s)
 {
-    (void)t;
+    (void)s; /* one tool id serves every thread: nothing to install per thread */
 }
 
-int vc_monitoring_install(vc_session *s, char *err, size_t errlen)
+/* A thread threading just started: bound to a state now (it is named at once). */
+static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
+{
+    /* &g_vc (== s), as the callbacks pass: every caller of claim_current passes the same
+     * constant, so the compiler keeps the callbacks' slow path as lean as it was. */
+    vc_thread *t = current_thread(&g_vc);
+    return t == &vc_ignored_thread ? NULL : t;
+}
+
+#else /* !VC_HAVE_MONITORING */
+
+static int monitoring_install(vc_session *s, char *err, size_t errlen)
 {
     snprintf(err, errlen, "hook=monitoring needs Python 3.12+ (this is %s): use hook=profile",
              vc_compat_python_version());
     return -1;
 }
 
-void vc_monitoring_remove(vc_session *s)
+static void monitoring_remove(vc_session *s)
 {
     (void)s;
 }
 
-int vc_monitoring_foreign(char *err, size_t errlen)
+static int monitoring_foreign(vc_session *s, char *err, size_t errlen)
 {
     return 0;
 }
 
-vc_thread *vc_monitoring_current(void)
+static void monitoring_scan_new_threads(vc_session *s)
+{
+    (void)s;
+}
+
+static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
 {
     return NULL;
 }
 
 #endif
+
+const vc_backend_ops vc_backend_monitoring = {
+    .name = "monitoring",
+    .foreign = monitoring_foreign,
+    .install = monitoring_install,
+    .remove = monitoring_remove,
+    .scan_new_threads = monitoring_scan_new_threads,
+    .on_new_thread = monitoring_on_new_thread,
+};

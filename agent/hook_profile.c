@@ -4,8 +4,10 @@
  * tiny per-thread object (VcHook) holding the vc_thread pointer, so the hot path needs no TLS
  * or table lookup.  Installation is per thread state (compat.c knows how on each version), on
  * every thread of the interpreter at start, on threads started later through threading's
- * start hook (threads.c) and through the agent's periodic scan.
+ * start hook (starthook.c) and through the agent's periodic scan.  The rest of the agent
+ * reaches this file only through its operations table, vc_backend_profile (backend.h).
  */
+#include "backend.h"
 #include "record.h"
 
 #include <stdio.h>
@@ -34,11 +36,6 @@ static PyTypeObject VcHook_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "vcattach: per-thread state of the in-process tracer",
 };
-
-int vc_profile_type_ready(void)
-{
-    return PyType_Ready(&VcHook_Type);
-}
 
 static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -100,7 +97,7 @@ static int install_on(vc_session *s, PyThreadState *ts, uint64_t now)
         return -1;
     h->thread = t;
     h->gen = s->gen;
-    vc_thread_seed(s, t, ts, now);
+    vc_thread_seed(s, t, ts, now, 1);
     int rc = vc_compat_set_profile(ts, our_func(s), (PyObject *)h);
     Py_DECREF(h);
     if (rc != 0)
@@ -109,7 +106,7 @@ static int install_on(vc_session *s, PyThreadState *ts, uint64_t now)
     return 0;
 }
 
-int vc_profile_foreign(vc_session *s, char *err, size_t errlen)
+static int profile_foreign(vc_session *s, char *err, size_t errlen)
 {
     PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
@@ -126,8 +123,13 @@ int vc_profile_foreign(vc_session *s, char *err, size_t errlen)
     return 0;
 }
 
-int vc_profile_install_all(vc_session *s, char *err, size_t errlen)
+static int profile_install_all(vc_session *s, char *err, size_t errlen)
 {
+    if (PyType_Ready(&VcHook_Type) != 0) {
+        PyErr_Clear();
+        snprintf(err, errlen, "internal: PyType_Ready failed");
+        return -1;
+    }
     PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     uint64_t now = vc_clock_now();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
@@ -143,31 +145,32 @@ int vc_profile_install_all(vc_session *s, char *err, size_t errlen)
     return 0;
 }
 
-int vc_profile_install_current(vc_session *s, PyThreadState *ts)
+/* A thread threading just started: hooked unless it has a hook already (ours, or someone
+ * else's: never replaced); its newest state. */
+static vc_thread *profile_on_new_thread(vc_session *s, PyThreadState *ts)
 {
-    Py_tracefunc f = vc_compat_profile_func(ts);
-    if (f != NULL)
-        return 0; /* ours already, or someone else's: never replaced */
-    return install_on(s, ts, vc_clock_now());
+    if (vc_compat_profile_func(ts) == NULL && install_on(s, ts, vc_clock_now()) != 0)
+        PyErr_Clear();
+    vc_thread *t = NULL;
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        if (s->threads[i].tstate == ts)
+            t = &s->threads[i];
+    return t;
 }
 
-int vc_profile_scan_new_threads(vc_session *s)
+static void profile_scan_new_threads(vc_session *s)
 {
     PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     uint64_t now = vc_clock_now();
-    int added = 0;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         if (ts == s->agent_tstate || vc_compat_profile_func(ts) != NULL)
             continue;
         if (install_on(s, ts, now) != 0)
             PyErr_Clear();
-        else
-            added++;
     }
-    return added;
 }
 
-void vc_profile_remove_all(vc_session *s)
+static void profile_remove_all(vc_session *s)
 {
     PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
@@ -177,3 +180,12 @@ void vc_profile_remove_all(vc_session *s)
         }
     }
 }
+
+const vc_backend_ops vc_backend_profile = {
+    .name = "profile",
+    .foreign = profile_foreign,
+    .install = profile_install_all,
+    .remove = profile_remove_all,
+    .scan_new_threads = profile_scan_new_threads,
+    .on_new_thread = profile_on_new_thread,
+};

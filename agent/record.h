@@ -10,10 +10,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Out of line (agent.c): a fresh chunk for t, or NULL (the record is dropped). */
+/* Out of line (record.c): a fresh chunk for t, or NULL (the record is dropped). */
 vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t);
-/* Out of line (agent.c): an exit that does not match the top of the shadow stack. */
+/* Out of line (record.c): an exit that does not match the top of the shadow stack. */
 void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c, uint64_t now);
+/* At stop (record.c): every call still running ends at `now`, flagged VC_REC_OPEN, so that
+ * every started call pairs up; every shadow stack is left empty. */
+void vc_record_close_open(vc_session *s, uint64_t now);
 
 static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uint64_t start,
                                    uint64_t end, uint32_t flags)

@@ -1,11 +1,13 @@
 /* session.h — the state of one tracing session, shared by the agent's files.
  *
- * There is at most one session per process (g_vc).  Its fields are written either by the
- * agent thread or by the hooks, always under the GIL, except the life-cycle fields (state,
- * stop request, result) which are guarded by g_vc_lock.
+ * There is at most one session per process (g_vc, defined in session.c).  Its fields are
+ * written either by the agent thread or by the hooks, always under the GIL.  The life-cycle
+ * state (state, stop request, result, wake pipe) is not here: lifecycle.h owns it, behind its
+ * own lock.  (Include guard VC_AGENT_SESSION_H: the CLI's control client once used
+ * VC_SESSION_H for a header of the same file name.)
  */
-#ifndef VC_SESSION_H
-#define VC_SESSION_H
+#ifndef VC_AGENT_SESSION_H
+#define VC_AGENT_SESSION_H
 
 #include "compat.h"
 #include "buffer.h"
@@ -46,12 +48,7 @@ typedef struct vc_thread {
     vc_frame stack[VC_STACK_DEPTH];
 } vc_thread;
 
-enum vc_state { VC_IDLE = 0, VC_STARTING, VC_RUNNING, VC_STOPPING };
-
-enum vc_backend { VC_BACKEND_PROFILE = 1, VC_BACKEND_MONITORING = 2 };
-
-enum vc_stop_reason { VC_STOP_NONE = 0, VC_STOP_API, VC_STOP_DEADLINE, VC_STOP_CONTROL,
-                      VC_STOP_CONTROL_EOF, VC_STOP_STATUS, VC_STOP_ATEXIT };
+struct vc_backend_ops; /* backend.h */
 
 typedef struct vc_session {
     /* config (copied) */
@@ -69,7 +66,7 @@ typedef struct vc_session {
 
     /* hook state, under the GIL */
     uint32_t gen;
-    int backend;
+    const struct vc_backend_ops *backend; /* installed backend, NULL when none */
     int tool_id;              /* monitoring tool id, -1 if none */
     vc_pins pins;
     vc_pool pool;
@@ -96,41 +93,30 @@ typedef struct vc_session {
 
 extern vc_session g_vc;
 
-/* ---- hooks ---- */
-int vc_profile_install_all(vc_session *s, char *err, size_t errlen);
-int vc_profile_install_current(vc_session *s, PyThreadState *ts);
-void vc_profile_remove_all(vc_session *s);
-int vc_profile_scan_new_threads(vc_session *s);
-int vc_profile_foreign(vc_session *s, char *err, size_t errlen);
-int vc_profile_type_ready(void);
-
-int vc_monitoring_install(vc_session *s, char *err, size_t errlen);
-void vc_monitoring_remove(vc_session *s);
-int vc_monitoring_foreign(char *err, size_t errlen);
-void vc_monitoring_bind_current(vc_thread *t);
-/* The calling thread's state (bound on first use); &vc_ignored_thread if untraced. */
-vc_thread *vc_monitoring_current(void);
-
-/* ---- threads ---- */
+/* ---- threads (threads.c) ---- */
 vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts);
 vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts);
-void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now);
+/* Pushes the frames already running on ts onto t's shadow stack, all started at `now`.
+ * by_frame: a running call is matched by its frame object (legacy hook), else by its code. */
+void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now, int by_frame);
 void vc_threads_capture_names(vc_session *s);
 void vc_thread_capture_current_name(vc_session *s, vc_thread *t);
-int vc_threading_patch(vc_session *s);
-void vc_threading_restore(vc_session *s);
 void vc_thread_free_all(vc_session *s);
 int vc_threads_alloc(vc_session *s);
-int vc_threading_foreign(void);
 extern vc_thread vc_ignored_thread;
 
-/* ---- emit ---- */
+/* ---- threading start hook (starthook.c) ---- */
+int vc_threading_patch(vc_session *s);
+void vc_threading_restore(vc_session *s);
+int vc_threading_foreign(void);
+
+/* ---- emit (emit.c) ---- */
 #include "cvf.h"
 int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
                    size_t errlen);
 int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen);
 
-/* ---- control ---- */
+/* ---- control (control.c) ---- */
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);
 void vc_control_send_started(vc_session *s);
 void vc_control_send_error(vc_session *s, const char *msg);
@@ -151,10 +137,11 @@ void vc_status_close(vc_session *s);
 void vc_control_close(vc_session *s);
 int vc_control_emit_data(vc_session *s, struct vc_result *res, char *err, size_t errlen);
 
-/* ---- agent.c ---- */
-void vc_request_stop(int reason);
-uint64_t vc_elapsed_ms(void);
-int vc_session_state(void);
-int vc_wake_fd(void);
+/* Milliseconds since the session started tracing (0 before). */
+static inline uint64_t vc_session_elapsed_ms(const vc_session *s)
+{
+    uint64_t now = vc_clock_mono_ns() / 1000000u;
+    return s->start_mono_ms ? now - s->start_mono_ms : 0;
+}
 
-#endif /* VC_SESSION_H */
+#endif /* VC_AGENT_SESSION_H */

@@ -1,12 +1,12 @@
 /* threads.c — per-thread state: the table of traced threads, seeding a thread's shadow stack
- * with the frames already running, OS ids and threading names, and the threading start hook
- * that hooks threads started while a session runs.
+ * with the frames already running, OS ids and threading names.  A leaf: it calls only
+ * compat.c and names.h (the threading start hook that uses it is starthook.c).
  *
  * The table is one mmap of VC_MAX_THREADS states made once per process and never unmapped:
  * a TLS slot left over from an earlier session still points into valid memory (its
  * generation no longer matches, so it is ignored).  Used pages are returned at session end.
  */
-#include "record.h"
+#include "session.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +52,12 @@ vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts)
     return NULL;
 }
 
-void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now)
+void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now, int by_frame)
 {
     PyObject *codes[VC_STACK_DEPTH];
     const void *frames[VC_STACK_DEPTH];
     int n = vc_compat_thread_codes(ts, codes, frames, VC_STACK_DEPTH);
     /* The legacy hook identifies a running call by its frame, sys.monitoring by its code. */
-    int by_frame = s->backend == VC_BACKEND_PROFILE;
     /* codes[] is innermost first: push the outermost first. */
     for (int i = n - 1; i >= 0; i--) {
         uint32_t d = t->depth++;
@@ -172,134 +171,6 @@ void vc_thread_capture_current_name(vc_session *s, vc_thread *t)
     Py_XDECREF(key);
     Py_DECREF(active);
     PyErr_Clear();
-}
-
-/* ---- threading._profile_hook replacement ------------------------------------------------
- * threading's bootstrap runs `if _profile_hook: sys.setprofile(_profile_hook)` in every new
- * thread, after registering it in threading._active.  Our object answers the truth test
- * itself, in the new thread: it hooks that thread (legacy backend) or binds it (monitoring),
- * records its name, and answers False so that sys.setprofile is never called.  Calling the
- * object (someone invoking the hook directly) does the same. */
-
-typedef struct {
-    PyObject_HEAD
-} VcStartHookObject;
-
-static void hook_current_thread(void)
-{
-    vc_session *s = &g_vc;
-    PyThreadState *ts = vc_compat_current_tstate();
-    if (ts == NULL || s->gen == 0 || s->threads == NULL)
-        return;
-    vc_thread *t = NULL;
-    if (s->backend == VC_BACKEND_PROFILE) {
-        if (vc_compat_profile_func(ts) == NULL && vc_profile_install_current(s, ts) != 0)
-            PyErr_Clear();
-        for (uint32_t i = 0; i < s->nthreads; i++)
-            if (s->threads[i].tstate == ts)
-                t = &s->threads[i];
-    } else if (s->backend == VC_BACKEND_MONITORING) {
-        t = vc_monitoring_current();
-        if (t == &vc_ignored_thread)
-            t = NULL;
-    }
-    if (t != NULL)
-        vc_thread_capture_current_name(s, t);
-}
-
-static int starthook_bool(PyObject *self)
-{
-    hook_current_thread();
-    return 0;
-}
-
-static PyObject *starthook_call(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    hook_current_thread();
-    Py_RETURN_NONE;
-}
-
-static PyNumberMethods starthook_as_number = {
-    .nb_bool = starthook_bool,
-};
-
-static PyTypeObject VcStartHook_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "vcattach._StartHook",
-    .tp_basicsize = sizeof(VcStartHookObject),
-    .tp_as_number = &starthook_as_number,
-    .tp_call = starthook_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "vcattach: hooks threads started while a trace session runs",
-};
-
-static PyObject *threading_module(void)
-{
-    PyObject *modules = PySys_GetObject("modules");
-    if (modules == NULL || !PyDict_Check(modules))
-        return NULL;
-    return PyDict_GetItemString(modules, "threading"); /* borrowed */
-}
-
-int vc_threading_patch(vc_session *s)
-{
-    PyObject *threading = threading_module();
-    if (threading == NULL)
-        return 0; /* not imported: every later thread is found by the periodic scan */
-    if (PyType_Ready(&VcStartHook_Type) != 0)
-        return -1;
-    PyObject *saved = PyObject_GetAttrString(threading, "_profile_hook");
-    if (saved == NULL)
-        return -1;
-    PyObject *hook = PyType_GenericAlloc(&VcStartHook_Type, 0);
-    if (hook == NULL) {
-        Py_DECREF(saved);
-        return -1;
-    }
-    if (PyObject_SetAttrString(threading, "_profile_hook", hook) != 0) {
-        Py_DECREF(saved);
-        Py_DECREF(hook);
-        return -1;
-    }
-    s->saved_profile_hook = saved;
-    s->start_hook = hook;
-    s->threading_patched = 1;
-    return 0;
-}
-
-/* threading.setprofile() set by someone else: threads started later would get a profiler. */
-int vc_threading_foreign(void)
-{
-    PyObject *threading = threading_module();
-    if (threading == NULL)
-        return 0;
-    PyObject *hook = PyObject_GetAttrString(threading, "_profile_hook");
-    if (hook == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int foreign = hook != Py_None;
-    Py_DECREF(hook);
-    return foreign;
-}
-
-void vc_threading_restore(vc_session *s)
-{
-    if (!s->threading_patched)
-        return;
-    PyObject *threading = threading_module();
-    if (threading != NULL) {
-        PyObject *cur = PyObject_GetAttrString(threading, "_profile_hook");
-        /* Someone replaced ours meanwhile: theirs stays. */
-        if (cur == s->start_hook &&
-            PyObject_SetAttrString(threading, "_profile_hook", s->saved_profile_hook) != 0)
-            PyErr_Clear();
-        Py_XDECREF(cur);
-        PyErr_Clear();
-    }
-    Py_CLEAR(s->saved_profile_hook);
-    Py_CLEAR(s->start_hook);
-    s->threading_patched = 0;
 }
 
 int vc_threads_alloc(vc_session *s)

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,9 +88,30 @@ int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int time
     }
     int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
     uint32_t head[2] = {type, (uint32_t)len};
-    if (write_all(fd, head, sizeof head, deadline) < 0)
+    /* Header and payload leave in one sendmsg when the socket takes them whole (a small
+     * message on a Unix stream socket always does): a peer that exits right after sending
+     * never leaves a header without its payload behind. */
+    struct iovec iov[2] = {{.iov_base = head, .iov_len = sizeof head},
+                           {.iov_base = (void *)payload, .iov_len = len}};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    size_t sent = 0;
+    for (;;) {
+        if (wait_ready(fd, POLLOUT, deadline) < 0)
+            return -1;
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            sent = (size_t)n;
+            break;
+        }
+        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+    }
+    /* a partial send (large payload, full buffer): the rest goes in order */
+    if (sent < sizeof head &&
+        write_all(fd, (const char *)head + sent, sizeof head - sent, deadline) < 0)
         return -1;
-    return len ? write_all(fd, payload, len, deadline) : 0;
+    size_t done = sent > sizeof head ? sent - sizeof head : 0;
+    return done < len ? write_all(fd, (const char *)payload + done, len - done, deadline) : 0;
 }
 
 long vc_msg_recv(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms)

@@ -1,112 +1,12 @@
-"""Shared fixtures for the whole suite.
-
-The suite runs on Debian's /usr/bin/python3 (its pytest); target processes are started with
-each interpreter of the supported matrix explicitly, found by scripts/find-pythons (by
-version, never by a fixed path).  Paths:
-  ROOT      the repository            BUILD   ROOT/build (make's outputs)
-  VCATTACH  BUILD/vcattach            SHARED  ROOT/../shared (may be absent: tests skip)
-"""
-import json
+"""Fixtures and pytest hooks for the whole suite, nothing else: the helpers every test module
+shares (paths, the interpreter matrix, process and trace helpers) are in support/, which test
+modules import directly."""
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("VC_BUILD", os.path.join(ROOT, "build"))
-VCATTACH = os.path.join(BUILD, "vcattach")
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
-CORPUS = os.path.join(SHARED, "corpus")
-
-sys.path.insert(0, os.path.join(ROOT, "python"))
-
-
-def _test_root():
-    """(root, None) once scripts/test-root has the sid root (3.14/3.15), building it when
-    missing (minutes, once per machine), or (None, why) when it cannot be created."""
-    script = os.path.join(ROOT, "scripts", "test-root")
-    if os.environ.get("VC_NO_TEST_ROOT"):
-        return None, "VC_NO_TEST_ROOT is set"
-    if os.geteuid() != 0:
-        return None, "the chroot targets need root"
-    try:
-        r = subprocess.run([script], capture_output=True, text=True, timeout=3600)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, "scripts/test-root failed: %s" % e
-    if r.returncode != 0:
-        return None, (r.stderr.strip().splitlines() or ["scripts/test-root failed"])[-1]
-    return r.stdout.strip().splitlines()[-1], None
-
-
-TEST_ROOT, TEST_ROOT_ERROR = _test_root()
-
-
-def _find_pythons():
-    out = subprocess.run([os.path.join(ROOT, "scripts", "find-pythons"), "--json"],
-                         capture_output=True, text=True, check=True, timeout=120)
-    rows = json.loads(out.stdout)
-    for r in rows:
-        r["id"] = "py%s%s%s" % (r["version"], "-static" if r["kind"] == "static" else "",
-                                "-chroot" if r["root"] else "")
-    return rows
-
-
-# PYTHONS: the host's interpreters (run as [path]); CHROOT_PYTHONS: those of the test root
-# (3.14, 3.15), run as py["argv"] == ["chroot", ROOT, path], which see only files under ROOT.
-ALL_PYTHONS = _find_pythons()
-PYTHONS = [p for p in ALL_PYTHONS if not p["root"]]
-CHROOT_PYTHONS = [p for p in ALL_PYTHONS if p["root"]]
-
-
-def python_params(chroot=False):
-    """pytest.param per interpreter of the matrix, id like py3.11.2-static; with chroot=True
-    the test root's interpreters too (the test must start them with py["argv"] and give them
-    paths from root_workdir)."""
-    return [pytest.param(p, id=p["id"]) for p in (ALL_PYTHONS if chroot else PYTHONS)]
-
-
-_ROOT_DIRS = []
-
-
-def root_workdir(py, host_dir, name="vc"):
-    """(outside, inside): a fresh directory the interpreter py can use, as the host and as py
-    see it.  For a host interpreter that is host_dir itself; for a chroot one a new directory
-    under ROOT/tmp (the only part of the cached root tests may touch), removed at session end."""
-    if not py["root"]:
-        return str(host_dir), str(host_dir)
-    outside = tempfile.mkdtemp(prefix=name + "-", dir=os.path.join(py["root"], "tmp"))
-    os.chmod(outside, 0o755)
-    _ROOT_DIRS.append(outside)
-    return outside, outside[len(py["root"]):]
-
-
-def copy_vcattach_into(outside, minor):
-    """Puts python/vcattach and the agent for minor under outside/ in the source-tree layout
-    (python/vcattach, build/libvcagent-pyXY.so) so find_agent() finds the copy."""
-    shutil.copytree(os.path.join(ROOT, "python", "vcattach"),
-                    os.path.join(outside, "python", "vcattach"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    os.makedirs(os.path.join(outside, "build"), exist_ok=True)
-    shutil.copy2(agent_path(minor), os.path.join(outside, "build"))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    for d in _ROOT_DIRS:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def agent_path(minor):
-    return os.path.join(BUILD, "libvcagent-py%d.so" % minor)
-
-
-def corpus_names():
-    """Names NAME for which ../shared/corpus has NAME.cvf (empty when shared/ is absent)."""
-    if not os.path.isdir(CORPUS):
-        return []
-    return sorted(f[:-4] for f in os.listdir(CORPUS) if f.endswith(".cvf"))
+from support.paths import ALL_PYTHONS, BUILD, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
 
 
 @pytest.fixture
@@ -114,6 +14,26 @@ def corpus_dir():
     if not os.path.isdir(CORPUS):
         pytest.skip("../shared/corpus is absent (a user's clone): corpus tests need it")
     return CORPUS
+
+
+@pytest.fixture
+def start_target():
+    """start_target(TargetClass, *args, **kw) starts a support.targets.Target that is closed
+    (resumed if stopped, killed, reaped) at the end of the test, whatever happened."""
+    started = []
+
+    def start(cls, *args, **kw):
+        t = cls(*args, **kw)
+        started.append(t)
+        return t
+    yield start
+    for t in started:
+        t.close()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for d in ROOT_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def pytest_report_header(config):

@@ -5,19 +5,19 @@ the Python API several times in the same process — main workload with threads,
 asyncio and exceptions; the same workload with the legacy hook on 3.12+; a tiny buffer;
 foreign profilers — and reports what it saw (results, hooks left behind) as JSON.  Every
 .cvf is decoded by both readers (the C decoder through `vcattach convert`, and
-vcattach.cvf), which must agree; the assertions run on the decoded events.
+vcattach.cvf, support.traces.decode), which must agree; the assertions run on the decoded events.
 """
 import json
 import os
 import re
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from conftest import (ALL_PYTHONS, BUILD, PYTHONS, ROOT, VCATTACH, agent_path,
-                      copy_vcattach_into, python_params, root_workdir)
+from support.paths import (ALL_PYTHONS, PYTHON_SRC, agent_path, copy_vcattach_into,
+                           python_env, python_params, root_workdir)
+from support.traces import check_nesting, count, decode, named, x_events
 
 N_LEAF = 100000
 
@@ -180,55 +180,6 @@ TARGET = textwrap.dedent(r'''
 ''') % {"n": N_LEAF}
 
 
-def _decode(path):
-    """Decodes a .cvf with the C decoder and the Python reader; asserts they agree."""
-    from vcattach import cvf
-    out = path + ".json"
-    r = subprocess.run([VCATTACH, "convert", path, "-o", out], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    with open(out) as f:
-        c_events = json.load(f)["traceEvents"]
-    py_events = cvf.load(path)["traceEvents"]
-
-    def canon(evs):
-        return sorted(json.dumps(e, sort_keys=True) for e in evs)
-    assert len(c_events) == len(py_events)
-    assert canon(c_events) == canon(py_events), "C decoder and Python reader disagree"
-    return py_events
-
-
-def _x(events):
-    return [e for e in events if e["ph"] == "X"]
-
-
-def _check_nesting(events):
-    """Per thread: any two X events are disjoint or one contains the other."""
-    by_tid = {}
-    for e in _x(events):
-        by_tid.setdefault(e["tid"], []).append((round(e["ts"] * 100), round(e["dur"] * 100), e["name"]))
-    for tid, evs in by_tid.items():
-        evs.sort(key=lambda v: (v[0], -v[1]))
-        stack = []
-        for ts, dur, name in evs:
-            assert dur >= 0
-            while stack and stack[-1][0] + stack[-1][1] <= ts:
-                stack.pop()
-            if stack:
-                pts, pdur, pname = stack[-1]
-                assert ts + dur <= pts + pdur, "%s overlaps its parent %s on tid %s" % (name, pname, tid)
-            stack.append((ts, dur, name))
-    return by_tid
-
-
-def _count(events, name):
-    return sum(1 for e in _x(events) if e["name"] == name)
-
-
-def _named(events, prefix):
-    return [e for e in _x(events) if e["name"].startswith(prefix + " (")]
-
-
 _RUNS = {}
 
 
@@ -241,14 +192,13 @@ def run(request, tmp_path_factory):
         # a chroot interpreter sees only its root: the script, the python/ package and the
         # agent are copied into a fresh directory under ROOT/tmp (outside/inside paths)
         outside, inside = root_workdir(py, tmp_path_factory.mktemp("agent-" + py["id"]))
-        pypath = os.path.join(ROOT, "python")
+        pypath = PYTHON_SRC
         if py["root"]:
             copy_vcattach_into(outside, py["minor"])
             pypath = os.path.join(inside, "python")
         with open(os.path.join(outside, "target.py"), "w") as f:
             f.write(TARGET)
-        env = dict(os.environ, PYTHONPATH=pypath)
-        env.pop("VCATTACH_AGENT", None)
+        env = python_env(PYTHONPATH=pypath)
         p = subprocess.run(py["argv"] + [os.path.join(inside, "target.py"),
                                          os.path.join(inside, "trace")],
                            capture_output=True, text=True, timeout=300, env=env, cwd=outside)
@@ -259,7 +209,7 @@ def run(request, tmp_path_factory):
 
     def events(kind):
         if kind not in cache:
-            cache[kind] = _decode(base + "." + kind + ".cvf")
+            cache[kind] = decode(base + "." + kind + ".cvf")
         return cache[kind]
     return py, rep, events
 
@@ -267,29 +217,29 @@ def run(request, tmp_path_factory):
 def _check_main(rep, ev, name_of_session):
     res = rep[name_of_session]["result"]
     assert res["status"] == 0 and res["dropped"] == 0
-    leaf = _named(ev, "leaf")
+    leaf = named(ev, "leaf")
     assert len(leaf) == N_LEAF
     assert all(e["name"].endswith("target.py:9)") for e in leaf)
-    by_tid = _check_nesting(ev)
+    by_tid = check_nesting(ev)
     # nested calls: every inner() lies inside a middle(), every middle() inside an outer()
-    outer, middle, inner = _named(ev, "outer"), _named(ev, "middle"), _named(ev, "inner")
+    outer, middle, inner = named(ev, "outer"), named(ev, "middle"), named(ev, "inner")
     assert (len(outer), len(middle), len(inner)) == (10, 10, 20)
     for child_list, parent_list in ((inner, middle), (middle, outer)):
         for c in child_list:
             assert any(p["ts"] <= c["ts"] and c["ts"] + c["dur"] <= p["ts"] + p["dur"] + 1e-9
                        for p in parent_list)
     # C calls named as VizTracer names them
-    assert _count(ev, "builtins.len") >= 40
-    assert _count(ev, "str.upper") == 20
+    assert count(ev, "builtins.len") >= 40
+    assert count(ev, "str.upper") == 20
     # result agrees with the trace
-    assert res["events"] == len(_x(ev))
+    assert res["events"] == len(x_events(ev))
     assert res["threads"] == len(by_tid)
     # threads: started before and during tracing, each on its own tid with its name
     names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
     tids = {}
     for fn, tname, n in (("early_body", "early-worker", 1000), ("late_body", "late-worker", 500),
                          ("leaf", "MainThread", N_LEAF)):
-        evs = _named(ev, fn)
+        evs = named(ev, fn)
         assert len(evs) == n, fn
         tid_set = {e["tid"] for e in evs}
         assert len(tid_set) == 1, fn
@@ -297,18 +247,18 @@ def _check_main(rep, ev, name_of_session):
         assert names.get(tid) == tname
         tids[tname] = tid
     assert len(set(tids.values())) == 3
-    raw = _named(ev, "raw_body")
+    raw = named(ev, "raw_body")
     assert len(raw) == 200 and len({e["tid"] for e in raw}) == 1
     raw_tid = raw[0]["tid"]
     assert raw_tid not in tids.values() and names.get(raw_tid) == "Thread-%d" % raw_tid
     assert tids["MainThread"] == ev[0]["pid"] if ev[0]["ph"] == "M" else True
     # generators: one event per resume (5 yields + the final return)
-    assert len(_named(ev, "gen")) == 6
+    assert len(named(ev, "gen")) == 6
     # exceptions raised and caught: every raiser() paired, inside catcher()
-    assert len(_named(ev, "raiser")) == 7 and len(_named(ev, "catcher")) == 1
+    assert len(named(ev, "raiser")) == 7 and len(named(ev, "catcher")) == 1
     # asyncio coroutines: each coroutine resumed and paired
-    assert len(_named(ev, "coro_main")) >= 2
-    assert len(_named(ev, "coro_leaf")) >= 20
+    assert len(named(ev, "coro_main")) >= 2
+    assert len(named(ev, "coro_leaf")) >= 20
     # attach/detach instants
     inst = [e for e in ev if e["ph"] == "i"]
     assert {e["name"] for e in inst} >= {"vcattach attach", "vcattach detach"}
@@ -344,7 +294,7 @@ def test_agent_cleanup_and_second_trace(run):
     assert rep["final"]["threading_profile_hook"] == "None"
     assert "tools" not in rep["final"] or all(t is None for t in rep["final"]["tools"])
     last = events("last")
-    assert _named(last, "leaf") and rep["last"]["status"] == 0
+    assert named(last, "leaf") and rep["last"]["status"] == 0
 
 
 def test_agent_drops(run):
@@ -352,16 +302,16 @@ def test_agent_drops(run):
     big, small = rep["big"], rep["small"]
     assert big["dropped"] == 0 and small["dropped"] > 0
     ev_big, ev_small = events("big"), events("small")
-    assert len(_x(ev_big)) == big["events"] and len(_x(ev_small)) == small["events"]
+    assert len(x_events(ev_big)) == big["events"] and len(x_events(ev_small)) == small["events"]
     # exactly the lost records are missing
     assert small["events"] + small["dropped"] == big["events"]
     detach = [e for e in ev_small if e["name"] == "vcattach detach"][0]
     assert detach["args"]["dropped"] == small["dropped"]
-    _check_nesting(ev_small)
-    leaf_small = _named(ev_small, "leaf")
+    check_nesting(ev_small)
+    leaf_small = named(ev_small, "leaf")
     assert 0 < len(leaf_small) < N_LEAF
     # the newest calls are kept: the last leaf call of both traces is there
-    assert max(e["ts"] for e in leaf_small) >= max(e["ts"] for e in _named(ev_small, "leaf"))
+    assert max(e["ts"] for e in leaf_small) >= max(e["ts"] for e in named(ev_small, "leaf"))
     assert small["records_bytes"] <= 1 << 20
 
 

@@ -11,10 +11,10 @@ import textwrap
 
 import pytest
 
-from conftest import (CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path,
+from support.paths import (CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path,
                       copy_vcattach_into, root_workdir)
-from test_agent import _check_nesting, _decode, _named
-from test_agent_control import PRELUDE
+from support.agent_scripts import PRELUDE
+from support.traces import check_nesting, decode, named
 
 pytestmark = pytest.mark.skipif(
     TEST_ROOT is None, reason="no sid test root (CPython 3.14/3.15): %s" % TEST_ROOT_ERROR)
@@ -64,8 +64,8 @@ def test_fork_child_is_left_untraced(chroot_py):
     assert rep["child"]["threading_profile_hook"] == "None"
     assert all(x is None for x in rep["child"]["tools"])
     assert rep["status"] == 0
-    ev = _decode(out)
-    assert len(_named(ev, "leaf")) == 10
+    ev = decode(out)
+    assert len(named(ev, "leaf")) == 10
     assert {e["pid"] for e in ev if e["ph"] == "X"} == {rep["pid"]}
 
 
@@ -86,7 +86,7 @@ def test_trace_started_deep_in_recursion(chroot_py):
         print(json.dumps({"depth": depth, "status": res.status}))
     ''')
     assert rep == {"depth": 50, "status": 0}
-    ev = _decode(out)
-    _check_nesting(ev)
-    assert len(_named(ev, "leaf")) == 5
-    assert len(_named(ev, "down")) == 51
+    ev = decode(out)
+    check_nesting(ev)
+    assert len(named(ev, "leaf")) == 5
+    assert len(named(ev, "down")) == 51

@@ -3,92 +3,34 @@ the control channel (vc_agent_connect: HELLO → CONFIG → STARTED → STATUS �
 END, as the injector drives it), the abstract status socket (`vcattach status|stop`), the
 duration deadline, the atexit stop when the process exits mid-session, and the errors a user
 sees (unwritable output, a second session).  Each target is a real process; each trace is
-decoded by both readers (test_agent._decode).
+decoded by both readers (support.traces.decode).
 """
 import json
 import os
 import socket
-import struct
 import subprocess
-import sys
-import tempfile
 import textwrap
 import time
 
 import pytest
 
-from conftest import PYTHONS, ROOT, agent_path, python_params
-from test_agent import _check_nesting, _decode, _named
-
-HELLO, CONFIG, STARTED, STOP, STATUS, DATA, END, ERROR = range(1, 9)
-
-PRELUDE = textwrap.dedent(r'''
-    import ctypes, json, os, sys, threading, time
-    import vcattach
-    from vcattach import _agent
-    def leaf():
-        return 1
-    def hooks_state():
-        st = {"getprofile": repr(sys.getprofile()),
-              "threading_profile_hook": repr(threading._profile_hook)}
-        if hasattr(sys, "monitoring"):
-            st["tools"] = [sys.monitoring.get_tool(i) for i in range(6)]
-        return st
-    def wait_inactive(lib, limit=30):
-        t0 = time.time()
-        while lib.vc_agent_active() and time.time() - t0 < limit:
-            leaf()
-            time.sleep(0.001)
-''')
-
-
-def _control_listener():
-    """The controller's side of a session: a listening socket in a fresh 0700 directory, as
-    vcattach makes it.  Returns (directory, socket path, listening socket)."""
-    d = tempfile.mkdtemp(prefix="vc-ctl-")
-    os.chmod(d, 0o700)
-    path = os.path.join(d, "control.sock")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(1)
-    srv.settimeout(30)
-    return d, path, srv
+from support.paths import PYTHONS, agent_path, python_env, python_params
+from support.protocol import (CONFIG, DATA, END, HELLO, STARTED, STATUS, STOP, control_listener,
+                              kv, recv, send)
+from support.agent_scripts import PRELUDE
+from support.traces import check_nesting, decode, named
 
 
 def _spawn(py, body, *args):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("VCATTACH_AGENT", None)
     return subprocess.Popen([py["path"], "-c", PRELUDE + textwrap.dedent(body)] + list(args),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=python_env())
 
 
 def _finish(p, timeout=60):
     out, err = p.communicate(timeout=timeout)
     assert p.returncode == 0, "target failed (rc %s):\n%s\n%s" % (p.returncode, out, err)
     return json.loads(out.strip().splitlines()[-1])
-
-
-def _recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise EOFError("peer closed after %d of %d bytes" % (len(buf), n))
-        buf += chunk
-    return buf
-
-
-def _recv(s):
-    t, n = struct.unpack("<II", _recv_exact(s, 8))
-    return t, _recv_exact(s, n)
-
-
-def _send(s, t, payload=b""):
-    s.sendall(struct.pack("<II", t, len(payload)) + payload)
-
-
-def _kv(payload):
-    return dict(l.split("=", 1) for l in payload.decode().splitlines() if "=" in l)
 
 
 @pytest.fixture(params=python_params())
@@ -100,7 +42,7 @@ def py(request):
 
 
 def test_control_channel_session(py, tmp_path):
-    d, path, srv = _control_listener()
+    d, path, srv = control_listener()
     p = _spawn(py, r'''
         lib = _agent.load()
         lib.vc_agent_connect.argtypes = [ctypes.c_char_p]
@@ -114,27 +56,27 @@ def test_control_channel_session(py, tmp_path):
     try:
         conn, _ = srv.accept()
         conn.settimeout(30)
-        t, payload = _recv(conn)
+        t, payload = recv(conn)
         assert t == HELLO
-        hello = _kv(payload)
+        hello = kv(payload)
         assert int(hello["pid"]) == p.pid and hello["python"] == py["version"]
-        _send(conn, CONFIG, b"output=control\nduration_ms=0\nbuffer_mb=16\nhook=auto\n")
-        t, payload = _recv(conn)
+        send(conn, CONFIG, b"output=control\nduration_ms=0\nbuffer_mb=16\nhook=auto\n")
+        t, payload = recv(conn)
         assert t == STARTED, payload
-        assert int(_kv(payload)["threads"]) >= 1
+        assert int(kv(payload)["threads"]) >= 1
         time.sleep(0.3)
-        _send(conn, STATUS)
-        t, payload = _recv(conn)
-        assert t == STATUS and _kv(payload)["state"] == "running"
-        _send(conn, STOP)
+        send(conn, STATUS)
+        t, payload = recv(conn)
+        assert t == STATUS and kv(payload)["state"] == "running"
+        send(conn, STOP)
         data = b""
         while True:
-            t, payload = _recv(conn)
+            t, payload = recv(conn)
             if t == DATA:
                 data += payload
                 continue
             assert t == END, (t, payload)
-            end = _kv(payload)
+            end = kv(payload)
             break
         conn.close()
     finally:
@@ -148,10 +90,10 @@ def test_control_channel_session(py, tmp_path):
     with open(cvf_path, "wb") as f:
         f.write(data)
     assert int(end["bytes"]) == len(data) and end["status"] == "0"
-    ev = _decode(cvf_path)
+    ev = decode(cvf_path)
     assert int(end["events"]) == sum(1 for e in ev if e["ph"] == "X")
-    assert len(_named(ev, "leaf")) > 0
-    _check_nesting(ev)
+    assert len(named(ev, "leaf")) > 0
+    check_nesting(ev)
 
 
 def test_status_socket_stop_and_status(py, tmp_path):
@@ -172,10 +114,10 @@ def test_status_socket_stop_and_status(py, tmp_path):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(30)
         s.connect("\0vcattach-agent-%d" % p.pid)
-        _send(s, msg)
-        t, payload = _recv(s)
+        send(s, msg)
+        t, payload = recv(s)
         s.close()
-        return t, _kv(payload)
+        return t, kv(payload)
     t, st = ask(STATUS)
     assert t == STATUS and st["state"] == "running" and int(st["pid"]) == p.pid
     assert st["output"] == out
@@ -183,9 +125,9 @@ def test_status_socket_stop_and_status(py, tmp_path):
     assert t == END and end["status"] == "0"
     rep = _finish(p)
     assert rep["status"] == 0 and rep["after"]["getprofile"] == "None"
-    ev = _decode(out)
+    ev = decode(out)
     assert rep["events"] == int(end["events"]) == sum(1 for e in ev if e["ph"] == "X")
-    assert len(_named(ev, "leaf")) > 0
+    assert len(named(ev, "leaf")) > 0
 
 
 def test_deadline_and_atexit(py, tmp_path):
@@ -211,13 +153,13 @@ def test_deadline_and_atexit(py, tmp_path):
     ''', a, b)
     rep = _finish(p)
     assert rep["deadline_exists"] and rep["after"]["getprofile"] == "None"
-    assert len(_named(_decode(a), "leaf")) > 0
-    ev = _decode(b)
-    assert len(_named(ev, "leaf")) == 1001
-    assert len(_named(ev, "bye")) == 1 and len(_named(ev, "outer_exit")) == 1
-    bye, outer = _named(ev, "bye")[0], _named(ev, "outer_exit")[0]
+    assert len(named(decode(a), "leaf")) > 0
+    ev = decode(b)
+    assert len(named(ev, "leaf")) == 1001
+    assert len(named(ev, "bye")) == 1 and len(named(ev, "outer_exit")) == 1
+    bye, outer = named(ev, "bye")[0], named(ev, "outer_exit")[0]
     assert outer["ts"] <= bye["ts"] and bye["ts"] + bye["dur"] <= outer["ts"] + outer["dur"]
-    _check_nesting(ev)
+    check_nesting(ev)
 
 
 def test_user_errors(py, tmp_path):
@@ -280,8 +222,8 @@ def test_fork_child_is_left_untraced(py, tmp_path):
     assert rep["child"]["threading_profile_hook"] == "None"
     assert "tools" not in rep["child"] or all(x is None for x in rep["child"]["tools"])
     assert rep["status"] == 0
-    ev = _decode(out)
-    assert len(_named(ev, "leaf")) >= 10
+    ev = decode(out)
+    assert len(named(ev, "leaf")) >= 10
     assert {e["pid"] for e in ev if e["ph"] == "X"} == {p.pid}
 
 
@@ -296,12 +238,12 @@ def test_deep_recursion_is_counted(py, tmp_path):
         print(json.dumps(t.result._asdict()))
     ''', out)
     rep = _finish(p)
-    ev = _decode(out)
+    ev = decode(out)
     detach = [e for e in ev if e["name"] == "vcattach detach"][0]
     assert rep["dropped"] == detach["args"]["dropped"] == detach["args"]["too_deep"] > 0
-    n_down = len(_named(ev, "down"))
+    n_down = len(named(ev, "down"))
     assert n_down + detach["args"]["too_deep"] == 1501
-    _check_nesting(ev)
+    check_nesting(ev)
 
 
 def test_sinks_fd_unix_and_fallback(py, tmp_path):
@@ -347,14 +289,13 @@ def test_sinks_fd_unix_and_fallback(py, tmp_path):
     with open(unix_file, "wb") as f:
         f.write(data)
     for path in (fd_file, unix_file, fallback):
-        assert len(_named(_decode(path), "leaf")) == 1, path
+        assert len(named(decode(path), "leaf")) == 1, path
     assert "fallback" in rep["fallback"] and fallback in rep["fallback"]
     assert os.stat(fallback).st_mode & 0o777 == 0o600
 
 
 def test_agent_missing_is_a_clear_error(py, tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
-               VCATTACH_AGENT=str(tmp_path / "no-such-agent.so"))
+    env = python_env(VCATTACH_AGENT=str(tmp_path / "no-such-agent.so"))
     code = textwrap.dedent(r'''
         import sys, vcattach
         try:
@@ -372,7 +313,7 @@ def test_agent_missing_is_a_clear_error(py, tmp_path):
 def test_control_detach_writes_output_at_deadline(py, tmp_path):
     # `vcattach start`: the controller leaves after STARTED; the agent stops at its deadline
     # and writes the output file itself.
-    d, path, srv = _control_listener()
+    d, path, srv = control_listener()
     out = str(tmp_path / "detached.cvf")
     p = _spawn(py, r'''
         lib = _agent.load()
@@ -389,9 +330,9 @@ def test_control_detach_writes_output_at_deadline(py, tmp_path):
     try:
         conn, _ = srv.accept()
         conn.settimeout(30)
-        assert _recv(conn)[0] == HELLO
-        _send(conn, CONFIG, ("output=%s\nduration_ms=300\ndetach=1\n" % out).encode())
-        t, payload = _recv(conn)
+        assert recv(conn)[0] == HELLO
+        send(conn, CONFIG, ("output=%s\nduration_ms=300\ndetach=1\n" % out).encode())
+        t, payload = recv(conn)
         assert t == STARTED, payload
         conn.close()
     finally:
@@ -400,9 +341,9 @@ def test_control_detach_writes_output_at_deadline(py, tmp_path):
         os.rmdir(d)
     rep = _finish(p)
     assert rep["status"] == 0 and rep["after"]["getprofile"] == "None"
-    ev = _decode(out)
+    ev = decode(out)
     assert rep["events"] == sum(1 for e in ev if e["ph"] == "X")
-    assert len(_named(ev, "leaf")) > 0
+    assert len(named(ev, "leaf")) > 0
 
 
 def test_unix_sink_with_full_backlog_does_not_hang_the_agent(tmp_path):
@@ -439,4 +380,4 @@ def test_unix_sink_with_full_backlog_does_not_hang_the_agent(tmp_path):
         srv.close()
     assert "fallback" in rep["stop"] and fallback in rep["stop"], rep
     assert rep["active"] == 0, rep
-    assert len(_named(_decode(fallback), "leaf")) == 1
+    assert len(named(decode(fallback), "leaf")) == 1

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import ALL_PYTHONS, BUILD, ROOT
+from support.paths import ALL_PYTHONS, BUILD, ROOT
 
 
 def test_tree_builds_with_clang():

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import VCATTACH
+from support.paths import VCATTACH
 
 
 def run(*args, timeout=20):

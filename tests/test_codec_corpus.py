@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from conftest import CORPUS, corpus_names
-from test_codec_support import convert, events_diff, load_json
+from support.paths import CORPUS, corpus_names
+from support.traces import convert, events_diff, load_json
 from vcattach import cvf
 
 NAMES = corpus_names()

@@ -14,8 +14,9 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, CORPUS, VCATTACH
-from test_codec_support import ASAN_VCATTACH, convert, generate, write_json
+from support.codec_gen import generate, write_json
+from support.paths import ASAN_VCATTACH, BUILD, CORPUS, VCATTACH
+from support.traces import convert
 from vcattach import cvf
 
 DRIVER = os.path.join(BUILD, "tests", "cvf_corrupt")

@@ -9,8 +9,9 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD
-from test_codec_support import convert, generate, write_json
+from support.codec_gen import generate, write_json
+from support.paths import BUILD
+from support.traces import convert
 
 FUZZ_SECONDS = int(os.environ.get("VC_FUZZ_SECONDS", "20"))
 

@@ -1,6 +1,6 @@
 """The codec on traces the tests generate (no corpus needed, so a user's clone tests it too):
 JSON -> .cvf -> JSON through `vcattach convert` gives the events VizTracer's decompressor would
-(computed from the spec in test_codec_support.generate), our C and Python readers agree
+(computed from the spec in support.codec_gen.generate), our C and Python readers agree
 exactly, grouping details hold (stable ties, name truncation, pid -1), and the CLI behaves:
 direction sniffing, bare lists, -o -, default names, --force, clean errors with no output
 left behind."""
@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT, PYTHONS, VCATTACH
-from test_codec_support import (ASAN_VCATTACH, convert, events_diff, generate, load_json,
-                                write_json)
+from support.codec_gen import generate, write_json
+from support.paths import ASAN_VCATTACH, PYTHONS, ROOT, VCATTACH
+from support.traces import convert, events_diff, load_json
 from vcattach import cvf
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT
+from support.paths import BUILD, ROOT
 
 UNIT_SRCS = sorted(glob.glob(os.path.join(ROOT, "tests", "unit", "test_cvf*.c")))
 NAMES = [os.path.basename(s)[:-2] for s in UNIT_SRCS]

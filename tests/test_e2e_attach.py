@@ -17,35 +17,26 @@ import time
 
 import pytest
 
-from conftest import BUILD, PYTHONS
-from targets.harness import (PRIVATE_TMP, Idle, Service, VCATTACH, proc_state, run_vcattach,
-                             tracer_pid)
+from support.paths import ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH, agent_name, agent_path
+from support.proc import PRIVATE_TMP, assert_untouched, run_vcattach
+from support.service import SUMMARY, THREADS, check_summary, thread_names, x_events
+from support.targets import Idle, Service
 
 from vcattach import cvf
 
-THREADS = {"MainThread", "sleeper", "acceptor", "locker", "late-starter"}
-SUMMARY = re.compile(r"^vcattach: pid (\d+) in [\d.]+s: (\d+) events, (\d+) threads, "
-                     r"(\d+) dropped.*, .* -> (.+)$")
 
 
 @pytest.fixture(autouse=True)
 def agents_present():
-    missing = [p["minor"] for p in PYTHONS
-               if not os.path.exists(os.path.join(BUILD, "libvcagent-py%d.so" % p["minor"]))]
+    missing = [p["minor"] for p in PYTHONS if not os.path.exists(agent_path(p["minor"]))]
     assert not missing, "agent builds missing for %s: run make" % missing
 
 
 @pytest.fixture
-def service(tmp_path):
-    started = []
-
+def service(tmp_path, start_target):
     def start(python, name="svc"):
-        s = Service(python, tmp_path / name)
-        started.append(s)
-        return s
-    yield start
-    for s in started:
-        s.close()
+        return start_target(Service, python, tmp_path / name)
+    return start
 
 
 def wait_session(pid, running=True, timeout=15, proc=None):
@@ -63,34 +54,12 @@ def wait_session(pid, running=True, timeout=15, proc=None):
         pid, "running" if running else "idle"))
 
 
-def thread_names(trace):
-    return {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
-            if e.get("ph") == "M" and e.get("name") == "thread_name"}
-
-
-def x_events(trace):
-    return [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-
-
-def assert_alive_and_running(pid):
-    assert proc_state(pid) in ("R", "S", "D"), "target state %r" % proc_state(pid)
-    assert tracer_pid(pid) == 0
-
-
 def assert_unharmed(svc, report):
     assert report["exceptions"] == [], report["exceptions"]
     assert report["early_sleeps"] == 0, report
     assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
     assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
         "computation differs from an untraced run"
-
-
-def check_summary(r, out):
-    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    m = SUMMARY.match(r.stdout.strip())
-    assert m, r.stdout
-    assert m.group(5) == str(out)
-    return int(m.group(2)), int(m.group(3)), int(m.group(4))
 
 
 def method_params():
@@ -118,7 +87,7 @@ def test_trace_service(python, method, service, tmp_path):
     events, threads, drops = check_summary(r, out)
     assert not os.path.exists(str(out) + ".tmp")
     assert oct(os.stat(out).st_mode & 0o777) == oct(0o644)
-    assert_alive_and_running(svc.pid)
+    assert_untouched(svc.pid)
 
     trace = cvf.load(str(out))
     names = thread_names(trace)
@@ -139,7 +108,7 @@ def test_trace_service(python, method, service, tmp_path):
     r2 = run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2, "--method", method)
     check_summary(r2, out2)
     assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out2))).values())
-    assert_alive_and_running(svc.pid)
+    assert_untouched(svc.pid)
 
     report = svc.finish()
     assert report["late_ran"]
@@ -164,7 +133,7 @@ def test_attach_detach_cycles(python, cycles, service, tmp_path):
         assert r.stdout.startswith("vcattach: pid %d" % svc.pid)
         trace = cvf.load(str(out))
         assert "MainThread" in thread_names(trace).values(), "cycle %d" % i
-        assert_alive_and_running(svc.pid)
+        assert_untouched(svc.pid)
         os.unlink(out)
     assert_unharmed(svc, svc.finish())
 
@@ -243,7 +212,7 @@ def test_kill9_of_vcattach_leaves_partial_trace(python, service, tmp_path):
     wait_session(svc.pid, running=False)  # hooks removed, session over
     assert "MainThread" in thread_names(cvf.load(str(partial))).values()
     assert not out.exists()
-    assert_alive_and_running(svc.pid)
+    assert_untouched(svc.pid)
     # The stale OUT.tmp of the killed run is reported, and --force clears it.
     r = run_vcattach("--pid", svc.pid, "-t", "200ms", "-o", out)
     assert r.returncode == 2 and "killed.cvf.tmp exists" in r.stderr
@@ -332,7 +301,7 @@ def test_start_status_stop(python, service, tmp_path):
         time.sleep(0.05)
     wait_session(svc.pid, running=False)
     assert "MainThread" in thread_names(cvf.load(str(out2))).values()
-    assert_alive_and_running(svc.pid)
+    assert_untouched(svc.pid)
     assert_unharmed(svc, svc.finish())
 
 
@@ -353,7 +322,7 @@ def test_root_operator_traces_service_user(tmp_path):
         check_summary(r, out)
         assert os.stat(out).st_uid == os.geteuid()
         assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out))).values())
-        assert_alive_and_running(svc.pid)
+        assert_untouched(svc.pid)
         assert_unharmed(svc, svc.finish())
     finally:
         svc.close()
@@ -397,7 +366,7 @@ def test_default_output_name_and_installed_layout(service, tmp_path):
     (prefix / "lib" / "vcattach").mkdir(parents=True)
     shutil.copy2(VCATTACH, prefix / "bin" / "vcattach")
     for p in PYTHONS:
-        name = "libvcagent-py%d.so" % p["minor"]
+        name = agent_name(p["minor"])
         shutil.copy2(os.path.join(BUILD, name), prefix / "lib" / "vcattach" / name)
     svc = service(PYTHONS[0])
     cwd = tmp_path / "cwd"
@@ -422,7 +391,7 @@ def test_reattach_after_agent_upgrade(method, service, tmp_path):
     python = python[0]
     agents = tmp_path / "agents"
     agents.mkdir()
-    name = "libvcagent-py%d.so" % python["minor"]
+    name = agent_name(python["minor"])
     shutil.copy2(os.path.join(BUILD, name), agents / name)
     env = {"VCATTACH_AGENT_DIR": str(agents)}
     svc = service(python)
@@ -437,7 +406,7 @@ def test_reattach_after_agent_upgrade(method, service, tmp_path):
             os.rename(agents / (name + ".new"), agents / name)
             with open("/proc/%d/maps" % svc.pid) as f:
                 assert "%s (deleted)" % (agents / name) in f.read()
-    assert_alive_and_running(svc.pid)
+    assert_untouched(svc.pid)
     assert_unharmed(svc, svc.finish())
 
 
@@ -456,7 +425,7 @@ def test_target_with_private_tmp(tmp_path):
         check_summary(r, out)
         assert thread_names(cvf.load(str(out)))
         assert os.listdir("/proc/%d/root/tmp" % idle.pid) == []
-        assert_alive_and_running(idle.pid)
+        assert_untouched(idle.pid)
     finally:
         idle.close()
 
@@ -505,7 +474,7 @@ def test_target_in_pid_namespace(tmp_path):
         assert "MainThread" in thread_names(cvf.load(str(out))).values()
         out2 = tmp_path / "pidns2.cvf"
         check_summary(run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2), out2)
-        assert_alive_and_running(svc.pid)
+        assert_untouched(svc.pid)
         assert_unharmed(svc, svc.finish())
     finally:
         svc.close()
@@ -520,7 +489,7 @@ def test_agent_copied_into_container_like_namespace(tmp_path):
     python = PYTHONS[-1]
     agents = tempfile.mkdtemp(prefix="vc-agents-", dir="/tmp")
     os.chmod(agents, 0o755)
-    name = "libvcagent-py%d.so" % python["minor"]
+    name = agent_name(python["minor"])
     shutil.copy2(os.path.join(BUILD, name), os.path.join(agents, name))
     idle = Idle(python, wrap=PRIVATE_TMP)
     try:
@@ -538,7 +507,7 @@ def test_agent_copied_into_container_like_namespace(tmp_path):
         with open("/proc/%d/maps" % idle.pid) as f:
             mapped = {line.split()[-1] for line in f if name in line}
         assert mapped == {"/tmp/%s/%s" % (copies[0], name)}, mapped
-        assert_alive_and_running(idle.pid)
+        assert_untouched(idle.pid)
     finally:
         idle.close()
         shutil.rmtree(agents, ignore_errors=True)
@@ -560,7 +529,7 @@ def test_agent_copy_refuses_planted_directory(plant, tmp_path):
     python = PYTHONS[-1]
     agents = tempfile.mkdtemp(prefix="vc-agents-", dir="/tmp")
     os.chmod(agents, 0o755)
-    name = "libvcagent-py%d.so" % python["minor"]
+    name = agent_name(python["minor"])
     shutil.copy2(os.path.join(BUILD, name), os.path.join(agents, name))
     with open(os.path.join(agents, name), "rb") as f:
         dirname = ".vcattach-%016x" % fnv1a64(f.read())
@@ -581,13 +550,10 @@ def test_agent_copy_refuses_planted_directory(plant, tmp_path):
         with open("/proc/%d/maps" % idle.pid) as f:
             assert name not in f.read()
         assert not (tmp_path / "x.cvf").exists() and not (tmp_path / "x.cvf.tmp").exists()
-        assert_alive_and_running(idle.pid)
+        assert_untouched(idle.pid)
     finally:
         idle.close()
         shutil.rmtree(agents, ignore_errors=True)
-
-
-ASAN_VCATTACH = os.path.join(BUILD, "asan", "vcattach")
 
 
 @pytest.mark.skipif(not os.path.exists(ASAN_VCATTACH),

@@ -16,10 +16,12 @@ import time
 
 import pytest
 
-from conftest import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path, root_workdir
-from targets.harness import BUSY, VCATTACH, proc_state, python_pid, run_vcattach, tracer_pid
+from support.paths import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path, root_workdir
+from support.paths import VCATTACH
+from support.proc import proc_state, python_pid, run_vcattach, tracer_pid
+from support.targets import BUSY
 
-from test_e2e_attach import THREADS, check_summary, thread_names, x_events
+from support.service import THREADS, check_summary, thread_names, x_events
 from vcattach import cvf
 
 pytestmark = pytest.mark.skipif(

@@ -4,7 +4,7 @@ speedscope output is validated structurally (schema fields, one evented profile 
 every O closed by a C of the same frame, properly nested, `at` sorted and inside
 [startValue, endValue]) and numerically: self times recomputed from its events equal an
 independent computation from the input events.  Collapsed stacks are checked line by line
-against known self times.  Traces are written as .cvf by test_summary's writer.
+against known self times.  Traces are written as .cvf by support/cvf_writer.py.
 """
 import json
 import os
@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from conftest import VCATTACH, corpus_names
-from test_summary import known_trace, oracle, random_events, write_cvf
+from support.cvf_writer import known_trace, oracle, random_events, write_cvf
+from support.paths import VCATTACH, corpus_names
 
 
 def _wired():

@@ -1,27 +1,28 @@
 """Injection methods (injector/inject_ptrace.c, injector/inject_gdb.c) against real targets.
 
-Every interpreter of the matrix (tests/conftest.py) runs tests/inject_fixture/target.py: a busy
+Every interpreter of the matrix (support/paths.py) runs tests/inject_fixture/target.py: a busy
 (or idle) main thread, a thread in time.sleep, a ticker, one blocked in socket.accept, one
 waiting on a threading.Lock.  build/inject-test injects build/inject_fixture/libvcfixture.so,
 whose vc_agent_connect(path) reports back over a Unix socket (or appends to a file) from a new
 thread.  After each injection every task of the target must be running and untraced; at the
 end the target reports what its threads saw (exceptions, early sleeps, its computation).
 """
-import json
 import os
-import select
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT, python_params
+from support.paths import BUILD, one_python, python_params
+from support.proc import NOBODY, assert_running_untraced, proc_state, task_states
+from support.targets import FixtureTarget, reference_result
 
 INJECT_TEST = os.path.join(BUILD, "inject-test")
 FIXTURE = os.path.join(BUILD, "inject_fixture", "libvcfixture.so")
-TARGET = os.path.join(ROOT, "tests", "inject_fixture", "target.py")
 
 
 @pytest.fixture(autouse=True)
@@ -31,57 +32,11 @@ def built():
             pytest.skip("%s is not built: run `make`" % f)
 
 
-def reference_result(py):
-    out = subprocess.run([py["path"], TARGET, "--reference"], capture_output=True, text=True,
-                         timeout=60, check=True)
-    return out.stdout.strip()
-
-
-class Target:
-    """A running target.py; always killed at the end of the test."""
-
-    def __init__(self, py, *args):
-        self.proc = subprocess.Popen([py["path"], TARGET] + list(args), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self._readline(30)
-        assert line.startswith("READY "), "target did not start: %r %s" % (
-            line, self.proc.stderr.read() if self.proc.poll() is not None else "")
-        _, pid, port = line.split()
-        self.pid, self.port = int(pid), int(port)
-
-    def _readline(self, timeout):
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        return self.proc.stdout.readline() if r else ""
-
-    def report(self):
-        assert self.proc.poll() is None, "target died: rc=%s stderr=%s" % (
-            self.proc.returncode, self.proc.stderr.read())
-        self.proc.stdin.write("report\n")
-        self.proc.stdin.flush()
-        line = self._readline(60)
-        assert line, "target gave no report; stderr: %s" % self.proc.stderr.read()
-        self.proc.wait(30)
-        return json.loads(line)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            f.close()
-
-
 @pytest.fixture
-def target_factory():
-    made = []
-
+def target_factory(start_target):
     def make(py, *args):
-        t = Target(py, *args)
-        made.append(t)
-        return t
-    yield make
-    for t in made:
-        t.close()
+        return start_target(FixtureTarget, py, *args)
+    return make
 
 
 class Listener:
@@ -120,21 +75,6 @@ def inject(method, pid, control, agent=FIXTURE, timeout_ms=5000, env=None, extra
         st, el, err = line.split(" ", 2)
         rows.append((int(st.split("=")[1]), int(el.split("=")[1]), err[len("err="):]))
     return p.returncode, rows
-
-
-def assert_running_untraced(pid):
-    tasks = os.listdir("/proc/%d/task" % pid)
-    assert tasks, "target %d has no threads" % pid
-    for tid in tasks:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
-        except FileNotFoundError:
-            continue  # a thread that ended meanwhile
-        assert state not in ("T", "t"), "thread %s of %d left stopped (%s)" % (tid, pid, state)
-        assert tracer == "0", "thread %s of %d still traced by %s" % (tid, pid, tracer)
 
 
 def assert_target_unharmed(report, ref, sleep_s, busy=True):
@@ -211,11 +151,6 @@ def test_ptrace_twenty_in_a_row(py, target_factory, tmp_path):
         py["id"], us[10] / 1000, us[-1] / 1000))
 
 
-def _one_python():
-    static = [p for p in PYTHONS if p["kind"] == "static"]
-    return (static or PYTHONS)[0]
-
-
 @pytest.mark.parametrize("method", ["ptrace", "gdb"])
 def test_untouched_errors(method, tmp_path):
     gone = subprocess.Popen(["true"])
@@ -228,7 +163,7 @@ def test_untouched_errors(method, tmp_path):
 
 @pytest.mark.parametrize("method", ["ptrace", "gdb"])
 def test_missing_agent_and_failures_leave_target_unharmed(method, target_factory, tmp_path):
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "3")
     rc, rows = inject(method, t.pid, "file:%s" % (tmp_path / "m"),
@@ -252,7 +187,7 @@ def test_ptrace_call_timeout_takes_thread_back(target_factory, tmp_path):
     """The call hangs (60 s sleep in the fixture) and is abandoned at the timeout.  The borrowed
     thread is the one in a raw nanosleep(2 s): its syscall must resume as ITS OWN sleep (the
     kernel's restart block now describes the fixture's 60 s sleep), and not return early."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "2", "--csleep-first")
     rc, rows = inject("ptrace", t.pid, "hang:x", timeout_ms=1000)
@@ -264,7 +199,7 @@ def test_ptrace_call_timeout_takes_thread_back(target_factory, tmp_path):
 def test_ptrace_permission_denied(target_factory, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to another uid")
-    py = _one_python()
+    py = one_python()
     t = target_factory(py, "--sleep", "1")
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:/nonexistent/m"],
@@ -277,7 +212,7 @@ def test_ptrace_permission_denied(target_factory, tmp_path):
 
 
 def test_gdb_absent(target_factory, tmp_path):
-    t = target_factory(_one_python(), "--sleep", "1")
+    t = target_factory(one_python(), "--sleep", "1")
     rc, rows = inject("gdb", t.pid, "file:x", env={"PATH": str(tmp_path)})
     assert rc == 1 and rows[0][2] == "gdb not found: install gdb or use --method ptrace", rows
 
@@ -286,7 +221,7 @@ def test_gdb_absent(target_factory, tmp_path):
 def test_sigterm_mid_injection(method, target_factory, tmp_path):
     """SIGTERM to the injecting process at various moments: the target never stays stopped or
     traced, and still works."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "3")
     delays = (0.0, 0.002, 0.005, 0.01, 0.03) if method == "ptrace" else (0.05, 0.2, 0.35)
@@ -304,7 +239,7 @@ def test_sigterm_mid_injection(method, target_factory, tmp_path):
 
 def test_ptrace_with_threads_coming_and_going(target_factory, tmp_path):
     """Threads that start and exit during the seize loop must neither break nor hang it."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "2", "--churn")
     marker = tmp_path / "marker"
@@ -320,7 +255,7 @@ def test_ptrace_signal_during_call_is_redelivered(target_factory, tmp_path):
     """A signal that hits the borrowed thread during the call is held back, then delivered
     once the thread is back in its own context (idle target: the main thread, first in tid
     order among equally idle threads, is the one borrowed and the one SIGUSR1 is sent to)."""
-    py = _one_python()
+    py = one_python()
     t = target_factory(py, "--idle", "--sleep", "3")
     p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "hang:x",
                           "--timeout-ms", "2000"], stdout=subprocess.PIPE, text=True)
@@ -336,7 +271,7 @@ def test_ptrace_signal_during_call_is_redelivered(target_factory, tmp_path):
 
 @pytest.mark.parametrize("method", ["ptrace", "gdb"])
 def test_refuses_stopped_or_traced_target(method, target_factory, tmp_path):
-    t = target_factory(_one_python(), "--sleep", "1")
+    t = target_factory(one_python(), "--sleep", "1")
     os.kill(t.pid, signal.SIGSTOP)
     try:
         deadline = time.time() + 5
@@ -370,46 +305,35 @@ def test_non_root_same_uid(method, tmp_path):
     """The usual production case: an unprivileged user injecting into its own process."""
     if os.geteuid() != 0:
         pytest.skip("needs root to run both sides as uid 65534")
-    import shutil
-    import tempfile
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     shared = tempfile.mkdtemp(prefix="vc-inject-nobody-")
     os.chmod(shared, 0o777)
-    py = _one_python()
-    p = subprocess.Popen(drop + [py["path"], TARGET, "--sleep", "1"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
     try:
-        pid = int(p.stdout.readline().split()[1])
-        marker = os.path.join(shared, "m")
-        r = subprocess.run(drop + [INJECT_TEST, method, str(pid), FIXTURE, "file:" + marker,
-                                   "--timeout-ms", "20000"],
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode == 3 or "status=" not in r.stdout:
-            pytest.skip("cannot run inject-test as uid 65534: %s" % r.stderr.strip())
-        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-        assert_running_untraced(pid)
-        deadline = time.time() + 10
-        while not os.path.exists(marker) and time.time() < deadline:
-            time.sleep(0.05)
-        with open(marker) as f:
-            assert "vc-fixture pid=%d " % pid in f.read()
-        p.stdin.write("report\n")
-        p.stdin.flush()
-        rep = json.loads(p.stdout.readline())
-        assert rep["errors"] == [] and rep["accept_ok"] and rep["lock_ok"], rep
+        with FixtureTarget(one_python(), "--sleep", "1", user=NOBODY) as t:
+            pid = t.pid
+            marker = os.path.join(shared, "m")
+            r = subprocess.run(drop + [INJECT_TEST, method, str(pid), FIXTURE, "file:" + marker,
+                                       "--timeout-ms", "20000"],
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode == 3 or "status=" not in r.stdout:
+                pytest.skip("cannot run inject-test as uid 65534: %s" % r.stderr.strip())
+            assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+            assert_running_untraced(pid)
+            deadline = time.time() + 10
+            while not os.path.exists(marker) and time.time() < deadline:
+                time.sleep(0.05)
+            with open(marker) as f:
+                assert "vc-fixture pid=%d " % pid in f.read()
+            rep = t.report()
+            assert rep["errors"] == [] and rep["accept_ok"] and rep["lock_ok"], rep
     finally:
-        if p.poll() is None:
-            p.kill()
-        p.wait(10)
-        p.stdin.close()
-        p.stdout.close()
         shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_ptrace_concurrent_injectors(target_factory, tmp_path):
     """Two injectors at once into one process: each either succeeds or refuses cleanly (they
     would share the trampoline address, so they must never run calls at the same time)."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "2")
     marker = tmp_path / "marker"
@@ -454,21 +378,10 @@ def test_no_safe_point_means_nothing_runs(method, tmp_path):
             p.wait(10)
 
 
-def _task_states(pid):
-    states = []
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        except FileNotFoundError:
-            pass
-    return states
-
-
 def test_ptrace_sigstop_during_call_is_kept(target_factory, tmp_path):
     """Job control during an injection: someone stops the process mid-call.  The stop is
     not swallowed (every thread ends in T, untraced); SIGCONT resumes it all."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "3")
     p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "hang:x",
@@ -479,9 +392,9 @@ def test_ptrace_sigstop_during_call_is_kept(target_factory, tmp_path):
     assert p.returncode == 2, out
     try:
         deadline = time.time() + 5
-        while time.time() < deadline and set(_task_states(t.pid)) != {"T"}:
+        while time.time() < deadline and set(task_states(t.pid)) != {"T"}:
             time.sleep(0.02)
-        assert set(_task_states(t.pid)) == {"T"}, _task_states(t.pid)
+        assert set(task_states(t.pid)) == {"T"}, task_states(t.pid)
         with open("/proc/%d/status" % t.pid) as f:
             assert "TracerPid:\t0\n" in f.read()
     finally:
@@ -493,7 +406,7 @@ def test_ptrace_sigstop_during_call_is_kept(target_factory, tmp_path):
 def test_ptrace_single_threaded_malloc_heavy(tmp_path):
     """One thread, mostly inside malloc/calloc/free: the injector must reject those moments
     (retrying), never call dlopen inside the allocator, and leave the process alive."""
-    py = _one_python()
+    py = one_python()
     code = ("import os, sys\nprint(os.getpid(), flush=True)\nn = 0\n"
             "while not os.path.exists(sys.argv[1]):\n"
             "    b = [bytearray(60000) for _ in range(20)]\n    n += 1\nprint(n, flush=True)\n")
@@ -517,16 +430,11 @@ def test_ptrace_single_threaded_malloc_heavy(tmp_path):
             p.wait(10)
 
 
-def _task_state(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
-
-
 def test_ptrace_job_control_stop_of_injector_waits_for_detach(target_factory, tmp_path):
     """Ctrl-Z (SIGTSTP) reaching the injector mid-call must not stop it while it holds the
     target's threads: it is held back until every thread is detached, and only then stops
     the injector (the target runs on meanwhile)."""
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "2")
     p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "hang:x",
@@ -536,9 +444,9 @@ def test_ptrace_job_control_stop_of_injector_waits_for_detach(target_factory, tm
         time.sleep(0.5)
         p.send_signal(signal.SIGTSTP)
         deadline = time.time() + 20
-        while time.time() < deadline and _task_state(p.pid) != "T":
+        while time.time() < deadline and proc_state(p.pid) != "T":
             time.sleep(0.02)
-        assert _task_state(p.pid) == "T", "the injector never acted on its SIGTSTP"
+        assert proc_state(p.pid) == "T", "the injector never acted on its SIGTSTP"
         assert_running_untraced(t.pid)  # stopped injector, free target
     finally:
         p.send_signal(signal.SIGCONT)
@@ -576,7 +484,7 @@ def test_ptrace_call_stuck_uninterruptibly_is_restored(target_factory, tmp_path)
                         capture_output=True, text=True, timeout=60)
     assert cc.returncode == 0, cc.stderr
     os.chmod(str(tmp_path), 0o755)
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "4")
     rc, rows = inject("ptrace", t.pid, "x", agent=str(so), timeout_ms=1000)
@@ -612,7 +520,7 @@ def test_gdb_call_timeout_unwinds_instead_of_leaving_the_call_running(target_fac
                         capture_output=True, text=True, timeout=60)
     assert cc.returncode == 0, cc.stderr
     os.chmod(str(tmp_path), 0o755)
-    py = _one_python()
+    py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "1")
     t0 = time.time()

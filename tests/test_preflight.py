@@ -2,7 +2,7 @@
 
 Each failure must be one line naming the cause and the fix, exit code 2, and leave the target
 running, unstopped and untraced.  Checks that come after the agent lookup are reached with a
-directory of placeholder agent files (targets/harness.py DummyAgents), which these tests never
+directory of placeholder agent files (support/agents.py DummyAgents), which these tests never
 get past: each of them fails in preflight by construction."""
 import os
 import platform
@@ -16,10 +16,11 @@ import time
 
 import pytest
 
-from conftest import PYTHONS, VCATTACH, python_params
-from targets.harness import DummyAgents, Idle, assert_untouched, proc_state, run_vcattach
+from support.agents import DummyAgents
+from support.paths import PYTHONS, VCATTACH, python_params
+from support.proc import NOBODY, assert_untouched, proc_state, run_vcattach
+from support.targets import Idle
 
-NOBODY = (65534, 65534)
 STATIC = [p for p in PYTHONS if p["kind"] == "static"]
 ANY = PYTHONS[-1]
 
@@ -32,16 +33,10 @@ def agents():
 
 
 @pytest.fixture
-def idle():
-    targets = []
-
+def idle(start_target):
     def start(python=ANY, **kw):
-        t = Idle(python, **kw)
-        targets.append(t)
-        return t
-    yield start
-    for t in targets:
-        t.close()
+        return start_target(Idle, python, **kw)
+    return start
 
 
 def one_line(r):

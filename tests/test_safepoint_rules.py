@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT
+from support.paths import BUILD, ROOT
 
 INJECT_TEST = os.path.join(BUILD, "inject-test")
 GDB_SCRIPT = os.path.join(BUILD, "injector", "gdb_inject.py")

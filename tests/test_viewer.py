@@ -26,7 +26,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import BUILD, PYTHONS, ROOT, VCATTACH
+from support.paths import BUILD, PYTHONS, ROOT, VCATTACH
 
 VIEWER = os.path.join(ROOT, "tests", "viewer")
 SPEEDSCOPE = os.path.join(VIEWER, "node_modules", "speedscope", "dist", "release")
@@ -124,7 +124,7 @@ def demo_trace(viewer):
     cvf = os.path.join(viewer["traces"], "demo.cvf")
     proc = subprocess.run([py["path"], os.path.join(VIEWER, "trace_demo.py"), cvf, "1.0"],
                           capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, VCATTACH_AGENT=agent))
+                          env=dict(os.environ, VCATTACH_AGENT_DIR=os.path.dirname(agent)))
     assert proc.returncode == 0, proc.stderr
     assert os.path.getsize(cvf) > 0
     return cvf

@@ -8,23 +8,50 @@
     ...
     result = vcattach.stop()      # Result(events, threads, dropped, bytes, gil_hold_us, …)
 
-The tracing itself happens in the C agent (build/libvcagent-pyXY.so), loaded into this
-process with ctypes: every thread is hooked, calls are recorded into bounded buffers, and the
-.cvf is written by the agent's own thread at stop.  `vcattach convert X.cvf -o X.json` turns a
-.cvf into Chrome-trace JSON; vcattach.cvf reads it in Python.
+The tracing itself happens in the C agent (libvcagent-pyXY.so, one build per CPython minor),
+loaded into this process with ctypes: every thread is hooked, calls are recorded into bounded
+buffers, and the .cvf is written by the agent's own thread at stop.  `vcattach convert X.cvf
+-o X.json` turns a .cvf into Chrome-trace JSON; vcattach.cvf reads it in Python (and needs no
+agent).
+
+Which agent is loaded (the package is pure Python; `pip install ./python` installs no agent):
+  VCATTACH_AGENT_DIR=DIR   DIR/libvcagent-pyXY.so and nothing else, as for the vcattach
+                           command, which reads the same variable;
+  otherwise                ROOT/build (when imported from the source tree), then
+                           PREFIX/lib/vcattach (`make install`), /usr/local/lib/vcattach.
+  VCATTACH_AGENT=FILE      deprecated alias naming one agent file, read only when
+                           VCATTACH_AGENT_DIR is unset (a DeprecationWarning says so).
 
 Errors (agent not built for this Python, a session already running, output not writable,
-another profiler active, …) raise VcattachError with a one-line message.
+another profiler active, …) raise VcattachError with a one-line message.  When the body of
+`with trace(...)` raises, that exception is the one that propagates: a failure to stop the
+session then is logged (logger "vcattach"), kept in the trace object's .stop_error and, on
+Python 3.11+, added as a note to the body's exception.
 """
 import ctypes
+import logging
 import os
-from collections import namedtuple
+from typing import NamedTuple, Optional
 
 from . import _agent
 
-__all__ = ["trace", "start", "stop", "active", "Result", "VcattachError"]
+__all__ = ["trace", "start", "stop", "active", "Result", "VcattachError", "__version__"]
 
-Result = namedtuple("Result", "events threads dropped bytes gil_hold_us records_bytes status error")
+__version__ = "0.1.0"  # common/version.h's VC_VERSION_STRING (a test checks they agree)
+
+_log = logging.getLogger("vcattach")
+
+
+class Result(NamedTuple):
+    """A finished session, as the agent reports it (struct vc_result of agent/vcagent.h)."""
+    events: int          # X (call) events written
+    threads: int         # threads with a track in the trace
+    dropped: int         # calls lost to full buffers (a larger buffer_mb keeps them)
+    bytes: int           # .cvf bytes emitted
+    gil_hold_us: int     # longest GIL hold by the agent during stop
+    records_bytes: int   # buffer bytes used by the records
+    status: int          # 0, or a negative errno-like code of the failure
+    error: str           # the agent's one-line message when status != 0, else ""
 
 
 class VcattachError(RuntimeError):
@@ -56,8 +83,8 @@ def start(output, duration=None, buffer_mb=256, hook="auto", null_hook=False, fa
         raise ValueError("hook must be one of %s" % ", ".join(sorted(_agent.HOOKS)))
     try:
         lib = _agent.load()
-    except RuntimeError as e:
-        raise VcattachError(str(e))
+    except _agent.AgentLoadError as e:
+        raise VcattachError(str(e)) from e
     out = _output_string(output).encode()
     fb = _output_string(fallback).encode() if fallback else None
     cfg = _agent.VcConfig()
@@ -85,15 +112,18 @@ def start(output, duration=None, buffer_mb=256, hook="auto", null_hook=False, fa
         raise VcattachError("vcattach: %s" % msg)
 
 
-def _result(r, lib):
+def _result(r, lib) -> Result:
     return Result(r.events, r.threads, r.dropped, r.bytes, r.gil_hold_us, r.records_bytes,
                   r.status, _agent.last_error(lib) if r.status else "")
 
 
-def stop(wait=_STOP_WAIT_MS / 1000.0):
+def stop(wait: float = _STOP_WAIT_MS / 1000.0) -> Result:
     """Stops the session (hooks removed from every thread), waits for the trace to be written
     and returns its Result.  Raises VcattachError if no session ran or the write failed."""
-    lib = _agent.load()
+    try:
+        lib = _agent.load()
+    except _agent.AgentLoadError as e:
+        raise VcattachError(str(e)) from e
     r = _agent.VcResult()
     rc = lib.vc_agent_stop(int(wait * 1000), ctypes.byref(r))
     if rc == -_agent.ESRCH:
@@ -108,7 +138,7 @@ def stop(wait=_STOP_WAIT_MS / 1000.0):
     return res
 
 
-def active():
+def active() -> bool:
     """True while a session runs in this process."""
     if _agent.find_agent() is None:
         return False
@@ -116,19 +146,34 @@ def active():
 
 
 class trace(object):
-    """Context manager: traces the body; the Result is in .result afterwards."""
+    """Context manager: traces the body; the Result is in .result afterwards.  If the body
+    raises, its exception propagates even when stopping fails too (that failure is then in
+    .stop_error, logged, and noted on the body's exception); if only stopping fails, its
+    VcattachError propagates."""
 
     def __init__(self, output, duration=None, buffer_mb=256, hook="auto", null_hook=False,
                  fallback=None):
         self.kwargs = dict(duration=duration, buffer_mb=buffer_mb, hook=hook,
                            null_hook=null_hook, fallback=fallback)
         self.output = output
-        self.result = None
+        self.result: Optional[Result] = None
+        self.stop_error: Optional[VcattachError] = None
 
     def __enter__(self):
         start(self.output, **self.kwargs)
         return self
 
-    def __exit__(self, *exc):
-        self.result = stop()
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None:
+            self.result = stop()
+            return False
+        try:
+            self.result = stop()
+        except VcattachError as e:
+            # The body's exception says what went wrong first; it must not be replaced by
+            # the consequence (stop failing).  Keep the stop failure where it can be seen.
+            self.stop_error = e
+            _log.error("%s (while the traced block raised %s)", e, exc_type.__name__)
+            if hasattr(exc, "add_note"):
+                exc.add_note("vcattach: stopping the trace failed too: %s" % e)
         return False

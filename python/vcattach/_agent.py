@@ -1,13 +1,15 @@
 """Loading libvcagent-pyXY.so into this process and calling its C API (agent/vcagent.h).
 
-stdlib only (ctypes), Python 3.8–3.15.  ctypes.CDLL releases the GIL around every call, which
-vc_agent_wait_started and vc_agent_stop need: the agent thread takes the GIL to install and
-remove its hooks while we wait.
+stdlib only (ctypes), Python 3.8–3.15.  Which file is loaded: find_agent (the override
+variables are described in the package docstring).  ctypes.CDLL releases the GIL around every
+call, which vc_agent_wait_started and vc_agent_stop need: the agent thread takes the GIL to
+install and remove its hooks while we wait.
 """
 import ctypes
 import errno
 import os
 import sys
+import warnings
 
 VC_CONFIG_ABI = 1
 HOOKS = {"auto": 0, "profile": 1, "monitoring": 2}
@@ -39,17 +41,49 @@ class VcResult(ctypes.Structure):
     ]
 
 
+class AgentLoadError(RuntimeError):
+    """The agent could not be found or loaded (the message says which file, and the fix)."""
+
+
+class AgentNotFound(AgentLoadError):
+    pass
+
+
 def agent_filename():
     return "libvcagent-py%d%02d.so" % (sys.version_info[0], sys.version_info[1])
 
 
+AGENT_DIR_VAR = "VCATTACH_AGENT_DIR"
+AGENT_FILE_VAR = "VCATTACH_AGENT"  # deprecated alias: a file, not a directory
+
+_warned_file_var = False
+
+
+def _file_override():
+    """$VCATTACH_AGENT (deprecated: the path of one agent file), warned about once."""
+    global _warned_file_var
+    path = os.environ.get(AGENT_FILE_VAR)
+    if path and not _warned_file_var:
+        _warned_file_var = True
+        warnings.warn("%s is deprecated: set %s to the directory holding %s instead"
+                      % (AGENT_FILE_VAR, AGENT_DIR_VAR, agent_filename()),
+                      DeprecationWarning, stacklevel=4)
+    return path
+
+
 def find_agent():
-    """Path of the agent build for this interpreter: $VCATTACH_AGENT, ROOT/build (in the
-    source tree), or PREFIX/lib/vcattach (installed)."""
-    env = os.environ.get("VCATTACH_AGENT")
-    if env:
-        return env
+    """Path of the agent build for this interpreter, or None.  Looked for, in order:
+    $VCATTACH_AGENT_DIR/libvcagent-pyXY.so (when the variable is set, the only place looked
+    at, as for the vcattach command), $VCATTACH_AGENT (deprecated: an agent file), ROOT/build
+    (in the source tree), PREFIX/lib/vcattach (installed)."""
+    override_dir = os.environ.get(AGENT_DIR_VAR)
     name = agent_filename()
+    if override_dir:
+        path = os.path.join(override_dir, name)
+        return path if os.path.isfile(path) else None
+    path = _file_override()
+    if path:
+        return path
     here = os.path.dirname(os.path.abspath(__file__))
     candidates = [
         os.path.join(here, "..", "..", "build", name),          # ROOT/python/vcattach → ROOT/build
@@ -63,6 +97,17 @@ def find_agent():
     return None
 
 
+def _not_found_message():
+    version = "Python %d.%d" % (sys.version_info[0], sys.version_info[1])
+    override_dir = os.environ.get(AGENT_DIR_VAR)
+    if override_dir:
+        return ("vcattach: no agent for %s in $%s (%s has no %s): build it with `make` in the "
+                "vcattach tree, or point %s at the directory of the agent builds"
+                % (version, AGENT_DIR_VAR, override_dir, agent_filename(), AGENT_DIR_VAR))
+    return ("vcattach: no agent built for %s (%s): run `make` in the vcattach tree (or set %s "
+            "to the directory of the agent builds)" % (version, agent_filename(), AGENT_DIR_VAR))
+
+
 _lib = None
 
 
@@ -72,13 +117,11 @@ def load():
         return _lib
     path = find_agent()
     if path is None:
-        raise RuntimeError(
-            "vcattach: no agent built for Python %d.%d (%s): run `make` in the vcattach tree "
-            "(or set VCATTACH_AGENT)" % (sys.version_info[0], sys.version_info[1], agent_filename()))
+        raise AgentNotFound(_not_found_message())
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
-        raise RuntimeError("vcattach: cannot load the agent %s: %s" % (path, e))
+        raise AgentLoadError("vcattach: cannot load the agent %s: %s" % (path, e)) from e
     lib.vc_agent_start.argtypes = [ctypes.POINTER(VcConfig)]
     lib.vc_agent_start.restype = ctypes.c_int
     lib.vc_agent_wait_started.argtypes = [ctypes.c_int]

@@ -57,8 +57,9 @@ class _Reader(object):
         self.pos = 0
         self.size = len(buf)
 
-    def fail(self, msg, at=None):
-        raise ValueError("offset %d: %s" % (self.pos if at is None else at, msg))
+    def fail(self, msg, at=None, cause=None):
+        """Raises ValueError("offset N: msg"), chained to the decoder error `cause` if any."""
+        raise ValueError("offset %d: %s" % (self.pos if at is None else at, msg)) from cause
 
     def need(self, n, what):
         left = self.size - self.pos
@@ -96,8 +97,8 @@ class _Reader(object):
         raw = self.buf[self.pos:end]
         try:
             s = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            self.fail("%s is not valid UTF-8" % what)
+        except UnicodeDecodeError as e:
+            self.fail("%s is not valid UTF-8" % what, cause=e)
         self.pos = end + 1
         return s
 
@@ -117,7 +118,7 @@ class _Reader(object):
         try:
             raw = d.decompress(comp, ulen + 1)
         except zlib.error as e:
-            self.fail("%s is not a valid zlib stream (%s)" % (what, e), at)
+            self.fail("%s is not a valid zlib stream (%s)" % (what, e), at, cause=e)
         if len(raw) > ulen:
             self.fail("%s inflates to more than its declared %d bytes" % (what, ulen), at)
         if not d.eof:
@@ -130,9 +131,9 @@ class _Reader(object):
         try:
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
-            self.fail("%s is not valid JSON: %s" % (what, e), at)
-        except RecursionError:
-            self.fail("%s is not valid JSON: nested too deeply" % what, at)
+            self.fail("%s is not valid JSON: %s" % (what, e), at, cause=e)
+        except RecursionError as e:
+            self.fail("%s is not valid JSON: nested too deeply" % what, at, cause=e)
 
     def varint(self, what):
         if self.pos >= self.size:

@@ -1,1 +1,2 @@
-"""Target programs and process helpers for the attach tests (test_preflight, test_e2e)."""
+"""Target programs of the attach tests (idle.py, busy_service.py, seccomp_exec.py); the code
+that starts and checks them is support/targets.py."""

@@ -1,68 +1,10 @@
-"""Helpers shared by the codec tests (test_codec_*.py; no tests in here): running
-`vcattach convert`, comparing event lists the way the format allows (multiset of events, ts/dur within a tolerance), and a
-seeded generator of Chrome traces together with what VizTracer's decompressor returns for them
-(computed from the spec's rules, not from our C code)."""
-import collections
+"""Seeded Chrome traces for the codec tests, together with what VizTracer's decompressor
+returns for them (computed from the spec's rules, not from our C code)."""
 import json
 import math
-import os
 import random
-import subprocess
 
-from conftest import BUILD, VCATTACH
-
-ASAN_VCATTACH = os.path.join(BUILD, "asan", "vcattach")
 U64 = (1 << 64) - 1
-
-
-def convert(src, dst, *extra, exe=VCATTACH, check=True, timeout=120):
-    r = subprocess.run([exe, "convert", src, "-o", dst] + list(extra), capture_output=True,
-                       text=True, timeout=timeout)
-    if check:
-        assert r.returncode == 0, "convert %s -> %s failed (%d): %s" % (src, dst, r.returncode,
-                                                                       r.stderr)
-    return r
-
-
-def _key(ev):
-    e = {k: v for k, v in ev.items() if k not in ("ts", "dur")}
-    return json.dumps(e, sort_keys=True)
-
-
-def events_diff(expected, got, tol):
-    """None if the two event lists are equal as multisets with ts/dur within tol, else a
-    description of the first differences."""
-    a = collections.defaultdict(list)
-    b = collections.defaultdict(list)
-    for e in expected:
-        a[_key(e)].append((e.get("ts"), e.get("dur")))
-    for e in got:
-        b[_key(e)].append((e.get("ts"), e.get("dur")))
-    problems = []
-    for k in set(a) | set(b):
-        x = sorted(a.get(k, []), key=lambda t: (t[0] or 0, t[1] or 0))
-        y = sorted(b.get(k, []), key=lambda t: (t[0] or 0, t[1] or 0))
-        if len(x) != len(y):
-            problems.append("%d expected vs %d got: %s" % (len(x), len(y), k[:200]))
-            continue
-        for (t1, d1), (t2, d2) in zip(x, y):
-            for u, v in ((t1, t2), (d1, d2)):
-                if (u is None) != (v is None) or (u is not None and abs(u - v) > tol):
-                    problems.append("ts/dur %r vs %r: %s" % ((t1, d1), (t2, d2), k[:200]))
-                    break
-            if len(problems) > 5:
-                break
-        if len(problems) > 5:
-            break
-    return "\n".join(problems) if problems else None
-
-
-def load_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-# ---- generated traces ---------------------------------------------------------------------
 
 NAMES = ["main (/srv/app/main.py:1)", "fib (/srv/app/fib.py:3)", "builtins.len",
          "\u51fd\u6570 (/srv/\u00e9t\u00e9/x.py:9)", "quote\"back\\slash\ttab (/a.py:2)",

@@ -1,0 +1,34 @@
+/* backend.h — what the session asks of a hook backend, as one table of operations.
+ *
+ * Two instances, one per hook file: vc_backend_profile (hook_profile.c, the legacy
+ * Py_tracefunc, every version) and vc_backend_monitoring (hook_monitoring.c, sys.monitoring,
+ * 3.12+; on older headers its install refuses with a message).  The session keeps the
+ * installed one in vc_session.backend, so agent.c and starthook.c never branch on which it is.
+ * None of these runs on the hot path (the hooks' callbacks are the hot path, record.h).
+ * Every operation needs the GIL.
+ */
+#ifndef VC_AGENT_BACKEND_H
+#define VC_AGENT_BACKEND_H
+
+#include "session.h"
+
+typedef struct vc_backend_ops {
+    const char *name; /* "profile" or "monitoring": the STARTED message's backend= */
+    /* 1 (message in err) if another profiler holds this backend's slot on any thread. */
+    int (*foreign)(vc_session *s, char *err, size_t errlen);
+    /* Installs the hook for every existing thread, their shadow stacks seeded with the frames
+     * already running.  -1 with a message; what was done is undone by remove. */
+    int (*install)(vc_session *s, char *err, size_t errlen);
+    /* Removes whatever install did (also a partial install); safe to call twice. */
+    void (*remove)(vc_session *s);
+    /* Periodic visit: hooks threads that appeared since (started outside threading). */
+    void (*scan_new_threads)(vc_session *s);
+    /* On a thread that threading just started (its start hook): hooks or binds it; its state,
+     * or NULL if it is not traced. */
+    vc_thread *(*on_new_thread)(vc_session *s, PyThreadState *ts);
+} vc_backend_ops;
+
+extern const vc_backend_ops vc_backend_profile;
+extern const vc_backend_ops vc_backend_monitoring;
+
+#endif /* VC_AGENT_BACKEND_H */

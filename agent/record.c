@@ -1,0 +1,48 @@
+/* record.c — the out-of-line halves of the record path (record.h): taking a fresh chunk when
+ * a thread's is full, repairing the shadow stack when an exit does not match its top, and
+ * closing the calls still open when the session stops.
+ *
+ * Apart from record.h so that the hot path's rare cases have one owner that needs nothing
+ * but the session's data (no life cycle, no backend).  The first two run inside the hooks,
+ * under the GIL; they allocate nothing and call no Python.
+ */
+#include "record.h"
+
+vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t)
+{
+    vc_chunk *c = vc_pool_next_chunk(&s->pool, t->chunk, t->index);
+    if (c == NULL)
+        s->pool.dropped++;
+    t->chunk = c;
+    return c;
+}
+
+void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c, uint64_t now)
+{
+    if (is_c)
+        return; /* a C call that began before we saw this thread */
+    uint32_t top = t->depth;
+    for (uint32_t k = top; k-- > 0;) {
+        vc_frame *f = &t->stack[k];
+        if (f->match == match && !f->is_c) {
+            /* The frames above missed their exits: they end now, inside their parent. */
+            for (uint32_t j = top - 1; j > k; j--)
+                vc_record_store(s, t, t->stack[j].id, t->stack[j].start, now, 0);
+            vc_record_store(s, t, f->id, f->start, now, 0);
+            t->depth = k;
+            return;
+        }
+    }
+    /* Not on the stack: a frame that began before the hook; ignored. */
+}
+
+void vc_record_close_open(vc_session *s, uint64_t now)
+{
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        uint32_t n = t->depth < VC_STACK_DEPTH ? t->depth : VC_STACK_DEPTH;
+        for (uint32_t d = n; d-- > 0;)
+            vc_record_store(s, t, t->stack[d].id, t->stack[d].start, now, VC_REC_OPEN);
+        t->depth = 0;
+    }
+}

@@ -1,0 +1,109 @@
+"""Processes seen from outside: /proc state of a target, running build/vcattach, dropping
+privileges.  What "the target is left alive, unstopped and untraced" means is defined here,
+once: assert_untouched (the process) and assert_running_untraced (every thread of it)."""
+import os
+import subprocess
+import time
+
+from .paths import VCATTACH
+
+NOBODY = (65534, 65534)
+
+# Wraps a command in its own mount namespace with a private /tmp (like systemd's PrivateTmp, or
+# a container sharing the rest of the filesystem).
+PRIVATE_TMP = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs vc-private-tmp /tmp && exec "$0" "$@"')
+
+
+def as_user(user):
+    """preexec_fn that drops to user=(uid, gid) with no supplementary groups (root test
+    runner), or None for user=None."""
+    if user is None:
+        return None
+    uid, gid = user
+
+    def preexec():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return preexec
+
+
+def run_vcattach(*args, env=None, timeout=60, user=None, stdin=None, exe=VCATTACH):
+    """Runs build/vcattach; env adds to (does not replace) ours; user=(uid, gid) drops
+    privileges first."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([exe] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, preexec_fn=as_user(user), stdin=stdin)
+
+
+def proc_state(pid):
+    """State letter of /proc/PID/stat, or None when the process is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(")") + 2]
+
+
+def tracer_pid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return None
+
+
+def task_states(pid):
+    """State letters of every thread of pid (threads that end meanwhile are left out)."""
+    states = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            pass
+    return states
+
+
+def assert_untouched(pid):
+    """The target runs, unstopped and untraced (what every preflight failure must leave)."""
+    assert proc_state(pid) in ("R", "S", "D"), "state %r" % proc_state(pid)
+    assert tracer_pid(pid) == 0
+
+
+def assert_running_untraced(pid):
+    """No thread of pid is stopped or traced (what every injection must leave behind)."""
+    tasks = os.listdir("/proc/%d/task" % pid)
+    assert tasks, "target %d has no threads" % pid
+    for tid in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile
+        assert state not in ("T", "t"), "thread %s of %d left stopped (%s)" % (tid, pid, state)
+        assert tracer == "0", "thread %s of %d still traced by %s" % (tid, pid, tracer)
+
+
+def python_pid(pid):
+    """With a wrapper (unshare --fork) the Python process is a child of the wrapper."""
+    for _ in range(100):
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = f.read().split()
+        except OSError:
+            kids = []
+        if kids:
+            return int(kids[0])
+        try:
+            if "python" in os.readlink("/proc/%d/exe" % pid):
+                return pid
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return pid
