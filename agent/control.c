@@ -13,11 +13,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VC_AGENT_VERSION "0.1"
@@ -26,19 +28,37 @@
 #define VC_SEND_TIMEOUT_MS 10000
 #define VC_STATUS_RECV_TIMEOUT_MS 1000
 
+/* Connects to the controller's socket: "@name" is an abstract name (what vcattach uses: no
+ * file anywhere, see SECURITY.md), anything else a path.  A full backlog (EAGAIN: other
+ * processes may be connecting to a name they saw in /proc/net/unix, and are turned away) is
+ * retried until timeout_ms. */
 static int connect_unix(const char *path, int timeout_ms)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof addr.sun_path) {
+    socklen_t alen = sizeof addr;
+    size_t n = strlen(path);
+    if (n >= sizeof addr.sun_path) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    strcpy(addr.sun_path, path);
+    if (path[0] == '@') {
+        memcpy(addr.sun_path + 1, path + 1, n - 1);
+        alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        memcpy(addr.sun_path, path, n + 1);
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        if (errno != EINPROGRESS && errno != EAGAIN) {
+    for (int waited = 0;; waited += 20) {
+        if (connect(fd, (struct sockaddr *)&addr, alen) == 0)
+            return fd;
+        if (errno == EAGAIN && waited < timeout_ms) {
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (errno != EINPROGRESS) {
             int e = errno;
             close(fd);
             errno = e;
@@ -52,8 +72,8 @@ static int connect_unix(const char *path, int timeout_ms)
             errno = err ? err : ETIMEDOUT;
             return -1;
         }
+        return fd;
     }
-    return fd;
 }
 
 int vc_control_handshake(vc_session *s, char *err, size_t errlen)

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import PYTHONS, ROOT, VCATTACH
+from support.paths import PYTHONS, ROOT, VCATTACH
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -18,7 +18,7 @@ import zlib
 
 import pytest
 
-from conftest import BUILD, ROOT, VCATTACH
+from support.paths import BUILD, ROOT, VCATTACH
 
 ASAN_VCATTACH = os.path.join(BUILD, "asan", "vcattach")
 I64_MIN, MAX_VARINT = -2**63, 2**62 - 1

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, PYTHONS, VCATTACH
+from support.paths import BUILD, PYTHONS, VCATTACH
 
 PARK_C = r"""
 #include <poll.h>
