@@ -447,11 +447,12 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
     int rc = VC_EXIT_FAIL;
     char reply[1024];
     int show = !opt.quiet && isatty(STDERR_FILENO);
+    int copy_made = 0; /* a copy of the agent to remove once the target has loaded it */
 
     /* From here on the target is touched: first its filesystem, when it cannot see our agent. */
     if (t.agent_needs_copy) {
-        if (agent_copy_into_target(t.pid, t.agent, t.agent_in_target, sizeof t.agent_in_target,
-                                   err, sizeof err) < 0) {
+        if (agent_copy_into_target(t.pid, t.uid, t.gid, t.agent, t.agent_in_target,
+                                   sizeof t.agent_in_target, &copy_made, err, sizeof err) < 0) {
             fprintf(stderr, "%s: %s\n", cmd, err);
             goto out;
         }
@@ -463,7 +464,12 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
-    if (inject(&opt, &t, &s, err, sizeof err) < 0) {
+    int injected = inject(&opt, &t, &s, err, sizeof err);
+    if (copy_made) { /* loaded (mapped) or not, the copy's name is not needed any more */
+        agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
+        copy_made = 0;
+    }
+    if (injected < 0) {
         fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.pid, err);
         goto out;
     }
@@ -511,6 +517,8 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
                         "writes what it has to %s%s\n",
                 cmd, (int)t.pid, plan.fallback, plan.fallback_note);
 out:
+    if (copy_made)
+        agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
     session_close(&s);
     sink_abort(&plan.sink);
     signals_restore(&saved);
