@@ -378,13 +378,17 @@ static pid_t own_view_pid(pid_t pid)
     return inner > 0 ? (pid_t)inner : pid;
 }
 
-int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
-                  char *err, size_t errlen)
+/* Asks the session on one candidate name.  1 answered, 0 nobody there (or a holder that is
+ * not the target: warned about and skipped), -1 with err. */
+static int query_name(pid_t pid, const char *name, uint32_t request, char *reply, size_t cap,
+                      int64_t deadline, char *err, size_t errlen)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, VC_AGENT_SOCKET_FMT,
-                       (int)own_view_pid(pid));
-    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    size_t len = strlen(name);
+    if (len + 1 >= sizeof addr.sun_path)
+        return 0;
+    memcpy(addr.sun_path + 1, name, len);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "cannot create a socket: %s", strerror(errno));
@@ -405,12 +409,12 @@ int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int time
     }
     pid_t peer = 0;
     if (peer_pid(fd, &peer) < 0 || peer != pid) {
+        /* Squatting: any local user may bind a name first.  Not an error: the session (if
+         * any) listens on another name then, found by the caller's scan. */
         close(fd);
-        snprintf(err, errlen,
-                 "the session socket of pid %d is held by pid %d, not by the target: refusing "
-                 "to talk to it",
-                 (int)pid, (int)peer);
-        return -1;
+        fprintf(stderr, "vcattach: warning: the session socket name %s is held by pid %d, not "
+                        "by the target %d: ignored\n", name, (int)peer, (int)pid);
+        return 0;
     }
     int rc = -1;
     uint32_t want = request == VC_MSG_STOP ? VC_MSG_END : VC_MSG_STATUS;
@@ -419,7 +423,6 @@ int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int time
                  strerror(errno));
         goto out;
     }
-    int64_t deadline = now_ms() + timeout_ms;
     for (;;) {
         uint32_t type;
         long n = recv_frame(fd, &type, reply, cap, deadline, NULL);
@@ -445,4 +448,33 @@ int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int time
 out:
     close(fd);
     return rc;
+}
+
+int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
+                  char *err, size_t errlen)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    char base[64];
+    snprintf(base, sizeof base, VC_AGENT_SOCKET_FMT, (int)own_view_pid(pid));
+    int r = query_name(pid, base, request, reply, cap, deadline, err, errlen);
+    if (r != 0)
+        return r;
+    /* The well-known name is free or squatted: a session whose name was taken listens on
+     * "<name>-<random>" (agent/control.c).  Listed in /proc/net/unix as "@<name>". */
+    FILE *f = fopen("/proc/net/unix", "re");
+    if (!f)
+        return 0;
+    char line[512];
+    size_t blen = strlen(base);
+    int tried = 0;
+    while (r == 0 && tried < 16 && fgets(line, sizeof line, f)) {
+        char *at = strrchr(line, '@');
+        if (!at || strncmp(at + 1, base, blen) != 0 || at[1 + blen] != '-')
+            continue;
+        at[strcspn(at, " \n")] = '\0';
+        tried++;
+        r = query_name(pid, at + 1, request, reply, cap, deadline, err, errlen);
+    }
+    fclose(f);
+    return r;
 }

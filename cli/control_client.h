@@ -75,8 +75,10 @@ int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void 
  * target sees for itself, which differs inside a pid namespace; abstract sockets are per
  * network namespace, so a target in another one is not found): sends `request`
  * (VC_MSG_STATUS or VC_MSG_STOP) and waits up to timeout_ms for the answer (STATUS, or END
- * after STOP), whose text goes into reply.  Returns 1 (answered), 0 (no session is running in
- * pid), -1 with err (wrong peer, ERROR, timeout). */
+ * after STOP), whose text goes into reply.  A name held by another process (squatting) is
+ * skipped with a warning, and the session's fallback names ("<name>-<random>", listed in
+ * /proc/net/unix) are tried.  Returns 1 (answered), 0 (no session is running in pid), -1 with
+ * err (ERROR, timeout). */
 int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen);
 
