@@ -338,7 +338,7 @@ static int is_mapped_file(int fd, const struct proc_map *m)
  * end, no magic link on the way; O_NONBLOCK: a FIFO or device put there cannot block us.
  * The kernel has openat2 since 5.6; without it, no fallback by path (the map_files entry is
  * the way then). */
-static int open_in_root(pid_t pid, const char *path)
+static int open_in_root_how(pid_t pid, const char *path, uint64_t flags)
 {
 #ifdef SYS_openat2
     char root[64];
@@ -347,7 +347,7 @@ static int open_in_root(pid_t pid, const char *path)
     if (rfd < 0)
         return -errno;
     struct open_how how = {
-        .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+        .flags = flags | O_NOFOLLOW | O_CLOEXEC,
         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
     };
     int fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof how);
@@ -355,9 +355,45 @@ static int open_in_root(pid_t pid, const char *path)
     close(rfd);
     return fd >= 0 ? fd : -e;
 #else
-    (void)pid, (void)path;
+    (void)pid, (void)path, (void)flags;
     return -ENOSYS;
 #endif
+}
+
+static int open_in_root(pid_t pid, const char *path)
+{
+    return open_in_root_how(pid, path, O_RDONLY | O_NONBLOCK);
+}
+
+/* stat() of path as the target sees it, resolved inside its root (an absolute symlink there
+ * cannot point us at a file of the host), without opening the file itself (O_PATH). */
+static int stat_in_root(pid_t pid, const char *path, struct stat *st)
+{
+    int fd = open_in_root_how(pid, path, O_PATH);
+    if (fd < 0) {
+        errno = -fd;
+        return -1;
+    }
+    int r = fstat(fd, st);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+/* Whether the target has `path` mapped although the name is gone ("PATH (deleted)"): an agent
+ * copy removed after an earlier attach, which dlopen still finds by that name. */
+static int mapped_deleted(pid_t pid, const char *path)
+{
+    struct proc_maps maps;
+    if (proc_read_maps(pid, &maps) < 0)
+        return 0;
+    size_t n = strlen(path);
+    int found = 0;
+    for (size_t i = 0; i < maps.n && !found; i++)
+        found = !strncmp(maps.v[i].path, path, n) && !strcmp(maps.v[i].path + n, " (deleted)");
+    proc_free_maps(&maps);
+    return found;
 }
 
 int proc_open_mapped(pid_t pid, const struct proc_map *m)
@@ -453,14 +489,11 @@ int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t e
                  agent_path ? agent_path : "(null)");
         return -EINVAL;
     }
-    char path[4096 + 64];
-    if (proc_root_path(pid, agent_path, path, sizeof path) < 0) {
-        snprintf(err, errlen, "agent path too long");
-        return -ENAMETOOLONG;
-    }
     struct stat sb;
-    if (stat(path, &sb) < 0) {
+    if (stat_in_root(pid, agent_path, &sb) < 0) {
         int e = errno;
+        if (e == ENOENT && mapped_deleted(pid, agent_path))
+            return 0; /* loaded already: dlopen returns that one */
         if (e == EACCES || e == EPERM) {
             snprintf(err, errlen, "permission denied to process %d's files (/proc/%d/root): run "
                      "as the target's user or with CAP_SYS_PTRACE", (int)pid, (int)pid);
