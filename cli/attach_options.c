@@ -38,8 +38,8 @@ static void help_trace(FILE *out)
             "it: the agent then writes OUT.partial.cvf itself (OUT without its .cvf suffix), as\n"
             "it does if vcattach is killed.  OUT is written as OUT.tmp, then renamed.\n\n"
             "A target in another mount namespace (a container, a service with PrivateTmp) gets\n"
-            "its control socket in its own /tmp, and a copy of the agent there when it cannot\n"
-            "see this one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
+            "a copy of the agent in its own /tmp (written as its user) when it cannot see this\n"
+            "one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
             "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"
             "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n");
 }
