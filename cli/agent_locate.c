@@ -209,6 +209,17 @@ static int copy_in_child(void *arg, char *out, size_t cap)
         return 1;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* Still the directory just made: ours, and not a mount point put over it meanwhile (its
+     * device is /tmp's).  Not for our safety (we are the target's user here), for a clear
+     * error instead of an agent written somewhere else. */
+    struct stat dst, tst;
+    if (dfd >= 0 && (fstat(dfd, &dst) < 0 || stat("/tmp", &tst) < 0 ||
+                     dst.st_uid != getuid() || dst.st_dev != tst.st_dev)) {
+        snprintf(out, cap, "the agent's copy directory %s in the target's /tmp was replaced "
+                           "(a mount point or another owner): refused", dir);
+        close(dfd);
+        return 1;
+    }
     int fd = dfd < 0 ? -1 : openat(dfd, j->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
                                                      O_CLOEXEC, 0644);
     int ok = fd >= 0 && fchmod(dfd, 0755) == 0 && fchmod(fd, 0644) == 0 &&
