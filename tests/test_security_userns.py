@@ -54,7 +54,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 canary = sys.argv[1].encode()
 RENAME_EXCHANGE, MS_BIND, AT_FDCWD = 2, 4096, -100
 seen = {}                              # copy directory -> how it is attacked
-print("racing", flush=True)
+print("racing", os.getpid(), flush=True)
 while True:
     try:
         names = os.listdir("/tmp")
@@ -143,19 +143,28 @@ def hostile(sec_user):
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
+    errlog = open(os.path.join(base, "stderr"), "w+")
     t = subprocess.Popen(["unshare", "-Urm", "sh", "-c", script], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=as_user,
-                         start_new_session=True)
-    first = t.stdout.readline().strip()
-    if first != "racing":
-        t.kill()
-        err = t.communicate()[1]
+                         stderr=errlog, text=True, preexec_fn=as_user, start_new_session=True)
+    # "racing PID" (the racer, started first) and "ready" (the target) in either order
+    lines = [t.stdout.readline().split(), t.stdout.readline().split()]
+    racer = [int(w[1]) for w in lines if len(w) == 2 and w[0] == "racing"]
+    if not racer or ["ready"] not in lines:
+        for pid in racer + [t.pid]:
+            os.kill(pid, signal.SIGKILL)
+        t.wait()
+        errlog.seek(0)
+        err = errlog.read()
         shutil.rmtree(base, ignore_errors=True)
         pytest.skip("cannot start a user+mount namespace target: %s" % err.strip())
-    assert t.stdout.readline().strip() == "ready"
     yield t, home, canary, before
-    os.killpg(t.pid, signal.SIGKILL)
+    for pid in (racer[0], t.pid):  # by id: the racer and the target, both ours
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     t.wait()
+    errlog.close()
     subprocess.run(["umount", "-l", os.path.join(home, old_copy)], capture_output=True)
     shutil.rmtree(base, ignore_errors=True)
 
