@@ -370,11 +370,11 @@ static int deliver_trace(vc_session *s, int reason, struct vc_result *res, char 
     else if (strcmp(s->output, "control") == 0)
         status = -EPIPE, snprintf(err, errlen, "the controller went away before the trace was sent");
     else
-        status = vc_emit(s, s->output, res, err, errlen);
+        status = vc_emit(s, s->output, VC_OUTPUT_MODE, res, err, errlen);
     if (status != 0 && s->fallback[0] != '\0') {
         char err2[512] = "";
         struct vc_result res2 = *res;
-        if (vc_emit(s, s->fallback, &res2, err2, sizeof err2) == 0) {
+        if (vc_emit(s, s->fallback, VC_FALLBACK_MODE, &res2, err2, sizeof err2) == 0) {
             char both[1024];
             snprintf(both, sizeof both, "%.500s; trace written to the fallback %.400s", err, s->fallback);
             snprintf(err, errlen, "%.500s", both);

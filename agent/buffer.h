@@ -22,7 +22,11 @@ typedef struct vc_record {
     uint32_t flags; /* VC_REC_* */
 } vc_record;
 
-#define VC_REC_OPEN 1u /* the call was still running at stop: closed at the stop time */
+#define VC_REC_OPEN 1u      /* the call was still running at stop: closed at the stop time */
+#define VC_REC_RESUME 2u    /* a generator/coroutine resumed: a slice of a call, not a call */
+#define VC_REC_AT_ATTACH 4u /* already running when the thread was seeded (its start is the
+                               attach, not the call's) */
+#define VC_REC_AT_ATTACH_INNER 8u /* … and the innermost such frame: where the thread was */
 
 typedef struct vc_chunk {
     struct vc_chunk *next;     /* free list, FIFO of full chunks, or a thread's list at stop */

@@ -52,6 +52,29 @@ static inline PyCodeObject *vc_compat_frame_code(PyFrameObject *frame)
 #endif
 }
 
+/* Whether a PyTrace_CALL for `frame` resumes a suspended generator or coroutine rather than
+ * starting a call.  Before 3.11 a frame that has not run yet has f_lasti == -1; on 3.11 the
+ * frame stands at a RESUME instruction whose oparg is 0 at the start, 1..3 after a
+ * yield/yield from/await.  (3.12+ uses sys.monitoring, whose PY_RESUME says it directly.) */
+#define VC_CO_SUSPENDABLE (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
+static inline int vc_compat_frame_resumes(PyFrameObject *frame, PyCodeObject *co)
+{
+    if (!(co->co_flags & VC_CO_SUSPENDABLE))
+        return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    /* A code unit is two bytes, opcode then oparg, on every 3.11+ (quickening and
+     * instrumentation rewrite the opcode, never the oparg). */
+    int lasti = PyFrame_GetLasti(frame);
+    if (lasti < 0)
+        return 0;
+    if ((Py_ssize_t)lasti + 1 >= Py_SIZE(co) * 2)
+        return 1;
+    return ((const unsigned char *)co->co_code_adaptive)[lasti + 1] != 0;
+#else
+    return frame->f_lasti >= 0;
+#endif
+}
+
 /* Py_TYPE(o) is exactly a builtin-function type (PyCMethod_Type exists from 3.9). */
 static inline int vc_compat_is_cfunction_exact(PyTypeObject *type)
 {

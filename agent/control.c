@@ -177,10 +177,15 @@ static void status_text(vc_session *s, char *text, size_t cap)
     uint64_t el = vc_session_elapsed_ms(s);
     uint64_t remaining = s->duration_ms ? (s->duration_ms > el ? s->duration_ms - el : 0) : 0;
     int st = vc_life_state();
-    snprintf(text, cap, "state=%s\nelapsed_ms=%llu\nremaining_ms=%llu\nthreads=%u\noutput=%s\npid=%d\n",
+    /* How much of the buffer the hooks have taken so far (chunks handed out at least once,
+     * read without the GIL: an atomic counter) and its size: `vcattach trace` turns them
+     * into a call rate and warns when the buffer will fill before the deadline. */
+    unsigned long long used = __atomic_load_n(&s->pool.carved, __ATOMIC_RELAXED);
+    snprintf(text, cap, "state=%s\nelapsed_ms=%llu\nremaining_ms=%llu\nthreads=%u\noutput=%s\npid=%d\n"
+                        "buffer_chunks_used=%llu\nbuffer_chunks=%llu\nbuffer_mb=%u\n",
              st == VC_RUNNING ? "running" : st == VC_STOPPING ? "stopping" : "starting",
              (unsigned long long)el, (unsigned long long)remaining, s->nthreads, s->output,
-             (int)getpid());
+             (int)getpid(), used, (unsigned long long)s->pool.nchunks, s->buffer_mb);
 }
 
 /* Binds and listens on the abstract `name`: the fd, or -1 with errno. */

@@ -130,7 +130,10 @@ typedef struct emit_ctx {
     size_t *first;
     cursor *heap;           /* one cursor per chunk of the thread being merged */
     cvf_fee_event *run;     /* one key's events, grown on demand */
+    uint8_t *run_marks;     /* [run_cap]: MARK_* of each of them */
     size_t run_cap;
+    char *args;             /* the args list of a group of marked events */
+    size_t args_cap;
     char *err;
     size_t errlen;
 } emit_ctx;
@@ -207,6 +210,74 @@ static int alloc_heap(emit_ctx *e)
     return e->heap == NULL ? emit_oom(e) : 0;
 }
 
+/* What a record's flags tell the trace readers (trace/model.h reads the same words from the
+ * events' args): a resume slice, or a call already running when the thread was seeded. */
+enum { MARK_NONE, MARK_RESUME, MARK_AT_ATTACH, MARK_AT_ATTACH_INNER };
+static const char *const mark_args[] = {"{}", "{\"vcattach\":\"resume\"}",
+                                        "{\"vcattach\":\"at_attach\"}",
+                                        "{\"vcattach\":\"at_attach\",\"blocked\":\""};
+
+static uint8_t record_mark(uint32_t flags)
+{
+    if (flags & VC_REC_AT_ATTACH_INNER)
+        return MARK_AT_ATTACH_INNER;
+    return flags & VC_REC_AT_ATTACH ? MARK_AT_ATTACH : flags & VC_REC_RESUME ? MARK_RESUME
+                                                                             : MARK_NONE;
+}
+
+/* Writes one key's m events: the unmarked ones as a plain group, the marked ones (rare: resume
+ * slices, calls running at attach) as a group with an args list carrying the mark. */
+static int write_key_groups(emit_ctx *e, const vc_thread *t, const char *name, size_t m)
+{
+    uint64_t tid = (uint64_t)t->tid;
+    size_t plain = 0, marked = 0;
+    for (size_t i = 0; i < m; i++)
+        marked += e->run_marks[i] != MARK_NONE;
+    if (marked == 0)
+        return cvf_write_fee_group(e->w, e->pid, tid, name, e->run, m, NULL, 0) != 0
+                   ? emit_write_failed(e)
+                   : 0;
+    size_t need = 2 + marked * (48 + sizeof t->blocked);
+    if (need > e->args_cap) {
+        char *bigger = realloc(e->args, need);
+        if (bigger == NULL)
+            return emit_oom(e);
+        e->args = bigger;
+        e->args_cap = need;
+    }
+    /* the plain events are compacted at the front of run[], the marked ones copied to tmp;
+     * both keep their (ts, dur) order, as a group must */
+    cvf_fee_event *tmp = malloc(marked * sizeof *tmp);
+    if (tmp == NULL)
+        return emit_oom(e);
+    size_t len = 0, k = 0;
+    e->args[len++] = '[';
+    for (size_t i = 0; i < m; i++) {
+        uint8_t mk = e->run_marks[i];
+        if (mk == MARK_NONE) {
+            e->run[plain++] = e->run[i];
+            continue;
+        }
+        tmp[k++] = e->run[i];
+        if (k > 1)
+            e->args[len++] = ',';
+        size_t l = strlen(mark_args[mk]);
+        memcpy(e->args + len, mark_args[mk], l);
+        len += l;
+        if (mk == MARK_AT_ATTACH_INNER) /* the thread's kernel state at attach (threads.c) */
+            len += (size_t)sprintf(e->args + len, "%.*s\"}", (int)(sizeof t->blocked - 1),
+                                   t->blocked);
+    }
+    e->args[len++] = ']';
+    int rc = 0;
+    if (plain && cvf_write_fee_group(e->w, e->pid, tid, name, e->run, plain, NULL, 0) != 0)
+        rc = emit_write_failed(e);
+    if (!rc && cvf_write_fee_group(e->w, e->pid, tid, name, tmp, marked, e->args, len) != 0)
+        rc = emit_write_failed(e);
+    free(tmp);
+    return rc;
+}
+
 /* Thread i's chunks, k-way merged: one FEE group per key.  *events grows by the events
  * written; *any is set if the thread wrote at least one group. */
 static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *any)
@@ -231,8 +302,13 @@ static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *a
                 if (bigger == NULL)
                     return emit_oom(e);
                 e->run = bigger;
+                uint8_t *marks = realloc(e->run_marks, cap);
+                if (marks == NULL)
+                    return emit_oom(e);
+                e->run_marks = marks;
                 e->run_cap = cap;
             }
+            e->run_marks[m] = record_mark(r->flags);
             int64_t ts = to_ticks(&e->map, r->start);
             int64_t end = to_ticks(&e->map, r->start + r->dur);
             e->run[m].ts = ts;
@@ -245,8 +321,8 @@ static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *a
         const char *name = id < s->nnames && s->names ? s->names[id] : NULL;
         if (name == NULL || m == 0)
             continue;
-        if (cvf_write_fee_group(e->w, e->pid, (uint64_t)t->tid, name, e->run, m, NULL, 0) != 0)
-            return emit_write_failed(e);
+        if (write_key_groups(e, t, name, m) != 0)
+            return -1;
         *events += m;
         *any = 1;
     }
@@ -327,6 +403,8 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
         cvf_writer_free(e.w);
     free(e.heap);
     free(e.run);
+    free(e.run_marks);
+    free(e.args);
     free(e.list);
     free(e.first);
     return rc;
@@ -334,28 +412,33 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
 
 /* ---- sinks ------------------------------------------------------------------------------- */
 
-static int open_tmp(const char *tmp)
+static int open_tmp(const char *tmp, mode_t mode)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0 && errno == EEXIST) {
         /* A leftover of a crashed session, if it is a plain file of ours. */
         struct stat st;
         if (lstat(tmp, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlink(tmp) == 0)
-            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         else
             errno = EEXIST;
     }
+    /* exactly `mode`, whatever the target's umask: the file is the operator's, and the CLI
+     * writes its own outputs the same way (trace_sink.c) */
+    if (fd >= 0)
+        fchmod(fd, mode);
     return fd;
 }
 
-static int emit_file(vc_session *s, const char *path, struct vc_result *res, char *err, size_t errlen)
+static int emit_file(vc_session *s, const char *path, mode_t mode, struct vc_result *res,
+                     char *err, size_t errlen)
 {
     char tmp[VC_PATH_MAX + 8];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         snprintf(err, errlen, "output path too long");
         return -ENAMETOOLONG;
     }
-    int fd = open_tmp(tmp);
+    int fd = open_tmp(tmp, mode);
     if (fd < 0) {
         int e = errno;
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(e));
@@ -407,7 +490,8 @@ static int emit_unix(vc_session *s, const char *path, struct vc_result *res, cha
     return rc == 0 ? 0 : -EIO;
 }
 
-int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen)
+int vc_emit(vc_session *s, const char *output, mode_t mode, struct vc_result *res, char *err,
+            size_t errlen)
 {
     if (strncmp(output, "fd:", 3) == 0) {
         int fd = atoi(output + 3);
@@ -419,5 +503,5 @@ int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err,
         snprintf(err, errlen, "output=control without a controller");
         return -EPIPE;
     }
-    return emit_file(s, output, res, err, errlen);
+    return emit_file(s, output, mode, res, err, errlen);
 }

@@ -3,7 +3,8 @@
  * One tool id (PROFILER_ID, 2), process-wide: no per-thread installation.  Callbacks are
  * METH_FASTCALL C functions registered with sys.monitoring.register_callback, as cProfile
  * does (Modules/_lsprof.c):
- *   PY_START, PY_RESUME, PY_THROW  → enter     PY_RETURN, PY_YIELD, PY_UNWIND → exit
+ *   PY_START → enter; PY_RESUME, PY_THROW → enter of a resume slice (VC_REC_RESUME)
+ *   PY_RETURN, PY_YIELD, PY_UNWIND → exit
  *   CALL of a C function / method descriptor → C enter     C_RETURN, C_RAISE → C exit
  * The thread state comes from a TLS slot checked against the session generation; a thread
  * seen for the first time is bound to a state once (threads.c), never allocating.  The rest
@@ -65,7 +66,18 @@ static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t narg
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread && nargs >= 1)
-        vc_record_enter(s, t, args[0], args[0], NULL, 0);
+        vc_record_enter(s, t, args[0], args[0], NULL, 0, 0);
+    Py_RETURN_NONE;
+}
+
+/* PY_RESUME, PY_THROW: a suspended generator or coroutine runs again — a new slice of the
+ * same call, marked so that the summary counts the call once. */
+static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = current_thread(s);
+    if (t != &vc_ignored_thread && nargs >= 1)
+        vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME);
     Py_RETURN_NONE;
 }
 
@@ -98,7 +110,7 @@ static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         Py_RETURN_NONE;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread)
-        vc_record_enter(s, t, ml, ml, qual, 1);
+        vc_record_enter(s, t, ml, ml, qual, 1, 0);
     Py_RETURN_NONE;
 }
 
@@ -121,6 +133,7 @@ static PyObject *cb_null(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 }
 
 static PyMethodDef def_enter = {"_vc_enter", (PyCFunction)(void (*)(void))cb_enter, METH_FASTCALL, NULL};
+static PyMethodDef def_resume = {"_vc_resume", (PyCFunction)(void (*)(void))cb_resume, METH_FASTCALL, NULL};
 static PyMethodDef def_exit = {"_vc_exit", (PyCFunction)(void (*)(void))cb_exit, METH_FASTCALL, NULL};
 static PyMethodDef def_call = {"_vc_call", (PyCFunction)(void (*)(void))cb_call, METH_FASTCALL, NULL};
 static PyMethodDef def_c_exit = {"_vc_c_exit", (PyCFunction)(void (*)(void))cb_c_exit, METH_FASTCALL, NULL};
@@ -132,7 +145,7 @@ struct event_binding {
 };
 
 static const struct event_binding bindings[] = {
-    {"PY_START", &def_enter},  {"PY_RESUME", &def_enter}, {"PY_THROW", &def_enter},
+    {"PY_START", &def_enter},  {"PY_RESUME", &def_resume}, {"PY_THROW", &def_resume},
     {"PY_RETURN", &def_exit},  {"PY_YIELD", &def_exit},   {"PY_UNWIND", &def_exit},
     {"CALL", &def_call},       {"C_RETURN", &def_c_exit}, {"C_RAISE", &def_c_exit},
 };

@@ -47,7 +47,8 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     case PyTrace_CALL: {
         /* The frame identifies the call (no second code lookup at return); the code is the key. */
         PyCodeObject *co = vc_compat_frame_code(frame);
-        vc_record_enter(s, t, frame, co, NULL, 0);
+        vc_record_enter(s, t, frame, co, NULL, 0,
+                        vc_compat_frame_resumes(frame, co) ? VC_REC_RESUME : 0);
         break;
     }
     case PyTrace_RETURN:
@@ -55,7 +56,7 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         break;
     case PyTrace_C_CALL:
         if (vc_cfunc_key(arg, NULL, &ml, &qual))
-            vc_record_enter(s, t, ml, ml, qual, 1);
+            vc_record_enter(s, t, ml, ml, qual, 1, 0);
         break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:

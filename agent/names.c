@@ -2,7 +2,8 @@
  *
  * Names follow VizTracer: Python "qualname (filename:firstlineno)" (co_qualname on 3.11+,
  * co_name before); C "module.name" when the function has a module, else "Type.name" from the
- * type of its self, else "name".
+ * type that defines the method (VizTracer takes the type of self: a subclass's name), else
+ * "name".
  */
 #include "names.h"
 
@@ -83,6 +84,26 @@ static char *python_name(PyCodeObject *co)
     return out;
 }
 
+/* The class in type's MRO whose tp_methods holds ml: the one that defines the method.  A
+ * bound C method (the legacy hook's C_CALL argument) only knows the type of its self, a
+ * subclass maybe (`SQLiteCursorWrapper.execute` for sqlite3.Cursor.execute), next to a
+ * Python method of that very name.  Runs once per key, at name resolution. */
+static PyTypeObject *defining_type(PyTypeObject *type, const PyMethodDef *ml)
+{
+    PyObject *mro = type->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro))
+        return type;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *base = PyTuple_GET_ITEM(mro, i);
+        if (!PyType_Check(base))
+            continue;
+        for (const PyMethodDef *m = ((PyTypeObject *)base)->tp_methods; m && m->ml_name; m++)
+            if (m == ml)
+                return (PyTypeObject *)base;
+    }
+    return type;
+}
+
 static char *c_name(const PyMethodDef *ml, PyObject *qual)
 {
     const char *fname = ml->ml_name ? ml->ml_name : "?";
@@ -91,7 +112,7 @@ static char *c_name(const PyMethodDef *ml, PyObject *qual)
         return strdup(fname);
     char *prefix = NULL;
     if (PyType_Check(qual)) {
-        prefix = strdup(((PyTypeObject *)qual)->tp_name);
+        prefix = strdup(defining_type((PyTypeObject *)qual, ml)->tp_name);
     } else if (PyModule_Check(qual)) {
         const char *m = PyModule_GetName(qual);
         if (m == NULL)

@@ -27,8 +27,8 @@ void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c
         if (f->match == match && !f->is_c) {
             /* The frames above missed their exits: they end now, inside their parent. */
             for (uint32_t j = top - 1; j > k; j--)
-                vc_record_store(s, t, t->stack[j].id, t->stack[j].start, now, 0);
-            vc_record_store(s, t, f->id, f->start, now, 0);
+                vc_record_store(s, t, t->stack[j].id, t->stack[j].start, now, t->stack[j].flags);
+            vc_record_store(s, t, f->id, f->start, now, f->flags);
             t->depth = k;
             return;
         }
@@ -42,7 +42,8 @@ void vc_record_close_open(vc_session *s, uint64_t now)
         vc_thread *t = &s->threads[i];
         uint32_t n = t->depth < VC_STACK_DEPTH ? t->depth : VC_STACK_DEPTH;
         for (uint32_t d = n; d-- > 0;)
-            vc_record_store(s, t, t->stack[d].id, t->stack[d].start, now, VC_REC_OPEN);
+            vc_record_store(s, t, t->stack[d].id, t->stack[d].start, now,
+                            VC_REC_OPEN | t->stack[d].flags);
         t->depth = 0;
     }
 }

@@ -37,7 +37,7 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
 }
 
 static inline void vc_record_enter(vc_session *s, vc_thread *t, const void *match,
-                                   const void *key, PyObject *qual, int is_c)
+                                   const void *key, PyObject *qual, int is_c, uint32_t flags)
 {
     uint32_t d = t->depth++;
     if (__builtin_expect(d >= VC_STACK_DEPTH, 0)) {
@@ -49,7 +49,8 @@ static inline void vc_record_enter(vc_session *s, vc_thread *t, const void *matc
     vc_frame *f = &t->stack[d];
     f->match = match;
     f->id = vc_pins_lookup(&s->pins, key, qual, is_c);
-    f->is_c = (uint32_t)is_c;
+    f->is_c = (uint16_t)is_c;
+    f->flags = (uint16_t)flags;
     f->start = vc_clock_now(); /* last: the lookup is not charged to the callee */
 }
 
@@ -64,12 +65,12 @@ static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match
         return;
     }
     vc_frame *f = &t->stack[depth - 1];
-    if (__builtin_expect(f->match != match || f->is_c != (uint32_t)is_c, 0)) {
+    if (__builtin_expect(f->match != match || f->is_c != (uint16_t)is_c, 0)) {
         vc_record_mismatch(s, t, match, is_c, now);
         return;
     }
     t->depth = depth - 1;
-    vc_record_store(s, t, f->id, f->start, now, 0);
+    vc_record_store(s, t, f->id, f->start, now, f->flags);
 }
 
 /* The (PyMethodDef, qualifier) of a C callable, as VizTracer names it; 0 if the callable is
@@ -86,7 +87,9 @@ static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyM
         if (self_arg == NULL)
             return 0;
         *ml = ((PyMethodDescrObject *)callable)->d_method;
-        *qual = (PyObject *)Py_TYPE(self_arg);
+        /* the type that defines the method, not the (sub)class of self: a C method called
+         * on a Python subclass keeps its own name (names.c does the same for bound ones) */
+        *qual = (PyObject *)PyDescr_TYPE(callable);
         return 1;
     }
     if (vc_compat_is_cfunction_exact(type) || PyCFunction_Check(callable)) {

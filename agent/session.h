@@ -30,7 +30,8 @@ typedef struct vc_frame {
     const void *match; /* code object (Python) or callable (C): what the exit event names */
     uint64_t start;
     uint32_t id;
-    uint32_t is_c;
+    uint16_t is_c;
+    uint16_t flags;    /* VC_REC_RESUME / VC_REC_AT_ATTACH, copied into its record */
 } vc_frame;
 
 typedef struct vc_thread {
@@ -45,6 +46,10 @@ typedef struct vc_thread {
     unsigned long ident;      /* PyThreadState.thread_id (threading.get_ident()) */
     int hooked;               /* legacy hook installed on tstate */
     char *name;               /* threading name (malloc'd), NULL if unknown */
+    /* What the thread was doing in the kernel when it was seeded (threads.c: its state, and
+     * wchan or syscall, e.g. "S futex_wait_queue"), "" if unknown: written in the args of its
+     * innermost seeded frame, the call that was in progress at attach. */
+    char blocked[64];
     vc_frame stack[VC_STACK_DEPTH];
 } vc_thread;
 
@@ -114,7 +119,12 @@ int vc_threading_foreign(void);
 #include "cvf.h"
 int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result *res, char *err,
                    size_t errlen);
-int vc_emit(vc_session *s, const char *output, struct vc_result *res, char *err, size_t errlen);
+/* A file output is created with exactly `mode` (VC_OUTPUT_MODE for the output the operator
+ * named, VC_FALLBACK_MODE for the fallback, which may land in a shared temporary directory). */
+#define VC_OUTPUT_MODE 0644
+#define VC_FALLBACK_MODE 0600
+int vc_emit(vc_session *s, const char *output, mode_t mode, struct vc_result *res, char *err,
+            size_t errlen);
 
 /* ---- control (control.c) ---- */
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);

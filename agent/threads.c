@@ -8,9 +8,12 @@
  */
 #include "session.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 vc_thread vc_ignored_thread; /* the agent's own thread and threads beyond the table */
 
@@ -52,6 +55,50 @@ vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts)
     return NULL;
 }
 
+/* First line of a small procfs file of thread tid, without its newline; "" if unreadable. */
+static void read_task_file(pid_t tid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    buf[0] = '\0';
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, what);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* t->blocked: the kernel's view of thread tid right now — its state letter (R running,
+ * S sleeping, D disk…) and the kernel function it sleeps in (wchan), or else the system call
+ * it is in.  Plain file reads, no Python: known only when the OS tid is (3.11+ records it in
+ * the thread state; before, a thread's tid is learnt on its first event, after seeding). */
+static void note_blocked(vc_thread *t)
+{
+    char stat[512], wchan[64], sysc[64];
+    t->blocked[0] = '\0';
+    if (t->tid <= 0)
+        return;
+    read_task_file(t->tid, "stat", stat, sizeof stat);
+    const char *paren = strrchr(stat, ')');
+    if (paren == NULL || paren[1] != ' ' || paren[2] == '\0')
+        return;
+    char state = paren[2];
+    read_task_file(t->tid, "wchan", wchan, sizeof wchan);
+    read_task_file(t->tid, "syscall", sysc, sizeof sysc);
+    sysc[strcspn(sysc, " ")] = '\0'; /* the number; "running" when not in one */
+    if (wchan[0] && strcmp(wchan, "0") != 0)
+        snprintf(t->blocked, sizeof t->blocked, "%c %.40s", state, wchan);
+    else if (sysc[0] && strcmp(sysc, "running") != 0)
+        snprintf(t->blocked, sizeof t->blocked, "%c syscall %.20s", state, sysc);
+    else
+        snprintf(t->blocked, sizeof t->blocked, "%c", state);
+    for (char *p = t->blocked; *p; p++) /* it goes into JSON verbatim: keep it plain */
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '?';
+}
+
 void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now, int by_frame)
 {
     PyObject *codes[VC_STACK_DEPTH];
@@ -65,8 +112,11 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
         f->match = by_frame ? frames[i] : (const void *)codes[i];
         f->id = vc_pins_lookup(&s->pins, codes[i], NULL, 0);
         f->is_c = 0;
+        f->flags = VC_REC_AT_ATTACH | (i == 0 ? VC_REC_AT_ATTACH_INNER : 0);
         f->start = now;
     }
+    if (n > 0)
+        note_blocked(t);
     for (int i = 0; i < n; i++)
         Py_DECREF(codes[i]);
 }

@@ -62,7 +62,9 @@ static void help_stop(FILE *out)
     fprintf(out,
             "usage: vcattach stop --pid PID [-q]\n\n"
             "Stop the session started in PID by `vcattach start`, wait for the agent to write its\n"
-            "trace (at most 60s), and print the summary.\n\n"
+            "trace (at most 60s), and print one line: events, threads, calls dropped, file size\n"
+            "and where the trace is.  `vcattach summary FILE` then shows where the time went.\n"
+            "  -q, --quiet  print nothing; the exit code tells\n\n"
             "exit codes: 0 stopped and written; 1 no session running, or the agent failed;\n"
             "2 usage error\n");
 }

@@ -20,6 +20,7 @@
 #include "export.h"
 #include "options.h"
 #include "trace_sink.h"
+#include "window.h"
 
 /* Output formats of a .cvf input (--format). */
 static const struct format {
@@ -34,6 +35,8 @@ static const struct format {
      "speedscope's own format: one evented profile per thread"},
     {"collapsed", convert_cvf_to_collapsed, ".folded",
      "folded stacks (flamegraph.pl, speedscope): self time in µs per stack"},
+    {"svg", convert_cvf_to_svg, ".svg",
+     "a flame graph any browser opens offline (search, click to zoom)"},
 };
 
 #define PROGRESS_MIN_BYTES (50u << 20)
@@ -41,7 +44,8 @@ static const struct format {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vcattach convert IN [-o OUT] [--format FORMAT] [--force] [--quiet]\n\n"
+            "usage: vcattach convert IN [-o OUT] [--format FORMAT] [--from S] [--to S]\n"
+            "                        [--min-dur DUR] [--force] [--quiet]\n\n"
             "Converts between VizTracer's compressed .cvf format and Chrome trace JSON.\n"
             "The direction comes from IN's contents, not its name:\n"
             "  .cvf  (starts with the version word 1) -> FORMAT (default chrome)\n"
@@ -54,6 +58,13 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         fprintf(out, "                   %-10s %s\n", formats[i].name, formats[i].summary);
     fprintf(out,
+            "  --from S       only the calls running at or after S seconds into the trace\n"
+            "                 (counted from its first call; units: s, ms, us); calls that\n"
+            "                 began earlier are clipped to S\n"
+            "  --to S         only the calls running at or before S seconds into the trace\n"
+            "  --min-dur DUR  leave out calls shorter than DUR (like 100us, 1ms, 0.5s)\n"
+            "                 (--from/--to/--min-dur apply to a .cvf input)\n"
+            "  --merged       svg: one flame graph for all threads (default: one per thread)\n"
             "  -f, --force    replace OUT if it exists (otherwise an existing OUT is an error)\n"
             "  -q, --quiet    no progress line (printed on stderr for inputs over 50 MB)\n"
             "  -h, --help     this text\n\n"
@@ -68,13 +79,21 @@ struct convert_args {
     const char *in, *out, *format_name;
     const struct format *fmt;
     bool force, quiet;
+    bool merged;               /* --merged (svg) */
+    bool windowed;             /* --from, --to or --min-dur given */
+    int64_t from, to;          /* ticks into the trace; to < 0: to its end */
+    uint64_t min_dur;          /* ticks */
 };
 
-enum { OPT_FORMAT = 256 };
+enum { OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED };
 
 static const struct opt_spec convert_specs[] = {
     {"output", 'o', 1, 'o'},
     {"format", 0, 1, OPT_FORMAT},
+    {"from", 0, 1, OPT_FROM},
+    {"to", 0, 1, OPT_TO},
+    {"min-dur", 0, 1, OPT_MIN_DUR},
+    {"merged", 0, 0, OPT_MERGED},
     {"force", 'f', 0, 'f'},
     {"quiet", 'q', 0, 'q'},
 };
@@ -82,12 +101,54 @@ static const struct opt_spec convert_specs[] = {
 static const struct opt_command convert_command = {
     "convert", convert_specs, sizeof convert_specs / sizeof convert_specs[0], usage};
 
+/* "1.5", "1.5s", "250ms", "100us" / "100µs" (a bare number is seconds), zero allowed, into
+ * ticks of 10 ns.  0, or -1 with err. */
+static int parse_time(const char *opt, const char *text, int64_t *ticks, char *err,
+                      size_t errlen)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    double scale = 0; /* ticks per unit */
+    if (end != text && text[0] != '-' && text[0] != '+' && errno == 0) {
+        if (!*end || !strcmp(end, "s"))
+            scale = 1e8;
+        else if (!strcmp(end, "ms"))
+            scale = 1e5;
+        else if (!strcmp(end, "us") || !strcmp(end, "µs"))
+            scale = 1e2;
+    }
+    if (scale == 0 || !(v >= 0) || v * scale > 9.2e18) {
+        snprintf(err, errlen, "--%s takes a time like 1.5 (seconds), 250ms or 100us, not '%s'",
+                 opt, text);
+        return -1;
+    }
+    *ticks = (int64_t)(v * scale + 0.5);
+    return 0;
+}
+
 static int on_option(void *ctx, const struct opt_spec *o, const char *value, char *err,
                      size_t errlen)
 {
     struct convert_args *a = ctx;
     switch (o->id) {
     case 'o': a->out = value; return 0;
+    case OPT_MERGED: a->merged = true; return 0;
+    case OPT_FROM:
+    case OPT_TO:
+    case OPT_MIN_DUR: {
+        int64_t ticks;
+        if (parse_time(o->name, value, &ticks, err, errlen) < 0)
+            return -1;
+        a->windowed = true;
+        if (o->id == OPT_FROM)
+            a->from = ticks;
+        else if (o->id == OPT_TO)
+            a->to = ticks;
+        else
+            a->min_dur = (uint64_t)ticks;
+        return 0;
+    }
     case OPT_FORMAT:
         a->format_name = value;
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
@@ -112,7 +173,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
 /* 0 with *a filled; 1 (--help printed) or 2 (usage error printed): the exit code. */
 static int parse_args(int argc, char **argv, struct convert_args *a)
 {
-    *a = (struct convert_args){.fmt = &formats[0]};
+    *a = (struct convert_args){.fmt = &formats[0], .to = -1};
     int first;
     int rc = opt_parse(&convert_command, argc, argv, on_option, a, &first);
     if (rc)
@@ -122,6 +183,10 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
     if (argc - first > 1)
         return opt_usage_error("convert", "one input only ('%s' and '%s'); use -o for the "
                                           "output", argv[first], argv[first + 1]);
+    if (a->merged && strcmp(a->fmt->name, "svg"))
+        return opt_usage_error("convert", "--merged applies to --format svg");
+    if (a->to >= 0 && a->to < a->from)
+        return opt_usage_error("convert", "--to comes before --from: nothing to write");
     a->in = argv[first];
     return 0;
 }
@@ -205,6 +270,10 @@ static int open_input(const struct convert_args *a, void **data, size_t *size,
         fprintf(stderr, "vcattach convert: --format applies to a .cvf input; %s is JSON and "
                         "converts to .cvf (drop --format)\n", a->in);
         rc = VC_EXIT_USAGE;
+    } else if (*kind == INPUT_JSON && a->windowed) {
+        fprintf(stderr, "vcattach convert: --from/--to/--min-dur apply to a .cvf input; %s is "
+                        "JSON (convert it to .cvf first, then convert that with them)\n", a->in);
+        rc = VC_EXIT_USAGE;
     }
     if (rc != VC_EXIT_OK)
         cvf_unmap_file(*data, *size);
@@ -266,13 +335,23 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
         sink_remove_on_signal(&sink);
     }
     progress_state ps = {-1, isatty(STDERR_FILENO) != 0};
-    convert_ctx cc = {NULL, &ps};
+    convert_ctx cc = {NULL, &ps, NULL, a->merged, 1 /* open_input maps the file */};
+    vct_window window;
+    cvf_error err;
+    if (a->windowed && kind == INPUT_CVF) {
+        if (vct_window_resolve(data, size, a->from, a->to, a->min_dur, &window, &err) < 0) {
+            report_conversion_error(a, kind, &err);
+            if (!to_stdout)
+                sink_abort(&sink);
+            return VC_EXIT_FAIL;
+        }
+        cc.window = &window;
+    }
     if (!a->quiet && size > PROGRESS_MIN_BYTES) {
         cc.progress = show_progress;
         fprintf(stderr, "vcattach convert: %s (%zu MB) -> %s\n", a->in, size >> 20,
                 to_stdout ? "stdout" : out);
     }
-    cvf_error err;
     int crc = run_conversion(a, kind, data, size, to_stdout ? STDOUT_FILENO : sink.fd,
                              to_stdout, &cc, &err);
     if (cc.progress && crc == 0)

@@ -21,6 +21,7 @@ struct summary_args {
     const char *thread;  /* --thread: a name or a tid, or NULL */
     enum vct_sort_key sort;
     int merged;
+    int all; /* --all: waiting ranked with work, as one table */
 };
 
 /* ---- command line ------------------------------------------------------------------------ */
@@ -29,18 +30,22 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: vcattach summary FILE [--top N] [--thread NAME|TID] [--sort self|total|calls]"
-            " [--merged] [--max-threads N]\n"
+            " [--merged] [--max-threads N] [--all]\n"
             "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
-            "  -n, --top N      functions shown per thread (default 20)\n"
+            "Time in blocking calls (locks, sleep, select/poll, sockets, queues, child processes,\n"
+            "pipe reads: trace/waits.def) and in calls already running when the trace began\n"
+            "is waiting: it gets a table of its own under the working one.\n"
+            "  -n, --top N      functions shown per table (default 20)\n"
             "  --thread X       only the thread named X (or with tid X)\n"
             "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
             "  --merged         one table for all threads together\n"
             "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n"
+            "  --all            no waiting table: every call ranked together, waits included\n"
             "  -h, --help       this text\n"
             "exit codes: 0 printed; 1 the trace cannot be read; 2 usage error\n");
 }
 
-enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS };
+enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS, OPT_ALL };
 
 static const struct opt_spec summary_specs[] = {
     {"top", 'n', 1, 'n'},
@@ -48,6 +53,7 @@ static const struct opt_spec summary_specs[] = {
     {"sort", 0, 1, OPT_SORT},
     {"merged", 0, 0, OPT_MERGED},
     {"max-threads", 0, 1, OPT_MAX_THREADS},
+    {"all", 0, 0, OPT_ALL},
 };
 
 static const struct opt_command summary_command = {
@@ -88,6 +94,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         }
         return 0;
     case OPT_MERGED: a->merged = 1; return 0;
+    case OPT_ALL: a->all = 1; return 0;
     }
     snprintf(err, errlen, "option '--%s' is not handled", o->name);
     return -1;
@@ -153,33 +160,94 @@ static void put_terminal_text(const char *s)
         putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
 }
 
-/* Prints the section accumulated in `a`, then resets it for the next one. */
-static void print_section(vct_summary *a, const char *title, size_t top, enum vct_sort_key sort)
+static void print_row_name(const vct_summary *a, uint32_t func)
+{
+    put_terminal_text(a->trace->funcs[func]);
+    putchar('\n');
+}
+
+static void print_more(size_t more)
+{
+    if (more)
+        printf("  … %zu more function%s (--top N shows more)\n", more, more == 1 ? "" : "s");
+}
+
+/* The waiting table: functions by time waited, most first. */
+static void print_waiting(vct_summary *a, size_t top)
 {
     char b1[32], b2[32];
+    printf("  waiting: %s, %.1f%% of the time in calls (not counted as work above)\n",
+           human_span(a->waiting, b1, sizeof b1), pct(a->waiting, a->busy));
+    printf("  %11s %6s %11s %12s %12s  %-9s  %s\n", "wait ms", "wait%", "calls", "mean µs",
+           "max µs", "kind", "function");
+    vct_summary_sort(a, VCT_SORT_WAIT);
+    size_t shown = 0, rows = 0;
+    for (size_t i = 0; i < a->ntouched; i++) {
+        uint32_t f = a->touched[i];
+        const vct_func_stats *s = &a->stats[f];
+        if (!s->wait && !s->at_attach)
+            continue;
+        rows++;
+        if (shown == top)
+            continue;
+        shown++;
+        if (s->wait) {
+            printf("  %11.3f %5.1f%% %11s %11.2f %11.2f  %-9s  ",
+                   (double)s->wait / (VCT_TICKS_PER_US * 1000.0), pct(s->wait, a->busy),
+                   grouped(s->calls, b2, sizeof b2),
+                   s->calls ? (double)s->sum_dur / (double)s->calls / VCT_TICKS_PER_US : 0.0,
+                   (double)s->max_dur / VCT_TICKS_PER_US,
+                   vct_wait_kind_name(vct_summary_kind(a, f)));
+        } else {
+            printf("  %11.3f %5.1f%% %11s %11s %11s  %-9s  ",
+                   (double)s->at_attach / (VCT_TICKS_PER_US * 1000.0),
+                   pct(s->at_attach, a->busy), "-", "-", "-",
+                   vct_wait_kind_name(VCT_WAIT_AT_ATTACH));
+        }
+        print_row_name(a, f);
+    }
+    print_more(rows - shown);
+}
+
+/* Prints the section accumulated in `a`, then resets it for the next one.  Split: the
+ * working table (waits left out, percentages of working time), then the waiting one. */
+static void print_section(vct_summary *a, const char *title, size_t top, enum vct_sort_key sort)
+{
+    char b1[32], b2[32], b3[32];
     putchar('\n');
     put_terminal_text(title);
-    printf(": %s call%s, %s in calls\n", grouped(a->calls, b1, sizeof b1),
+    printf(": %s call%s, %s in calls", grouped(a->calls, b1, sizeof b1),
            a->calls == 1 ? "" : "s", human_span(a->busy, b2, sizeof b2));
+    int64_t working = a->busy - a->waiting;
+    if (a->split)
+        printf(" (%s working, %s waiting)", human_span(working, b2, sizeof b2),
+               human_span(a->waiting, b3, sizeof b3));
+    putchar('\n');
     vct_summary_sort(a, sort);
-    size_t shown = a->ntouched < top ? a->ntouched : top;
     /* "µ" is two bytes but one column: its headers get one byte more of width */
     printf("  %11s %6s %11s %6s %11s %12s %12s  %s\n", "self ms", "self%", "total ms", "total%",
-           "calls", "mean µs", "max µs", "function");
-    for (size_t i = 0; i < shown; i++) {
-        const vct_func_stats *s = &a->stats[a->touched[i]];
+           "calls", "mean µs", "max µs", a->split ? "function (working)" : "function");
+    size_t shown = 0, rows = 0;
+    for (size_t i = 0; i < a->ntouched; i++) {
+        uint32_t f = a->touched[i];
+        const vct_func_stats *s = &a->stats[f];
+        if (vct_summary_kind(a, f) != VCT_WAIT_NONE || (!s->calls && !s->self && !s->total))
+            continue; /* a wait, or only time in progress at attach */
+        rows++;
+        if (shown == top)
+            continue;
+        shown++;
         printf("  %11.3f %5.1f%% %11.3f %5.1f%% %11s %11.2f %11.2f  ",
-               (double)s->self / (VCT_TICKS_PER_US * 1000.0), pct(s->self, a->busy),
-               (double)s->total / (VCT_TICKS_PER_US * 1000.0), pct(s->total, a->busy),
+               (double)s->self / (VCT_TICKS_PER_US * 1000.0), pct(s->self, working),
+               (double)s->total / (VCT_TICKS_PER_US * 1000.0), pct(s->total, working),
                grouped(s->calls, b1, sizeof b1),
-               (double)s->sum_dur / (double)s->calls / VCT_TICKS_PER_US,
+               s->calls ? (double)s->sum_dur / (double)s->calls / VCT_TICKS_PER_US : 0.0,
                (double)s->max_dur / VCT_TICKS_PER_US);
-        put_terminal_text(a->trace->funcs[a->touched[i]]);
-        putchar('\n');
+        print_row_name(a, f);
     }
-    if (a->ntouched > shown)
-        printf("  … %zu more function%s (--top N shows more)\n", a->ntouched - shown,
-               a->ntouched - shown == 1 ? "" : "s");
+    print_more(rows - shown);
+    if (a->split && a->waiting > 0)
+        print_waiting(a, top);
     vct_summary_reset(a);
 }
 
@@ -226,7 +294,7 @@ static long resolve_thread(const vct_trace *t, const struct summary_args *a)
 static int print_tables(const vct_trace *t, const struct summary_args *a, long only)
 {
     vct_summary acc;
-    if (vct_summary_init(&acc, t) < 0)
+    if (vct_summary_init(&acc, t, !a->all) < 0)
         return -1;
     int failed = 0;
     unsigned char *shown = NULL; /* threads that get a table, when not all of them do */

@@ -13,6 +13,7 @@
  * itself.  They are blocked during the injection, which must never be cut in half.
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -179,18 +180,60 @@ static void status_line_clear(int show)
         fprintf(stderr, "\r\033[K");
 }
 
+/* After the first BUFFER_PROBE_MS of tracing: how fast are the hooks filling the agent's
+ * buffer?  When, at that rate, it fills before -t ends (or, without -t, within the first
+ * minute), say so now, with the --buffer-mb that would hold the whole trace: the agent keeps
+ * the newest calls and drops the oldest, which the operator should not learn only at the end.
+ * Best effort: a session that does not answer is not an error here. */
+#define BUFFER_PROBE_MS 1000
+static void warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int show)
+{
+    char reply[1024], err[256];
+    if (session_query(pid, VC_MSG_STATUS, reply, sizeof reply, 1000, err, sizeof err) != 1)
+        return;
+    unsigned long long used = kv_u64(reply, "buffer_chunks_used"),
+                       total = kv_u64(reply, "buffer_chunks"), mb = kv_u64(reply, "buffer_mb"),
+                       elapsed = kv_u64(reply, "elapsed_ms");
+    if (!used || !total || !mb || !elapsed)
+        return; /* an agent without these fields, or nothing recorded yet */
+    double fill_ms = (double)elapsed * (double)total / (double)used;
+    double horizon = opt->duration_ms ? (double)opt->duration_ms : 60000.0;
+    if (fill_ms >= horizon)
+        return;
+    double need_mb = (double)mb * horizon / fill_ms * 1.25; /* a margin: rates vary */
+    char f[32], d[32];
+    cli_format_duration((uint64_t)fill_ms, f, sizeof f);
+    cli_format_duration((uint64_t)horizon, d, sizeof d);
+    status_line_clear(show);
+    if (need_mb <= 65536)
+        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+                        "before %s%s; then the oldest calls are dropped (--buffer-mb %.0f would "
+                        "hold them)\n", mb, f, opt->duration_ms ? "-t " : "the first ", d,
+                ceil(need_mb / 64) * 64);
+    else
+        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+                        "before %s%s; then the oldest calls are dropped (trace for less time, "
+                        "or raise --buffer-mb up to 65536)\n", mb, f,
+                opt->duration_ms ? "-t " : "the first ", d);
+}
+
 /* Waits for the duration (0: until Ctrl-C).  Returns 0 when it is time to stop (deadline or
  * Ctrl-C), 1 when the agent stopped on its own and is already sending (the target is exiting:
  * the agent flushes at interpreter exit), -1 if the connection broke (err says why). */
 static int wait_while_tracing(struct session *s, const struct cli_options *opt, int show,
                               int64_t t0, char *err, size_t errlen)
 {
+    int probed = 0;
     for (;;) {
         int64_t elapsed = now_ms() - t0;
         if (interrupts)
             return 0;
         if (opt->duration_ms && elapsed >= (int64_t)opt->duration_ms)
             return 0;
+        if (!probed && elapsed >= BUFFER_PROBE_MS) {
+            probed = 1;
+            warn_if_buffer_fills(s->pid, opt, show);
+        }
         status_line(show, s->pid, elapsed, opt->duration_ms);
         int slice = STATUS_LINE_MS;
         if (opt->duration_ms && (int64_t)opt->duration_ms - elapsed < slice)
@@ -602,9 +645,16 @@ int cmd_status(int argc, char **argv)
     vc_kv_get(reply, "output", output, sizeof output);
     cli_format_duration(kv_u64(reply, "elapsed_ms"), e, sizeof e);
     unsigned long long remaining = kv_u64(reply, "remaining_ms");
+    int streamed = !strcmp(output, "control"); /* a `vcattach trace` receives it */
+    /* A `vcattach trace -t` session's agent holds the deadline plus DEADLINE_GRACE_MS (its
+     * backstop in case that vcattach dies); the vcattach stops it at -t itself, so what is
+     * left is the agent's figure minus the grace. */
+    int backstop = streamed && remaining > 0;
+    if (backstop)
+        remaining = remaining > DEADLINE_GRACE_MS ? remaining - DEADLINE_GRACE_MS : 0;
     cli_format_duration(remaining, l, sizeof l);
-    snprintf(left, sizeof left, remaining ? "%s left" : "no deadline", l);
-    if (!strcmp(output, "control")) /* a `vcattach trace` receives it */
+    snprintf(left, sizeof left, remaining || backstop ? "%s left" : "no deadline", l);
+    if (streamed)
         snprintf(output, sizeof output, "streamed to the vcattach that started it");
     if (!opt.quiet)
         printf("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",

@@ -9,6 +9,7 @@
 /* <linux/elf.h>, not <elf.h>: with -Iinjector, <elf.h> would find this directory's elf.h */
 #include <linux/elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -80,6 +81,15 @@ int elf_open_fd(int fd, struct elf_file *ef)
         }
     if (!have_load)
         goto bad;
+    for (unsigned i = 0; i < eh->e_phnum && ef->ncode < (int)(sizeof ef->code / sizeof ef->code[0]);
+         i++)
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
+            in_file(ef, ph[i].p_offset, ph[i].p_filesz)) {
+            ef->code[ef->ncode].offset = ph[i].p_offset;
+            ef->code[ef->ncode].filesz = ph[i].p_filesz;
+            ef->code[ef->ncode].vaddr = ph[i].p_vaddr;
+            ef->ncode++;
+        }
 
     if (eh->e_shoff && eh->e_shentsize == sizeof(Elf64_Shdr) && eh->e_shnum &&
         in_file(ef, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) &&
@@ -108,6 +118,8 @@ int elf_open_fd(int fd, struct elf_file *ef)
     free(eh);
     free(ph);
     free(sh);
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    ef->fd_plus1 = dup >= 0 ? dup + 1 : 0;
     return 0;
 bad:
     free(eh);
@@ -118,6 +130,8 @@ bad:
 
 void elf_close(struct elf_file *ef)
 {
+    if (ef->fd_plus1)
+        close(ef->fd_plus1 - 1);
     for (int t = 0; t < 2; t++) {
         free((void *)ef->tab[t].syms);
         free((void *)ef->tab[t].str);
@@ -191,4 +205,36 @@ found:;
     *name = n;
     *offset = vaddr - best->st_value;
     return 0;
+}
+
+int elf_find_code(const struct elf_file *ef, const void *pat, size_t len, uint64_t *vaddr)
+{
+    /* pread in bounded chunks that overlap by len - 1 bytes, so that no match is cut in two */
+    enum { CHUNK = 1 << 20 };
+    if (!ef->fd_plus1 || len == 0 || len > CHUNK / 2)
+        return -ENOENT;
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return -ENOMEM;
+    int rc = -ENOENT;
+    for (int i = 0; i < ef->ncode && rc == -ENOENT; i++) {
+        uint64_t off = 0, size = ef->code[i].filesz;
+        while (off + len <= size) {
+            size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
+            ssize_t n = pread(ef->fd_plus1 - 1, buf, want, (off_t)(ef->code[i].offset + off));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < (ssize_t)len)
+                break; /* truncated meanwhile: no match there */
+            const unsigned char *hit = memmem(buf, (size_t)n, pat, len);
+            if (hit) {
+                *vaddr = ef->code[i].vaddr + off + (uint64_t)(hit - buf);
+                rc = 0;
+                break;
+            }
+            off += (uint64_t)n - (len - 1);
+        }
+    }
+    free(buf);
+    return rc;
 }

@@ -1,6 +1,7 @@
 /* elf.h — symbol lookup in the ELF files a target has mapped (libc, the python executable or
  * libpython, the agent), without a debugger: .dynsym/.dynstr (and .symtab when not stripped),
- * the entry point, and the load bias that turns a file address into a target address. */
+ * the entry point, byte patterns in executable segments, and the load bias that turns a file
+ * address into a target address. */
 #ifndef VC_ELF_H
 #define VC_ELF_H
 
@@ -18,11 +19,18 @@ struct elf_file {
         const char *str;
         size_t strsize;
     } tab[2];
+    /* executable PT_LOAD segments, searched by elf_find_code through our own duplicate of
+     * the file's descriptor (fd_plus1 - 1; 0: none, so a zeroed struct owns nothing) */
+    struct {
+        uint64_t offset, filesz, vaddr;
+    } code[8];
+    int ncode;
+    int fd_plus1;
 };
 
-/* Reads the headers and symbol tables of the file behind fd (not closed) into memory of our
- * own (a file truncated meanwhile is a malformed file, not a SIGBUS).  0 or -errno (-ENOEXEC: not a usable
- * x86-64 ELF). */
+/* Reads the headers and symbol tables of the file behind fd (not closed; ef keeps a duplicate
+ * for elf_find_code) into memory of our own: a file truncated meanwhile is a malformed file,
+ * not a SIGBUS.  0 or -errno (-ENOEXEC: not a usable x86-64 ELF). */
 int elf_open_fd(int fd, struct elf_file *ef);
 void elf_close(struct elf_file *ef);
 
@@ -32,6 +40,11 @@ int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr);
 /* Name of the function containing file address vaddr (the nearest symbol below it when sizes
  * are missing); name points into ef (valid until elf_close).  0 or -ENOENT. */
 int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset);
+
+/* File address of the first occurrence of the byte string pat inside an executable PT_LOAD
+ * segment (its file-backed part): code the target already maps, found without writing any.
+ * 0 or -ENOENT. */
+int elf_find_code(const struct elf_file *ef, const void *pat, size_t len, uint64_t *vaddr);
 
 /* Load bias: target address = file address + bias, where map_start is the start of the
  * file's offset-0 mapping in the target. */

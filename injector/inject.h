@@ -6,6 +6,16 @@
  *     handle = dlopen(agent_path, RTLD_NOW | RTLD_LOCAL)      (a no-op if already loaded)
  *     rc     = vc_agent_connect(control_path)                  (spawns the agent thread)
  * and leave every thread running, with every register restored, on every path.
+ *
+ * If the injecting process is killed (SIGKILL cannot be blocked):
+ *  - ptrace: the kernel detaches every thread; the thread running a call finishes the piece it
+ *    is in and comes home through its own signal frame (remote_call.h).  Guaranteed at any
+ *    instant; no code page of the target is ever written.  Left behind at worst: the private
+ *    scratch mapping, and signals intercepted for re-delivery.
+ *  - gdb: gdb runs in its own process group and outlives its parent: it finishes the call and
+ *    detaches (tests/test_inject_kill.py).  gdb ITSELF killed mid-call is not survivable: the
+ *    call returns into gdb's dummy-frame return address and the target dies (SIGSEGV/SIGTRAP);
+ *    this is why run_gdb unwinds a call through gdb before it ever kills gdb.
  */
 #ifndef VC_INJECT_H
 #define VC_INJECT_H

@@ -3,17 +3,19 @@
  *   checks (nothing touched) → find dlopen/dlerror in the target's libc (.dynsym + map base)
  *   → block termination signals → seize + interrupt every thread → pick a safe thread
  *     (retry for a bounded time while none is safe) → detach every other thread
- *   → on the chosen thread: trampoline at libc's entry point, mmap a scratch region
- *     (stack + strings), dlopen(agent, RTLD_NOW|RTLD_LOCAL), dlerror() on failure,
- *     vc_agent_connect(control_path) (address from the agent's .dynsym + its map base),
- *     munmap → restore code, registers, FPU state → detach → unblock signals.
+ *   → on the chosen thread (remote_call.h: libc's own `syscall; ret` and rt_sigreturn
+ *     restorer, signal frames that bring it home, no code of the target written): map a
+ *     private scratch region (call stub, strings, stack), dlopen(agent, RTLD_NOW|RTLD_LOCAL),
+ *     dlerror() on failure, vc_agent_connect(control_path) (address from the agent's .dynsym +
+ *     its map base), unmap → detach → unblock signals.
  *
  * SIGINT/SIGTERM/SIGHUP/SIGQUIT (and the job-control stops SIGTSTP/SIGTTIN/SIGTTOU) are
  * blocked from the first seize to the last detach, so a Ctrl-C, Ctrl-Z or a kill arriving
  * mid-way is acted on (by the caller's handlers or the default action) only once every thread
  * runs free; before anything has run in the target, a pending termination signal aborts the
  * injection early.  SIGKILL cannot be blocked: the kernel then detaches every
- * thread itself (no PTRACE_O_EXITKILL), and only a thread inside the remote call is at risk. */
+ * thread itself (no PTRACE_O_EXITKILL), and the thread inside the remote call finishes the
+ * piece it is in and returns home through its signal frame (remote_call.h). */
 #include "inject.h"
 
 #include <dlfcn.h>
@@ -37,13 +39,13 @@
 #include "safepoint.h"
 
 #define RTLD_DLOPEN_INTERNAL 0x80000000 /* __RTLD_DLOPEN: required by __libc_dlopen_mode */
-#define SCRATCH_STACK (1u << 20)       /* the loader and constructors run on it */
 #define SCRATCH_DATA 16384u           /* agent path + control path */
 #define DEFAULT_TIMEOUT_MS 5000
 #define SEIZE_STOP_MS 2000             /* longest the other threads stay stopped while seizing */
 
 struct libc_syms {
-    uint64_t dlopen, dlerror, code; /* target addresses */
+    uint64_t dlopen, dlerror;       /* target addresses */
+    struct remote_gadgets gadgets;
     int internal_dlopen;            /* dlopen is __libc_dlopen_mode */
 };
 
@@ -61,6 +63,15 @@ static int is_libc_name(const char *b)
 {
     return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && strstr(b, ".so")) ||
            (strncmp(b, "ld-musl-", 8) == 0) || strncmp(b, "libc.musl-", 10) == 0;
+}
+
+/* Whether [addr, addr + len) lies inside one executable mapping of the target. */
+static int in_exec_mapping(const struct proc_maps *maps, uint64_t addr, uint64_t len)
+{
+    for (size_t i = 0; i < maps->n; i++)
+        if (addr >= maps->v[i].start && addr + len <= maps->v[i].end)
+            return maps->v[i].perms[2] == 'x';
+    return 0;
 }
 
 static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_syms *ls,
@@ -94,15 +105,20 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
     }
     if (elf_lookup(&ef, "dlerror", &v) == 0)
         ls->dlerror = bias + v;
-    ls->code = bias + ef.entry;
-    int have_entry = ef.entry != 0;
+    /* the code borrowed must be code the target maps executable (its bytes are checked
+     * against its memory by remote_begin) */
+    int have_gadgets = remote_find_gadgets(&ef, bias, &ls->gadgets) == 0 &&
+                       in_exec_mapping(maps, ls->gadgets.syscall_ret, 3) &&
+                       in_exec_mapping(maps, ls->gadgets.restorer,
+                                       ls->gadgets.restorer_end - ls->gadgets.restorer);
     elf_close(&ef);
     if (!ls->dlopen) {
         set_err(err, errlen, "neither dlopen nor __libc_dlopen_mode found in %s", m->path);
         return -ENOENT;
     }
-    if (!have_entry) {
-        set_err(err, errlen, "%s has no entry point to place the call trampoline", m->path);
+    if (!have_gadgets) {
+        set_err(err, errlen, "%s has no `syscall; ret` or rt_sigreturn restorer code to borrow: "
+                "not a supported libc; use --method gdb", m->path);
         return -ENOEXEC;
     }
     return 0;
@@ -220,64 +236,59 @@ static void read_remote_string(pid_t tid, uint64_t addr, char *buf, size_t len)
     }
 }
 
-/* The two calls on the chosen thread, between remote_begin and remote_end, with the scratch
- * region mapped before and unmapped after (left mapped when a call was abandoned on timeout:
- * its frames may still be referenced).  Returns an inject_status: UNTOUCHED while dlopen has
- * not run, FAILED after. */
+/* The two calls on the chosen thread, between remote_begin and remote_end, after mapping the
+ * scratch region (remote_end unmaps it, or leaves it mapped when a call was abandoned on
+ * timeout: its frames may still be referenced).  Returns an inject_status: UNTOUCHED while
+ * dlopen has not run, FAILED after. */
 static int run_calls(const struct inject_request *req, struct remote *rc,
                      const struct libc_syms *ls, int64_t deadline, int64_t t0, char *err,
                      size_t errlen)
 {
     pid_t tid = rc->t->tid;
     size_t alen = strlen(req->agent_path) + 1, clen = strlen(req->control_path) + 1;
-    uint64_t scratch = 0, ret = 0;
-    const size_t scratch_len = SCRATCH_STACK + SCRATCH_DATA;
-    uint64_t args[6] = {0, scratch_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        (uint64_t)-1, 0};
-    int r = remote_syscall(rc, SYS_mmap, args, &ret, deadline);
-    if (r < 0 || ((int64_t)ret < 0 && (int64_t)ret > -4096)) {
-        set_err(err, errlen, "remote mmap failed in the target: %s",
-                r == -ENOSYS ? "blocked by seccomp" : strerror(r < 0 ? -r : -(int)(int64_t)ret));
+    uint64_t data = 0, ret = 0;
+    int r = remote_map_scratch(rc, SCRATCH_DATA, &data, deadline);
+    if (r == -ENOSPC) {
+        set_err(err, errlen, "no room for a signal frame on the stack of thread %d (near its "
+                "guard page); nothing was run, retry later", (int)tid);
         return INJECT_UNTOUCHED;
     }
-    scratch = ret;
-    note(req, t0, "scratch region at %#llx", (unsigned long long)scratch);
-    int status = INJECT_OK;
-    /* layout: [strings (SCRATCH_DATA)] [stack (SCRATCH_STACK), grows down from the end] */
-    uint64_t agent_str = scratch, control_str = scratch + alen, stack_top = scratch + scratch_len;
+    if (r < 0) {
+        set_err(err, errlen, "cannot map the call stub in the target: %s",
+                r == -ENOSYS ? "blocked by seccomp" : strerror(-r));
+        return INJECT_UNTOUCHED;
+    }
+    note(req, t0, "scratch region at %#llx", (unsigned long long)rc->scratch);
+    /* data: [agent path] [control path] */
+    uint64_t agent_str = data, control_str = data + alen;
     if (pt_write(tid, agent_str, req->agent_path, alen) < 0 ||
         pt_write(tid, control_str, req->control_path, clen) < 0) {
         set_err(err, errlen, "cannot write into the target's memory");
-        status = INJECT_UNTOUCHED;
-        goto unmap;
+        return INJECT_UNTOUCHED;
     }
     if (termination_pending()) {
         set_err(err, errlen, "interrupted by a signal before anything ran in the target");
-        status = INJECT_UNTOUCHED;
-        goto unmap;
+        return INJECT_UNTOUCHED;
     }
 
     uint64_t flags = RTLD_NOW | RTLD_LOCAL | (ls->internal_dlopen ? RTLD_DLOPEN_INTERNAL : 0);
-    r = remote_call(rc, ls->dlopen, agent_str, flags, stack_top, &ret, deadline);
+    r = remote_call(rc, ls->dlopen, agent_str, flags, &ret, deadline);
     note(req, t0, "dlopen -> %d, handle %#llx", r, (unsigned long long)ret);
     if (r < 0)
         goto call_failed;
     if (ret == 0) {
         char msg[512] = "";
         uint64_t s = 0;
-        if (ls->dlerror && remote_call(rc, ls->dlerror, 0, 0, stack_top, &s, deadline) == 0 && s)
+        if (ls->dlerror && remote_call(rc, ls->dlerror, 0, 0, &s, deadline) == 0 && s)
             read_remote_string(tid, s, msg, sizeof msg);
         set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
                 msg[0] ? msg : "(no dlerror text)");
-        status = INJECT_FAILED;
-        goto unmap;
+        return INJECT_FAILED;
     }
     uint64_t entry = 0;
-    if (find_agent_entry(req->pid, req->agent_path, &entry, err, errlen) < 0) {
-        status = INJECT_FAILED;
-        goto unmap;
-    }
-    r = remote_call(rc, entry, control_str, 0, stack_top, &ret, deadline);
+    if (find_agent_entry(req->pid, req->agent_path, &entry, err, errlen) < 0)
+        return INJECT_FAILED;
+    r = remote_call(rc, entry, control_str, 0, &ret, deadline);
     note(req, t0, "vc_agent_connect -> %d, rc %d", r, (int)(int32_t)ret);
     if (r < 0)
         goto call_failed;
@@ -285,18 +296,15 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
         int e = (int32_t)ret;
         set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
                 req->control_path, e, e < 0 ? strerror(-e) : "error");
-        status = INJECT_FAILED;
+        return INJECT_FAILED;
     }
-    goto unmap;
+    return INJECT_OK;
 
 call_failed:
-    status = INJECT_FAILED;
-    if (r == -ETIMEDOUT) {
+    if (r == -ETIMEDOUT)
         set_err(err, errlen, "the call into the target did not return within the timeout (%d ms); "
                 "registers restored, the call was abandoned", req->timeout_ms);
-        return status; /* scratch stays mapped: the abandoned frames may be referenced */
-    }
-    if (r == -ENOSYS)
+    else if (r == -ENOSYS)
         set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); registers "
                 "restored");
     else if (r == -EFAULT)
@@ -306,12 +314,7 @@ call_failed:
         set_err(err, errlen, "the target thread exited during the injected call");
     else
         set_err(err, errlen, "remote call failed: %s", strerror(-r));
-    if (r == -ESRCH)
-        return status;
-unmap:;
-    uint64_t margs[6] = {scratch, scratch_len, 0, 0, 0, 0};
-    remote_syscall(rc, SYS_munmap, margs, &ret, pt_now_ns() + 1000000000);
-    return status;
+    return INJECT_FAILED;
 }
 
 int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
@@ -405,7 +408,12 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
     note(req, t0, "other threads resumed; calling on thread %d", (int)t->tid);
 
     struct remote rc;
-    r = remote_begin(&rc, t, ls.code);
+    r = remote_begin(&rc, t, &ls.gadgets);
+    if (r == -EOPNOTSUPP) {
+        set_err(err, errlen, "thread %d runs with an x86 shadow stack (CET), which the ptrace "
+                "method cannot call into; nothing was run (use --method gdb)", (int)t->tid);
+        goto out;
+    }
     if (r < 0) {
         set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
         goto out;

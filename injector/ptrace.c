@@ -7,7 +7,8 @@
  * PTRACE_EVENT_STOP that vanishes at detach.  No option is set at seize: in particular never
  * PTRACE_O_EXITKILL, so if we die the kernel detaches and the target lives.
  *
- * Waits poll waitpid(WNOHANG) with short, growing sleeps up to an absolute deadline: no
+ * Waits poll waitpid(WNOHANG), yielding the CPU for the first 50 us (a remote call's syscall
+ * stops come that fast) and then with short, growing sleeps up to an absolute deadline: no
  * SIGCHLD handling is needed, which keeps the caller's own signal and child handling intact. */
 #include "ptrace.h"
 
@@ -18,6 +19,7 @@
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +39,8 @@ int64_t pt_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+#define SPIN_NS 50000 /* how long a wait polls with sched_yield before it naps */
 
 static void nap(int64_t ns)
 {
@@ -76,7 +80,7 @@ static int is_job_control_stop(int sig)
 
 int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
 {
-    int64_t sleep_ns = 20000;
+    int64_t sleep_ns = 20000, started = pt_now_ns();
     for (;;) {
         int st = 0;
         pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
@@ -93,12 +97,15 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
             t->state = TRACEE_STOPPED;
             t->group_stop = 0;
             t->in_signal_stop = 0;
-            if (event == PTRACE_EVENT_STOP) {
+            t->syscall_stop = 0;
+            if (event == 0 && sig == (SIGTRAP | 0x80)) {
+                t->syscall_stop = 1; /* PTRACE_SYSCALL stop, not a signal */
+            } else if (event == PTRACE_EVENT_STOP) {
                 if (is_job_control_stop(sig))
                     t->group_stop = sig;
             } else if (event == 0) {
                 /* signal-delivery-stop: the signal is suppressed unless we hand it back; the
-                 * caller decides (it may be our own int3), the default is re-delivery. */
+                 * caller decides (it may be a fault of our call), the default is re-delivery. */
                 t->in_signal_stop = sig;
             }
             return 0;
@@ -112,6 +119,12 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
         int64_t now = pt_now_ns();
         if (now >= deadline_ns)
             return -ETIMEDOUT;
+        if (now - started < SPIN_NS) {
+            /* syscall stops of a remote call come within microseconds: a nap (its timer
+             * slack included) would cost more than the stop itself */
+            sched_yield();
+            continue;
+        }
         if (sleep_ns > deadline_ns - now)
             sleep_ns = deadline_ns - now;
         nap(sleep_ns);
@@ -121,7 +134,7 @@ int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status)
 }
 
 /* After a wait: a signal-delivery-stop for a real signal is remembered for re-delivery.
- * A kernel-generated SIGTRAP (si_code > 0: our int3) is ours and is dropped: re-delivered
+ * A kernel-generated SIGTRAP (si_code > 0: a trap caused by tracing) is dropped: re-delivered
  * to an untraced thread, it would kill the target. */
 static void keep_signal(struct tracee *t)
 {
@@ -260,6 +273,21 @@ void pt_release(struct tracee_group *g)
     g->n = g->cap = 0;
 }
 
+int pt_set_tracesysgood(pid_t tid)
+{
+    return ptrace(PTRACE_SETOPTIONS, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0 ? -errno : 0;
+}
+
+int pt_get_sigmask(pid_t tid, uint64_t *mask)
+{
+    return ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof *mask, mask) < 0 ? -errno : 0;
+}
+
+int pt_set_sigmask(pid_t tid, uint64_t mask)
+{
+    return ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof mask, &mask) < 0 ? -errno : 0;
+}
+
 int pt_getregs(pid_t tid, struct user_regs_struct *r)
 {
     return ptrace(PTRACE_GETREGS, tid, 0, r) < 0 ? -errno : 0;
@@ -355,4 +383,13 @@ int pt_write(pid_t tid, uint64_t addr, const void *buf, size_t len)
     if (process_vm_writev(tid, &local, 1, &remote, 1, 0) == (ssize_t)len)
         return 0;
     return pt_poke_text(tid, addr, buf, len);
+}
+
+int pt_write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len)
+{
+    struct iovec local = {(void *)buf, len}, remote = {(void *)addr, len};
+    ssize_t n = process_vm_writev(tid, &local, 1, &remote, 1, 0);
+    if (n == (ssize_t)len)
+        return 0;
+    return n < 0 ? -errno : -EFAULT;
 }

@@ -23,6 +23,8 @@ struct tracee {
     uint64_t pending_sigs; /* bit (sig-1): signals intercepted by us, re-delivered at detach */
     int group_stop;        /* the stop was a group-stop for this signal (job control) */
     int in_signal_stop;    /* last stop was a signal-delivery-stop (it is not a safe point) */
+    int syscall_stop;      /* last stop was a syscall-entry/exit stop (PTRACE_SYSCALL with
+                            * PTRACE_O_TRACESYSGOOD: status SIGTRAP|0x80) */
 };
 
 struct tracee_group {
@@ -52,6 +54,16 @@ int pt_detach_all(struct tracee_group *g);
 /* Detaches all, then frees the group. */
 void pt_release(struct tracee_group *g);
 
+/* Makes syscall stops of tid report SIGTRAP|0x80 (PTRACE_O_TRACESYSGOOD, nothing else: never
+ * EXITKILL).  Required before any PTRACE_SYSCALL: if the tracer dies before reaping a syscall
+ * stop, the kernel re-sends the stop's code to the thread as a signal; SIGTRAP|0x80 is no valid
+ * signal and is dropped, a plain SIGTRAP would kill the target. */
+int pt_set_tracesysgood(pid_t tid);
+
+/* The thread's blocked-signal mask (PTRACE_GETSIGMASK / PTRACE_SETSIGMASK). */
+int pt_get_sigmask(pid_t tid, uint64_t *mask);
+int pt_set_sigmask(pid_t tid, uint64_t mask);
+
 int pt_getregs(pid_t tid, struct user_regs_struct *r);
 int pt_setregs(pid_t tid, const struct user_regs_struct *r);
 
@@ -68,6 +80,9 @@ int pt_set_fpstate(pid_t tid, const struct pt_fpstate *fp);
  * also writes read-only text).  0 or -errno. */
 int pt_read(pid_t tid, uint64_t addr, void *buf, size_t len);
 int pt_write(pid_t tid, uint64_t addr, const void *buf, size_t len);
+/* Writes only where the target itself could write (process_vm_writev, no PTRACE_POKE
+ * fallback): a guard page or a read-only page is -EFAULT, never silently written. */
+int pt_write_mem(pid_t tid, uint64_t addr, const void *buf, size_t len);
 /* Writes code: always through PTRACE_POKETEXT (text is read-only to process_vm_writev). */
 int pt_poke_text(pid_t tid, uint64_t addr, const void *buf, size_t len);
 

@@ -42,29 +42,12 @@ static const struct {
 } symbol_rules[] = {
 #define SP_NAME(name, why) {RULE_NAME, name, why},
 #define SP_PREFIX(prefix, why) {RULE_PREFIX, prefix, why},
-#define SP_ALIAS(prefix)
-#define SP_MODULE(prefix, needs_so, why)
-#define SP_IDLE_SYSCALL(name)
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
 };
 
 static const char *const alias_prefixes[] = {
-#define SP_NAME(name, why)
-#define SP_PREFIX(prefix, why)
 #define SP_ALIAS(prefix) prefix,
-#define SP_MODULE(prefix, needs_so, why)
-#define SP_IDLE_SYSCALL(name)
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
 };
 
 static const struct {
@@ -72,31 +55,13 @@ static const struct {
     int needs_so;
     const char *why;
 } module_rules[] = {
-#define SP_NAME(name, why)
-#define SP_PREFIX(prefix, why)
-#define SP_ALIAS(prefix)
 #define SP_MODULE(prefix, needs_so, why) {prefix, needs_so, why},
-#define SP_IDLE_SYSCALL(name)
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
 };
 
 static const long idle_syscalls[] = {
-#define SP_NAME(name, why)
-#define SP_PREFIX(prefix, why)
-#define SP_ALIAS(prefix)
-#define SP_MODULE(prefix, needs_so, why)
 #define SP_IDLE_SYSCALL(name) SYS_##name,
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
 };
 
 #define COUNT(a) (sizeof(a) / sizeof *(a))

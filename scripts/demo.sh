@@ -4,7 +4,8 @@
 #   1. starts examples/demo_service.py (HTTP server + load generator + asyncio task),
 #   2. attaches: vcattach --pid PID -t 3s -o build/demo/demo.cvf,
 #   3. shows the service still serving after vcattach detached,
-#   4. converts the trace for the viewers and prints `vcattach summary`,
+#   4. converts the trace for the viewers (Chrome JSON, speedscope, a flame graph SVG) and
+#      prints `vcattach summary`,
 #   5. stops the service it started (also on Ctrl-C or an error).
 #
 # Environment: BUILD (default build), DEMO_PYTHON (default /usr/bin/python3, else the first
@@ -34,7 +35,7 @@ mkdir -p "$OUT"
 # shorter paths in what is printed when the files are under the current directory
 SHOW=${OUT#"$PWD"/}
 CLI=${VCATTACH#"$PWD"/}
-rm -f "$OUT/port" "$OUT/demo.cvf" "$OUT/demo.json" "$OUT/demo.speedscope.json"
+rm -f "$OUT/port" "$OUT/demo.cvf" "$OUT/demo.json" "$OUT/demo.speedscope.json" "$OUT/demo.svg"
 
 SERVICE_PID=
 cleanup() {
@@ -97,7 +98,8 @@ say "$CLI convert $SHOW/demo.cvf -o $SHOW/demo.json"
 "$VCATTACH" convert "$OUT/demo.cvf" -o "$OUT/demo.json"
 "$VCATTACH" convert "$OUT/demo.cvf" --format speedscope -o "$OUT/demo.speedscope.json" ||
   echo "(speedscope export unavailable in this build; demo.json opens in speedscope too)"
-ls -l "$SHOW"/demo.cvf "$SHOW"/demo*.json | awk '{print "  " $5 " bytes  " $NF}'
+"$VCATTACH" convert "$OUT/demo.cvf" --format svg -o "$OUT/demo.svg"
+ls -l "$SHOW"/demo.cvf "$SHOW"/demo*.json "$SHOW"/demo.svg | awk '{print "  " $5 " bytes  " $NF}'
 
 say "$CLI summary $SHOW/demo.cvf --merged --top 12"
 "$VCATTACH" summary "$SHOW/demo.cvf" --merged --top 12
@@ -110,8 +112,10 @@ cat <<EOF
   Chrome:       chrome://tracing -> "Load" -> $SHOW/demo.json
   speedscope:   https://www.speedscope.app -> "Browse" -> $SPEEDSCOPE_FILE
   VizTracer:    vizviewer $SHOW/demo.json
+  flame graph:  any browser, offline -> $SHOW/demo.svg (Search, click to zoom)
   per thread:   $CLI summary $SHOW/demo.cvf     (tables for the 12 busiest threads)
                 $CLI summary $SHOW/demo.cvf --thread load-generator --sort total
-The slow path to look for: find_duplicate_skus (an O(n^2) loop under GET /report): high
-self time, a few calls, a mean in milliseconds.  Waits (lock.acquire, poll) are idle time.
+The slow path: find_duplicate_skus (an O(n^2) loop under GET /report) tops the working
+table: high self time, a few calls, a mean in milliseconds.  Waits (locks, poll, sockets)
+are in the waiting table below it; --all ranks everything together.
 EOF

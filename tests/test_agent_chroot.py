@@ -90,3 +90,46 @@ def test_trace_started_deep_in_recursion(chroot_py):
     check_nesting(ev)
     assert len(named(ev, "leaf")) == 5
     assert len(named(ev, "down")) == 51
+
+
+def test_resumes_attach_marks_and_c_method_names(chroot_py):
+    """Issue 10 on 3.14/3.15: a coroutine's resumes are marked slices (PY_RESUME), a frame
+    running when the trace starts is marked at_attach with the thread's kernel state, and a C
+    method called on a subclass is named after the type that defines it."""
+    run, out = chroot_py
+    run(r'''
+        import asyncio, sqlite3
+        async def lookup():
+            await asyncio.sleep(0.001)
+            await asyncio.sleep(0.001)
+        class Items(list):
+            pass
+        ev = threading.Event()
+        def idle():
+            ev.wait()
+        t = threading.Thread(target=idle, name="idle")
+        t.start()
+        time.sleep(0.1)
+        items = Items()
+        vcattach.start(sys.argv[1])
+        loop = asyncio.new_event_loop()
+        for _ in range(3):
+            loop.run_until_complete(lookup())
+        loop.close()
+        items.append(1)
+        ev.set()
+        t.join()
+        res = vcattach.stop()
+        print(json.dumps({"status": res.status}))
+    ''')
+    ev = decode(out)
+    slices = [e for e in ev if e["ph"] == "X" and e["name"].startswith("lookup (")]
+    assert len(slices) == 9, slices
+    assert sum(1 for e in slices if e.get("args", {}).get("vcattach") == "resume") == 6
+    marked = [e for e in ev if e["ph"] == "X" and e.get("args", {}).get("vcattach") == "at_attach"]
+    assert any(e["name"].startswith("idle (") for e in marked), marked
+    if os.path.exists(os.path.join(TEST_ROOT, "proc", "self", "stat")):
+        # the kernel state comes from /proc/self/task/TID, absent from a root without /proc
+        assert any(e["args"].get("blocked", "").startswith("S") for e in marked), marked
+    names = {e["name"] for e in ev if e["ph"] == "X"}
+    assert "list.append" in names and "Items.append" not in names

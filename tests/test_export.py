@@ -170,7 +170,7 @@ def test_collapsed_matches_stack_oracle(tmp_path):
     stacks = collapsed(write_cvf(str(tmp_path / "random.cvf"), events), tmp_path)
     expected = {}
     by_thread = {}
-    for pid, tid, name, ts, dur in events:
+    for pid, tid, name, ts, dur, _ in events:
         by_thread.setdefault(tid, []).append((ts, ts + dur, name))
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e[0], -e[1]))
@@ -206,3 +206,129 @@ def test_corrupt_input_leaves_nothing(fmt, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "offset" in proc.stderr
     assert not dst.exists() and not (tmp_path / "out.tmp").exists()
+
+
+# ---- counters beyond 64 bits (issue 10) ------------------------------------------------------
+
+def _python_reader():
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    from vcattach import cvf
+    return cvf
+
+
+def test_counter_values_beyond_64_bits_round_trip(tmp_path):
+    """VizTracer writes Python ints of any size as counter values; the .cvf carries them as
+    LONG_STRING (tag 0x25) and the way back prints the same digits."""
+    big, neg = 2 ** 70 + 3, -(2 ** 65)
+    src = tmp_path / "big.json"
+    src.write_text(json.dumps({"traceEvents": [
+        {"ph": "C", "name": "mem", "pid": 1, "tid": 1, "ts": 1.0,
+         "args": {"rss": big, "small": 5, "neg": neg}},
+        {"ph": "C", "name": "mem", "pid": 1, "tid": 1, "ts": 2.0,
+         "args": {"rss": big, "small": 2 ** 63 - 1, "neg": 7}},
+        {"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 0.5, "dur": 3.0},
+    ]}))
+    cvf_path = tmp_path / "big.cvf"
+    proc = subprocess.run([VCATTACH, "convert", str(src), "-o", str(cvf_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    raw = cvf_path.read_bytes()
+    assert b"\x25" + str(big).encode() + b"\x00" in raw
+    doc = _python_reader().load(str(cvf_path))
+    counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    assert [c["args"] for c in sorted(counters, key=lambda c: c["ts"])] == [
+        {"rss": big, "small": 5, "neg": neg}, {"rss": big, "small": 2 ** 63 - 1, "neg": 7}]
+    back = tmp_path / "back.json"
+    proc = subprocess.run([VCATTACH, "convert", str(cvf_path), "-o", str(back)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(back.read_text())
+    assert sorted((c["ts"], c["args"]["rss"]) for c in again["traceEvents"]
+                  if c["ph"] == "C") == [(1.0, big), (2.0, big)]
+
+
+def test_big_integer_outside_a_counter_is_a_clear_error(tmp_path):
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps({"traceEvents": [
+        {"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 1, "args": {"v": 2 ** 70}}]}))
+    proc = subprocess.run([VCATTACH, "convert", str(src), "-o", str(tmp_path / "o.cvf")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "beyond 64 bits" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.cvf").exists()
+
+
+# ---- convert --from/--to/--min-dur (issue 10) ------------------------------------------------
+
+def _window_oracle(events, start, end, min_dur):
+    """(pid, tid, name, ts, dur) in ticks kept by a window [start, end] (absolute ticks)."""
+    kept = []
+    for pid, tid, name, ts, dur, _ in events:
+        if dur < min_dur or ts + dur < start or ts > end:
+            continue
+        a, b = max(ts, start), min(ts + dur, end)
+        kept.append((pid, tid, name, a, b - a))
+    return sorted(kept)
+
+
+@pytest.mark.parametrize("window", [("200us", "0.6ms", None), ("0", "300us", "1us"),
+                                    ("0.0005", None, None), (None, None, "5us")])
+def test_window_keeps_and_clips_the_calls_of_the_range(window, tmp_path):
+    events = random_events(6000)
+    src = write_cvf(str(tmp_path / "w.cvf"), events)
+    first = min(e[3] for e in events)
+    frm, to, min_dur = window
+    args = []
+    for opt, v in (("--from", frm), ("--to", to), ("--min-dur", min_dur)):
+        if v is not None:
+            args += [opt, v]
+
+    def ticks(text):
+        for unit, scale in (("ms", 100_000), ("us", 100), ("", 100_000_000)):
+            if text.endswith(unit) and (unit or text.replace(".", "").isdigit()):
+                return round(float(text[:len(text) - len(unit)] if unit else text) * scale)
+
+    start = first + (ticks(frm) if frm else 0)
+    end = first + ticks(to) if to else 2 ** 62
+    want = _window_oracle(events, start, end, ticks(min_dur) if min_dur else 0)
+    assert want and len(want) < len(events) or min_dur
+    out = tmp_path / "w.json"
+    proc = subprocess.run([VCATTACH, "convert", src, "-o", str(out)] + args,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = sorted((e["pid"], e["tid"], e["name"], round(e["ts"] * 100), round(e["dur"] * 100))
+                 for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X")
+    assert got == want
+    # the exports see the same window: collapsed self times add up to the kept calls' roots
+    folded = tmp_path / "w.folded"
+    proc = subprocess.run([VCATTACH, "convert", src, "--format", "collapsed", "-o",
+                           str(folded)] + args, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = speedscope_windowed(src, tmp_path, args)
+    for prof in doc["profiles"]:
+        assert prof["startValue"] >= start / 100 - 0.01
+        assert prof["endValue"] <= min(end, 2 ** 62) / 100 + 0.01
+
+
+def speedscope_windowed(src, tmp_path, args):
+    dst = tmp_path / "w.speedscope.json"
+    proc = subprocess.run([VCATTACH, "convert", str(src), "--format", "speedscope", "-o",
+                           str(dst), "--force"] + args, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(dst.read_text())
+    validate_speedscope(doc)
+    return doc
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--from", "x"], "--from takes a time"), (["--min-dur", "-1ms"], "--min-dur takes a time"),
+    (["--from", "2", "--to", "1"], "--to comes before --from")])
+def test_window_usage_errors(args, words, tmp_path):
+    src = write_cvf(str(tmp_path / "w.cvf"), random_events(100))
+    proc = subprocess.run([VCATTACH, "convert", src, "-o", str(tmp_path / "o.json")] + args,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and words in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.json").exists()

@@ -331,8 +331,8 @@ def test_non_root_same_uid(method, tmp_path):
 
 
 def test_ptrace_concurrent_injectors(target_factory, tmp_path):
-    """Two injectors at once into one process: each either succeeds or refuses cleanly (they
-    would share the trampoline address, so they must never run calls at the same time)."""
+    """Two injectors at once into one process: each either succeeds or refuses cleanly (a
+    process has one tracer per thread, and the agent refuses a second session)."""
     py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "2")
@@ -476,7 +476,8 @@ __attribute__((visibility("default"))) int vc_agent_connect(const char *path)
 def test_ptrace_call_stuck_uninterruptibly_is_restored(target_factory, tmp_path):
     """The call sits in an uninterruptible wait (vfork) past the timeout and past the 1 s the
     interrupt is given: the thread must still be taken back and restored before it is
-    detached (detached as it is, it would return into the trampoline's int3: SIGTRAP)."""
+    detached (detached as it is, it would finish the call on the scratch stack and only then
+    return to its own code through the prepared signal frame, with the call's effects)."""
     src = tmp_path / "vfork_agent.c"
     so = tmp_path / "libvfork.so"
     src.write_text(VFORK_AGENT)

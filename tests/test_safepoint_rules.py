@@ -63,6 +63,7 @@ def gdb_script():
 def table():
     """The rules as written in safepoint_rules.def (comments removed)."""
     text = re.sub(r"/\*.*?\*/", "", open(RULES).read(), flags=re.S)
+    text = re.sub(r"^#.*$", "", text, flags=re.M)  # the default definitions of the macros
     rules = {
         "name": re.findall(r'SP_NAME\("([^"]+)", "([^"]+)"\)', text),
         "prefix": re.findall(r'SP_PREFIX\("([^"]+)", "([^"]+)"\)', text),
@@ -163,6 +164,7 @@ def test_rendered_script_holds_the_table(gdb_script):
     rules = table()
     kinds = {"name": rules["name"], "prefix": rules["prefix"]}
     text = re.sub(r"/\*.*?\*/", "", open(RULES).read(), flags=re.S)
+    text = re.sub(r"^#.*$", "", text, flags=re.M)  # the default definitions of the macros
     ordered = [(k.lower(), a, b) for k, a, b in
                re.findall(r'SP_(NAME|PREFIX)\("([^"]+)", "([^"]+)"\)', text)]
     assert list(gdb_script.SYMBOL_RULES) == ordered

@@ -89,7 +89,7 @@ def test_summary_and_exports_survive_extreme_timestamps(tmp_path, binary):
         head = p.stdout.splitlines()[0]
         assert ": -" not in head and "span" in head, head
         assert "runtime error" not in p.stderr
-    for fmt in ("speedscope", "collapsed", "chrome"):
+    for fmt in ("speedscope", "collapsed", "chrome", "svg"):
         out = tmp_path / f"out.{fmt}"
         p = subprocess.run([binary, "convert", path, "-o", str(out), "--format", fmt],
                            capture_output=True, text=True, timeout=120)

@@ -17,14 +17,16 @@ import subprocess
 import pytest
 
 from support.cvf_writer import (DROPS, KNOWN_EVENTS, KNOWN_NAMES, MS, known_trace, oracle,
-                                random_events, write_cvf)
+                                oracle_split, random_events, wait_kind, write_cvf)
 from support.paths import VCATTACH, corpus_names
 
 # ---- running and parsing the command ------------------------------------------------------
 
 ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+)\s+([\d.]+)"
                  r"\s+([\d.]+)  (.*)$")
-SECTION = re.compile(r"^(\S.*): ([\d,]+) calls?, (.*) in calls$")
+WAIT_ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+|-)\s+([\d.]+|-)\s+([\d.]+|-)"
+                      r"  (\S+(?: attach)?)\s+(.*)$")
+SECTION = re.compile(r"^(\S.*): ([\d,]+) calls?, (.*) in calls(?: \((.*) working, (.*) waiting\))?$")
 
 
 def summary(*args, check=True):
@@ -36,17 +38,30 @@ def summary(*args, check=True):
     return proc
 
 
-def parse(stdout):
-    """(header line, {section title: [(name, row dict) in printed order]}, more-counts)."""
+def parse(stdout, waits=None):
+    """(header line, {section title: [(name, row dict) in printed order]}, more-counts).
+    waits: a dict that gets {section title: [(name, wait row dict)]} of the waiting tables."""
     lines = stdout.splitlines()
-    sections, more, current = {}, {}, None
+    sections, more, current, in_wait = {}, {}, None, False
     for line in lines[1:]:
         m = SECTION.match(line)
         if m:
-            current = m.group(1)
+            current, in_wait = m.group(1), False
             sections[current] = []
             continue
-        m = ROW.match(line)
+        if line.startswith("  waiting: "):
+            in_wait = True
+            if waits is not None:
+                waits[current] = []
+            continue
+        m = WAIT_ROW.match(line) if in_wait else ROW.match(line)
+        if m and in_wait:
+            if waits is not None:
+                waits[current].append((m.group(7), dict(
+                    wait_ms=float(m.group(1)), wait_pct=float(m.group(2)),
+                    calls=None if m.group(3) == "-" else int(m.group(3).replace(",", "")),
+                    kind=m.group(6))))
+            continue
         if m:
             sections[current].append((m.group(8), dict(
                 self_ms=float(m.group(1)), self_pct=float(m.group(2)),
@@ -56,7 +71,7 @@ def parse(stdout):
             continue
         m = re.match(r"^  … (\d+) more functions?", line)
         if m:
-            more[current] = int(m.group(1))
+            more[current + (" waiting" if in_wait else "")] = int(m.group(1))
     return lines[0], sections, more
 
 
@@ -157,8 +172,10 @@ def test_control_characters_in_names_stay_on_one_row(tmp_path):
 # ---- agreement with an independent computation --------------------------------------------
 
 def check_against_oracle(path, events):
+    """`summary --all` against oracle(), and the default (waiting apart) against
+    oracle_split()."""
     expected, busy = oracle(events)
-    _, sections, more = parse(summary(path, "--top", "100000").stdout)
+    _, sections, more = parse(summary(path, "--top", "100000", "--all").stdout)
     assert more == {}
     titles = {tuple(map(int, re.search(r"\(pid (\d+), tid (\d+)\)$", t).groups())): t
               for t in sections}
@@ -172,8 +189,45 @@ def check_against_oracle(path, events):
             assert r["self_ms"] == pytest.approx(s["self"] / MS, abs=0.0006), name
             assert r["total_ms"] == pytest.approx(s["total"] / MS, abs=0.0006), name
             assert r["max_us"] == pytest.approx(s["max"] / 100, abs=0.006), name
-            assert r["mean_us"] == pytest.approx(s["sum"] / s["calls"] / 100, abs=0.006), name
+            if s["calls"]:
+                assert r["mean_us"] == pytest.approx(s["sum"] / s["calls"] / 100,
+                                                     abs=0.006), name
             assert r["total_ms"] <= busy[tid] / MS + 0.0006
+
+    expected, busy, waiting = oracle_split(events)
+    waits = {}
+    _, sections, more = parse(summary(path, "--top", "100000").stdout, waits)
+    assert more == {}
+    for tid, stats in expected.items():
+        title = titles[tid]
+        rows = dict(sections.get(title, []))
+        work = {n: s for n, s in stats.items() if wait_kind(n) is None and
+                (s["calls"] or s["self"] or s["total"])}
+        assert set(rows) == set(work), title
+        for name, s in work.items():
+            r = rows[name]
+            assert r["calls"] == s["calls"], name
+            assert r["self_ms"] == pytest.approx(s["self"] / MS, abs=0.0006), name
+            assert r["total_ms"] == pytest.approx(s["total"] / MS, abs=0.0006), name
+        wrows = dict(waits.get(title, []))
+        waited = {n: s for n, s in stats.items() if s["wait"] or s["at_attach"]}
+        assert set(wrows) == set(waited), title
+        for name, s in waited.items():
+            r = wrows[name]
+            if s["wait"]:
+                assert r["kind"] == wait_kind(name), name
+                assert r["wait_ms"] == pytest.approx(s["wait"] / MS, abs=0.0006), name
+                assert r["calls"] == s["calls"], name
+            else:
+                assert r["kind"] == "at attach" and r["calls"] is None, (name, r)
+                assert r["wait_ms"] == pytest.approx(s["at_attach"] / MS, abs=0.0006), name
+        assert sum(s["self"] for s in work.values()) + waiting[tid] <= busy[tid]
+
+
+def test_random_trace_with_waits_and_marks_matches_oracle(tmp_path):
+    events = random_events(20000, waits=True)
+    path = write_cvf(str(tmp_path / "waits.cvf"), events)
+    check_against_oracle(path, events)
 
 
 def test_random_recursive_trace_matches_oracle(tmp_path):
@@ -232,3 +286,181 @@ def test_usage_errors(tmp_path):
     _one_line_error(summary(path, "--merged", "--thread", "worker", check=False), 2, "exclude")
     _one_line_error(summary(path, "--thread", "nope", check=False), 2, "MainThread", "worker")
     assert summary("--help").stdout.startswith("usage: vcattach summary")
+
+
+# ---- real traces: waiting apart from working ---------------------------------------------
+
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets")
+
+
+def _agent_for(py):
+    from support.paths import BUILD
+    major, minor = py["version"].split(".")[:2]
+    agent = os.path.join(BUILD, "libvcagent-py%d%02d.so" % (int(major), int(minor)))
+    return agent if os.path.exists(agent) else None
+
+
+def _traced_pythons():
+    from support.paths import PYTHONS
+    return [pytest.param(p, id=p["id"]) for p in PYTHONS]
+
+
+def trace_waiting(py, tmp_path, seconds="1.0"):
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "waiting.cvf")
+    proc = subprocess.run([py["path"], os.path.join(TARGETS, "waiting.py"), out, seconds],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, VCATTACH_AGENT=agent))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("py", _traced_pythons())
+def test_real_trace_ranks_work_above_waits(py, tmp_path):
+    path = trace_waiting(py, tmp_path)
+    waits = {}
+    _, sections, _ = parse(summary(path, "--merged", "--top", "5").stdout, waits)
+    (title, rows), = sections.items()
+    assert rows[0][0].startswith("crunch ("), rows
+    kinds = {row["kind"] for _, row in waits[title]}
+    assert {"sleep", "lock"} <= kinds, waits[title]
+    waited = dict(waits[title])
+    assert any(n.startswith("time.sleep") for n in waited), waited
+    # --all: everything ranked together, as before: a wait comes first
+    _, every, _ = parse(summary(path, "--merged", "--top", "5", "--all").stdout)
+    (rows_all,) = every.values()
+    assert wait_kind(rows_all[0][0]) is not None, rows_all
+    # per thread, the tid and thread-name columns stay
+    _, per_thread, _ = parse(summary(path, "--thread", "cruncher").stdout)
+    (title,) = per_thread
+    assert re.match(r"^cruncher \(pid \d+, tid \d+\)$", title)
+    assert per_thread[title][0][0].startswith("crunch (")
+
+
+def _hook_params():
+    from support.paths import PYTHONS
+    params = []
+    for p in PYTHONS:
+        params.append(pytest.param(p, "auto", id="%s-auto" % p["id"]))
+        if tuple(int(x) for x in p["version"].split(".")[:2]) >= (3, 12):
+            params.append(pytest.param(p, "profile", id="%s-profile" % p["id"]))
+    return params
+
+
+@pytest.mark.parametrize("py,hook", _hook_params())
+def test_real_coroutine_resumes_are_slices_not_calls(py, hook, tmp_path):
+    """20 lookups, each awaiting twice: 20 calls in the summary (not 60), while the timeline
+    keeps every slice, the resumes marked; the time suspended is nobody's self time."""
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "async.cvf")
+    proc = subprocess.run([py["path"], os.path.join(TARGETS, "async_lookups.py"), out, "20",
+                           hook], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, VCATTACH_AGENT=agent))
+    assert proc.returncode == 0, proc.stderr
+    _, sections, _ = parse(summary(out, "--merged", "--top", "1000", "--all").stdout)
+    (rows,) = sections.values()
+    rows = dict(rows)
+    (lookup,) = [r for n, r in rows.items() if n.startswith("lookup (")]
+    (numbers,) = [r for n, r in rows.items() if n.startswith("numbers (")]
+    assert lookup["calls"] == 20, lookup
+    assert numbers["calls"] == 1, numbers
+    # 40 awaits of 2 ms each were spent suspended, outside every slice
+    assert lookup["self_ms"] < 40.0, lookup
+    js = tmp_path / "async.json"
+    conv = subprocess.run([VCATTACH, "convert", out, "-o", str(js)], capture_output=True,
+                          text=True, timeout=60)
+    assert conv.returncode == 0, conv.stderr
+    slices = [e for e in json.loads(js.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["name"].startswith("lookup (")]
+    resumes = [e for e in slices if e.get("args", {}).get("vcattach") == "resume"]
+    assert len(slices) == 60 and len(resumes) == 40, (len(slices), len(resumes))
+    gens = [e for e in json.loads(js.read_text())["traceEvents"]
+            if e["ph"] == "X" and e["name"].startswith("numbers (")]
+    assert len(gens) == 6 and sum(1 for e in gens if e.get("args")) == 5
+
+
+@pytest.mark.parametrize("py", _traced_pythons())
+def test_real_call_in_progress_at_attach_is_waiting(py, tmp_path):
+    """An idle pool worker blocked in SimpleQueue.get (C, invisible to the hooks) when the
+    trace starts: its seeded `_worker` frame is marked, and its time until then shows as
+    waiting "at attach", not as the worker's self time; `crunch` stays first."""
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "waiting.cvf")
+    proc = subprocess.run([py["path"], os.path.join(TARGETS, "waiting.py"), out, "1.0"],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, VCATTACH_AGENT=agent, WAITING_POOL="1"))
+    assert proc.returncode == 0, proc.stderr
+    waits = {}
+    _, sections, _ = parse(summary(out, "--merged", "--top", "1000").stdout, waits)
+    (title, rows), = sections.items()
+    assert rows[0][0].startswith("crunch ("), rows[:3]
+    worker = [r for n, r in rows if n.startswith("_worker (")]
+    assert not worker or worker[0]["self_ms"] < 100, worker
+    at_attach = {n: r for n, r in waits[title] if r["kind"] == "at attach"}
+    assert any(n.startswith("_worker (") for n in at_attach), waits[title]
+    assert max(r["wait_ms"] for n, r in at_attach.items() if n.startswith("_worker (")) > 500
+    # the timeline: the seeded frames are marked; the innermost one says what the thread was
+    # doing in the kernel (its state and wchan/syscall), known where CPython records the
+    # thread's OS id (3.11+)
+    js = tmp_path / "waiting.json"
+    conv = subprocess.run([VCATTACH, "convert", out, "-o", str(js)], capture_output=True,
+                          text=True, timeout=60)
+    assert conv.returncode == 0, conv.stderr
+    marked = [e for e in json.loads(js.read_text())["traceEvents"]
+              if e["ph"] == "X" and e.get("args", {}).get("vcattach") == "at_attach"]
+    assert any(e["name"].startswith("_worker (") for e in marked), marked[:5]
+    if tuple(int(x) for x in py["version"].split(".")[:2]) >= (3, 11):
+        blocked = [e["args"]["blocked"] for e in marked if "blocked" in e["args"]]
+        assert blocked and all(b[0] in "SDRT" for b in blocked), blocked
+        assert any(b.startswith("S ") for b in blocked), blocked
+
+
+SUBCLASS_PROGRAM = r'''
+import sqlite3, sys
+sys.path.insert(0, sys.argv[3])
+import vcattach
+
+class Wrapper(sqlite3.Cursor):
+    def execute(self, sql, *args):          # a Python method of the C method's name
+        return super().execute(sql, *args)
+
+class Items(list):
+    pass
+
+con = sqlite3.connect(":memory:")
+items = Items()
+with vcattach.trace(sys.argv[1], hook=sys.argv[2]):
+    for i in range(3):
+        con.cursor(Wrapper).execute("select 1")
+        items.append(i)
+'''
+
+
+@pytest.mark.parametrize("py,hook", _hook_params())
+def test_real_c_methods_are_named_after_their_defining_type(py, hook, tmp_path):
+    """sqlite3.Cursor.execute called through a Python subclass is `sqlite3.Cursor.execute`, not
+    `Wrapper.execute` (the subclass's Python method has that name); list.append on a list
+    subclass is `list.append`."""
+    agent = _agent_for(py)
+    if not agent:
+        pytest.skip("no agent built for %s" % py["id"])
+    out = str(tmp_path / "names.cvf")
+    from support.paths import ROOT
+    proc = subprocess.run([py["path"], "-c", SUBCLASS_PROGRAM, out, hook,
+                           os.path.join(ROOT, "python")], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, VCATTACH_AGENT=agent))
+    assert proc.returncode == 0, proc.stderr
+    _, sections, _ = parse(summary(out, "--merged", "--top", "1000", "--all").stdout)
+    (rows,) = sections.values()
+    names = {n: r for n, r in rows}
+    assert names.get("sqlite3.Cursor.execute", {}).get("calls") == 3, sorted(names)
+    assert names.get("list.append", {}).get("calls") == 3, sorted(names)
+    # the Python method: "Wrapper.execute (<string>:7)", "execute (…)" before 3.11
+    assert [n for n in names if n.startswith(("Wrapper.execute (", "execute ("))], sorted(names)
+    assert "Wrapper.execute" not in names and "Items.append" not in names, sorted(names)

@@ -134,7 +134,8 @@ def _summary_tops(cvf, thread=None, n=3):
     """[(name, self ms)] of a thread's (None: all threads') top functions by self time, from
     vcattach summary."""
     which = ["--thread", thread] if thread else ["--merged"]
-    out = subprocess.run([VCATTACH, "summary", cvf, "--top", str(n)] + which,
+    # --all: speedscope shows every call's self time, waits included
+    out = subprocess.run([VCATTACH, "summary", cvf, "--top", str(n), "--all"] + which,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     rows = re.findall(r"^\s+([\d.]+)\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+[\d,]+\s+[\d.]+\s+[\d.]+  "
@@ -144,7 +145,7 @@ def _summary_tops(cvf, thread=None, n=3):
 
 
 def _threads_with_calls(cvf):
-    out = subprocess.run([VCATTACH, "summary", cvf, "--top", "1", "--max-threads", "0"],
+    out = subprocess.run([VCATTACH, "summary", cvf, "--top", "1", "--max-threads", "0", "--all"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return len(re.findall(r"^\S.*: [\d,]+ calls?, .* in calls$", out.stdout, re.M))
@@ -237,3 +238,50 @@ def test_collapsed_stacks_open_in_speedscope(viewer, demo_trace):
     shown = _sandwich_self_ms(report["visited"][0]["text"])
     for name, self_ms in _summary_tops(demo_trace):
         assert shown.get(name) == pytest.approx(self_ms, rel=0.01, abs=0.01), (name, shown)
+
+
+# ---- our own flame graph SVG ---------------------------------------------------------------
+
+def _open_svg(svg, shot_name, search):
+    with tempfile.TemporaryDirectory(prefix="vc-viewer-profile-") as profile:
+        opts = {"file": os.path.abspath(svg), "userDataDir": profile,
+                "executablePath": CHROMIUM, "screenshot": os.path.join(SHOTS, shot_name),
+                "search": search}
+        proc = subprocess.run(["node", os.path.join(VIEWER, "check_svg.js"), json.dumps(opts)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["per-thread", "merged"])
+def test_svg_flame_graph_renders_searches_and_zooms(viewer, demo_trace, merged):
+    """The SVG opens offline (file://, no network request), draws the frames, the Search
+    button highlights the matching ones and reports their share, a click zooms a frame to the
+    full width and Reset zoom restores the view.  Screenshots: build/viewer/svg-*.png."""
+    _need_format("svg")
+    svg = os.path.join(viewer["traces"], "demo%s.svg" % ("-merged" if merged else ""))
+    _convert(demo_trace, svg, "--format", "svg", *(["--merged"] if merged else []))
+    with open(svg, encoding="utf-8") as f:
+        text = f.read()
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in text
+    report = _open_svg(svg, "svg-merged" if merged else "svg-per-thread", "find_duplicate")
+    assert report["error"] is None and report["ok"], report
+    assert not report["pageErrors"] and not report["consoleErrors"], report
+    assert report["requests"] == [], report["requests"]
+    assert ("merged" in report["title"]) == merged, report["title"]
+    assert report["frames"] > 10 and report["visible"] > 10 and report["widest"] > 1100, report
+    assert report["labelled"] > 5, report
+    # search: every highlighted frame matches, and the matched share is shown
+    s = report["search"]
+    assert s["highlighted"] >= 1 and s["names"], s
+    assert all("find_duplicate" in n for n in s["names"]), s["names"]
+    assert s["matched"].startswith("Matched: "), s
+    # zoom: the clicked frame spans the width (1200 - 2 * 10 margin); fewer frames remain
+    z = report["zoom"]
+    assert "find_duplicate" in z["name"]
+    assert z["width"] > 1170 and z["width"] > z["before"], z
+    assert z["visible"] < report["visible"] and z["resetShown"], z
+    assert report["reset"]["visible"] == report["visible"], report["reset"]
+    if not merged:  # a frame per thread, named like the threads of the trace
+        assert any(t in text for t in WANTED_THREADS)

@@ -19,6 +19,7 @@
 
 #include "convert.h"
 #include "cvf_reader.h"
+#include "window.h"
 
 #define OUT_CAP (1 << 20)
 
@@ -353,15 +354,20 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
         args_json = sc.text;
         spans = sc.items;
     }
+    const vct_window *win = c->cc ? c->cc->window : NULL;
     for (size_t i = 0; i < g->count; i++) {
+        int64_t ts = g->ts[i];
+        uint64_t dur = g->dur[i];
+        if (win && !vct_window_clip(win, &ts, &dur))
+            continue;
         size_t alen = spans ? spans[i].len : 0;
         const char *args = spans ? args_json + spans[i].off : NULL;
         if (!prefix_fits || alen > OUT_CAP / 4) { /* rare: huge name or args */
             char nums[96];
-            size_t nl = fmt_fixed(nums, g->ts[i], 2);
+            size_t nl = fmt_fixed(nums, ts, 2);
             memcpy(nums + nl, ",\"dur\":", 7);
             nl += 7;
-            nl += fmt_fixed(nums + nl, (int64_t)g->dur[i], 2);
+            nl += fmt_fixed(nums + nl, (int64_t)dur, 2);
             begin_event(c);
             out_raw(c, prefix, plen);
             out_raw(c, nums, nl);
@@ -383,10 +389,10 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
         }
         memcpy(p, prefix, plen);
         p += plen;
-        p += fmt_fixed(p, g->ts[i], 2);
+        p += fmt_fixed(p, ts, 2);
         memcpy(p, ",\"dur\":", 7);
         p += 7;
-        p += fmt_fixed(p, (int64_t)g->dur[i], 2); /* < 2^62: the varint cannot hold more */
+        p += fmt_fixed(p, (int64_t)dur, 2); /* < 2^62: the varint cannot hold more */
         if (args) {
             memcpy(p, ",\"args\":", 8);
             p += 8;
@@ -407,7 +413,10 @@ static int on_counter(void *ctx, const cvf_counter_group *g)
 {
     chrome *c = ctx;
     char num[48];
+    const vct_window *win = c->cc ? c->cc->window : NULL;
     for (size_t i = 0; i < g->nts; i++) {
+        if (win && !vct_window_has(win, g->ts_ns[i] / 10)) /* ns -> ticks */
+            continue;
         begin_event(c);
         OUT_LIT(c, "{\"name\":");
         out_str(c, g->name);

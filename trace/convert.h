@@ -17,9 +17,18 @@
  * May be NULL. */
 typedef void (*convert_progress_fn)(void *ctx, size_t done, size_t total);
 
+struct vct_window;
+
 typedef struct convert_ctx {
     convert_progress_fn progress;
     void *progress_ctx;
+    /* --from/--to/--min-dur (window.h), resolved; NULL: the whole trace. */
+    const struct vct_window *window;
+    /* --merged (svg): one flame graph for all threads instead of one per thread. */
+    int merged;
+    /* The input is a read-only file mapping (cvf_map_file): the JSON walk may drop the pages
+     * it has read (MADV_DONTNEED), so memory follows the output, not the input's size. */
+    int input_is_mapping;
 } convert_ctx;
 
 /* A .cvf → text converter: reads cvf[0 .. size), writes to `out` (a buffered stdio stream

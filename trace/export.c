@@ -1,4 +1,4 @@
-/* export.c — the speedscope and collapsed exports as `vcattach convert` output formats.
+/* export.c — the speedscope, collapsed and SVG exports as `vcattach convert` output formats.
  *
  * Adapts export_speedscope/export_collapsed (which work on a loaded trace) to convert.h's
  * convert_cvf_fn: build the per-thread model from the .cvf bytes, export, free.
@@ -6,12 +6,31 @@
 #include <stdio.h>
 
 #include "export.h"
+#include "window.h"
 
-typedef int (*export_fn)(const vct_trace *t, FILE *out, char *err, size_t errlen);
+typedef int (*export_fn)(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err,
+                         size_t errlen);
 
-static int speedscope_unnamed(const vct_trace *t, FILE *out, char *err, size_t errlen)
+static int speedscope_unnamed(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err,
+                              size_t errlen)
 {
     return export_speedscope(t, NULL, out, err, errlen);
+}
+
+static int collapsed(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err,
+                     size_t errlen)
+{
+    return export_collapsed(t, out, err, errlen);
+}
+
+static int svg(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err, size_t errlen)
+{
+    char title[160];
+    double span_ms = t->nevents ? (double)(t->max_end - t->min_ts) / (VCT_TICKS_PER_US * 1e3) : 0;
+    snprintf(title, sizeof title, "vcattach flame graph: %zu thread%s%s, %.1f ms",
+             t->nthreads, t->nthreads == 1 ? "" : "s", cc && cc->merged ? " merged" : "",
+             span_ms);
+    return export_svg(t, cc && cc->merged, title, out, err, errlen);
 }
 
 static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
@@ -20,9 +39,11 @@ static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
     vct_trace *t;
     if (vct_trace_from_cvf(cvf, size, &t, err) < 0)
         return -1;
+    if (cc && cc->window)
+        vct_window_apply(t, cc->window);
     if (cc && cc->progress)
         cc->progress(cc->progress_ctx, size / 2, size); /* loaded: the walk is the other half */
-    int rc = fn(t, out, err->msg, sizeof err->msg);
+    int rc = fn(t, cc, out, err->msg, sizeof err->msg);
     if (rc < 0)
         err->offset = 0;
     else if (cc && cc->progress)
@@ -40,5 +61,11 @@ int convert_cvf_to_speedscope(const void *cvf, size_t size, FILE *out, const con
 int convert_cvf_to_collapsed(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
                              cvf_error *err)
 {
-    return convert_with(export_collapsed, cvf, size, out, cc, err);
+    return convert_with(collapsed, cvf, size, out, cc, err);
+}
+
+int convert_cvf_to_svg(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
+                       cvf_error *err)
+{
+    return convert_with(svg, cvf, size, out, cc, err);
 }

@@ -14,8 +14,14 @@
  * Bad events give an error naming their index; nothing here can crash on hostile input.
  *
  * Differences from the reference, on purpose: ts/dur are rounded to the 10 ns grid (it
- * truncates), negative dur becomes 0, an X event without a name is an error (it segfaults),
- * integers beyond int64 are rejected by the JSON parser (jansson) with a clear message.
+ * truncates), negative dur becomes 0, an X event without a name is an error (it segfaults).
+ *
+ * Integers beyond int64: VizTracer writes them in counter values (a Python int has no size)
+ * and its compressor carries them as the counter tag LONG_STRING (their decimal digits).
+ * jansson cannot hold them, so an event it rejects with "too big integer" is parsed again
+ * with every such literal turned into a marked string (BIGINT_MARK + digits); a counter value
+ * carrying the mark is written as LONG_STRING, anywhere else it stays an error (the format
+ * has no place for it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -180,7 +188,19 @@ typedef struct conv {
     cvf_error *err;
     const convert_ctx *cc;
     size_t total;
+    bool bigint; /* the event being added was parsed with BIGINT_MARK strings */
+    size_t released; /* bytes at the start of a mapped input given back (release_read) */
 } conv;
+
+/* Prefix of a string that stands for an integer literal beyond int64 (see the top comment).
+ * A control character: no JSON string written by a tracer starts with it. */
+#define BIGINT_MARK "\001bigint:"
+#define BIGINT_MARK_LEN (sizeof BIGINT_MARK - 1)
+
+static bool is_bigint(json_t *v)
+{
+    return json_is_string(v) && !strncmp(json_string_value(v), BIGINT_MARK, BIGINT_MARK_LEN);
+}
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -257,6 +277,9 @@ static int add_event(conv *c, size_t idx, json_t *ev)
     if (!ph || !json_is_string(ph))
         return ev_fail(c, idx, "missing \"ph\" (event type) string");
     char type = json_string_value(ph)[0];
+    if (c->bigint && type != 'C')
+        return ev_fail(c, idx, "an integer beyond 64 bits outside a counter value: the .cvf "
+                               "format can hold such integers only as counter values");
     const char *name;
     size_t name_len;
     uint64_t pid, tid;
@@ -315,7 +338,7 @@ static int add_event(conv *c, size_t idx, json_t *ev)
         json_t *val;
         json_object_foreach(args, key, val)
         {
-            if (!json_is_number(val) && !json_is_null(val))
+            if (!json_is_number(val) && !json_is_null(val) && !is_bigint(val))
                 return ev_fail(c, idx, "counter value \"%.60s\" is not a number (the .cvf "
                                        "format stores numeric counters only)", key);
         }
@@ -393,6 +416,9 @@ static bool value_eq(json_t *a, json_t *b)
 {
     if (json_is_null(a) || json_is_null(b))
         return json_is_null(a) && json_is_null(b);
+    if (is_bigint(a) || is_bigint(b))
+        return is_bigint(a) && is_bigint(b) &&
+               !strcmp(json_string_value(a), json_string_value(b));
     if (json_is_integer(a) && json_is_integer(b))
         return json_integer_value(a) == json_integer_value(b);
     if (json_is_real(a) && json_is_real(b))
@@ -470,7 +496,10 @@ static int write_counter(conv *c, cvf_writer *w, group *g)
             cache[k] = cur;
             if (json_is_null(cur))
                 out->tag = CVF_COUNTER_UNKNOWN;
-            else if (json_is_integer(cur)) {
+            else if (is_bigint(cur)) {
+                out->tag = CVF_COUNTER_LONG_STRING;
+                out->v.s = json_string_value(cur) + BIGINT_MARK_LEN;
+            } else if (json_is_integer(cur)) {
                 out->tag = CVF_COUNTER_LONG;
                 out->v.i = (int64_t)json_integer_value(cur);
             } else {
@@ -726,12 +755,100 @@ static size_t skip_ws(const char *s, size_t i, size_t len)
     return i;
 }
 
-/* Parses one JSON value at json[*pos]; advances *pos past it. */
+/* Grows *buf so that `need` more bytes fit after *o.  0, or -1 (then *buf is freed). */
+static int reserve(char **buf, size_t *cap, size_t o, size_t need)
+{
+    if (o + need <= *cap)
+        return 0;
+    size_t nc = *cap * 2 + need;
+    char *bigger = realloc(*buf, nc);
+    if (!bigger) {
+        free(*buf);
+        *buf = NULL;
+        return -1;
+    }
+    *buf = bigger;
+    *cap = nc;
+    return 0;
+}
+
+/* The value at json[pos .. end) again, with every integer literal beyond int64 (outside
+ * strings) turned into the string BIGINT_MARK + its digits.  NULL on allocation failure. */
+static char *mark_bigints(const char *json, size_t pos, size_t end, size_t *outlen)
+{
+    static const char open_mark[] = "\"\\u0001bigint:"; /* BIGINT_MARK as JSON text */
+    size_t cap = end - pos + 64, o = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    for (size_t i = pos; i < end;) {
+        size_t j = i + 1;
+        bool big = false;
+        if (json[i] == '"') { /* a string: copied as is */
+            while (j < end && json[j] != '"')
+                j += json[j] == '\\' ? 2 : 1;
+            j = j < end ? j + 1 : end;
+        } else if (json[i] == '-' || (json[i] >= '0' && json[i] <= '9')) {
+            j = i + (json[i] == '-');
+            while (j < end && json[j] >= '0' && json[j] <= '9')
+                j++;
+            if (j == end || (json[j] != '.' && json[j] != 'e' && json[j] != 'E')) {
+                char buf[32];
+                if (j - i >= sizeof buf) {
+                    big = true;
+                } else {
+                    memcpy(buf, json + i, j - i);
+                    buf[j - i] = 0;
+                    errno = 0;
+                    (void)strtoll(buf, NULL, 10);
+                    big = errno == ERANGE;
+                }
+            } else { /* a fraction or exponent: the whole number is copied as is */
+                while (j < end && strchr("0123456789.eE+-", json[j]))
+                    j++;
+            }
+        }
+        if (reserve(&out, &cap, o, (j - i) + sizeof open_mark + 1) < 0)
+            return NULL;
+        if (big) {
+            memcpy(out + o, open_mark, sizeof open_mark - 1);
+            o += sizeof open_mark - 1;
+        }
+        memcpy(out + o, json + i, j - i);
+        o += j - i;
+        if (big)
+            out[o++] = '"';
+        i = j;
+    }
+    *outlen = o;
+    return out;
+}
+
+/* Parses one JSON value at json[*pos]; advances *pos past it.  Sets c->bigint when it had
+ * integers beyond int64, now BIGINT_MARK strings. */
 static json_t *parse_at(conv *c, const char *json, size_t len, size_t *pos, const char *what)
 {
     json_error_t je;
+    c->bigint = false;
     json_t *v = json_loadb(json + *pos, len - *pos, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK,
                            &je);
+    size_t end;
+    if (!v && strstr(je.text, "too big") && cvf_json_skip(json, len, *pos, &end) == 0) {
+        size_t mlen;
+        char *marked = mark_bigints(json, *pos, end, &mlen);
+        if (!marked) {
+            oom(c);
+            return NULL;
+        }
+        json_error_t je2;
+        v = json_loadb(marked, mlen, JSON_DECODE_ANY, &je2);
+        free(marked);
+        if (v) {
+            c->bigint = true;
+            *pos = end;
+            return v;
+        }
+    }
     if (!v) {
         snprintf(c->err->msg, sizeof c->err->msg, "invalid JSON in %s at byte %zu: %s", what,
                  *pos + (size_t)(je.position > 0 ? je.position : 0), je.text);
@@ -747,6 +864,19 @@ static int syntax(conv *c, size_t pos, const char *what)
     snprintf(c->err->msg, sizeof c->err->msg, "invalid JSON at byte %zu: %s", pos, what);
     c->err->offset = pos;
     return -1;
+}
+
+/* Drops the pages of a mapped input that the walk has passed (never read again: every event
+ * keeps copies of what it needs), so that a 600 MB JSON does not stay resident. */
+static void release_read(conv *c, const char *json, size_t upto)
+{
+    if (!c->cc || !c->cc->input_is_mapping)
+        return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)json, end = ((uintptr_t)json + upto) & ~(uintptr_t)(page - 1);
+    if (base % page == 0 && end > base + c->released)
+        if (madvise((void *)(base + c->released), end - base - c->released, MADV_DONTNEED) == 0)
+            c->released = end - base;
 }
 
 /* The list of events starting at json[*pos] == '['. */
@@ -773,8 +903,10 @@ static int walk_events(conv *c, const char *json, size_t len, size_t *pos, size_
                 return -1;
         }
         (*index)++;
-        if ((*index & 4095) == 0)
+        if ((*index & 4095) == 0) {
             progress(c, i / 2);
+            release_read(c, json, i);
+        }
         i = skip_ws(json, i, len);
         if (i >= len)
             return syntax(c, i, "unexpected end inside the event list");

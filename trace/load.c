@@ -9,13 +9,16 @@
 #include "model.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
+#include "convert.h"
 #include "cvf_reader.h"
 
 /* A JSON real as a u64, saturating: converting a double outside the target type's range is
@@ -25,16 +28,6 @@ static uint64_t real_to_u64(double d)
     if (!(d > 0))
         return 0;
     return d >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)d;
-}
-
-/* The same as an i64 (pid and tid reals, stored two's complement like integers). */
-static int64_t real_to_i64(double d)
-{
-    if (d != d)
-        return 0;
-    if (d >= 9223372036854775808.0)
-        return INT64_MAX;
-    return d <= -9223372036854775808.0 ? INT64_MIN : (int64_t)d;
 }
 
 /* ---- the "dropped" instant event (shared by both inputs) --------------------------------- */
@@ -53,82 +46,54 @@ static void note_drops(vct_trace *t, json_t *event)
 
 /* ---- Chrome-trace JSON ------------------------------------------------------------------- */
 
-static int json_u64(json_t *v, uint64_t *out)
-{
-    if (json_is_integer(v)) {
-        *out = (uint64_t)json_integer_value(v);
-        return 0;
-    }
-    if (json_is_real(v) && isfinite(json_real_value(v))) {
-        *out = (uint64_t)real_to_i64(json_real_value(v));
-        return 0;
-    }
-    return -1;
-}
-
-static int json_us_ticks(json_t *v, double *ticks)
-{
-    if (!json_is_number(v) || !isfinite(json_number_value(v)))
-        return -1;
-    *ticks = nearbyint(json_number_value(v) * VCT_TICKS_PER_US);
-    return *ticks >= -9.2e18 && *ticks <= 9.2e18 ? 0 : -1;
-}
+/* A JSON trace goes through the streaming JSON → .cvf converter (json_cvf.c) into an
+ * anonymous memory file, and is then loaded like a .cvf: memory stays proportional to the
+ * compact trace, never to a JSON tree (jansson's tree of a 600 MB trace takes ~6 GB). */
+static int load_cvf(const void *data, size_t size, vct_trace *t, cvf_error *cerr);
 
 static int load_json(const char *path, vct_trace *t, char *err, size_t errlen)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_DECODE_ANY, &jerr);
-    if (!root) {
-        snprintf(err, errlen, "%s: not valid JSON at line %d column %d: %s", path, jerr.line,
-                 jerr.column, jerr.text);
+    cvf_error cerr = {0};
+    void *json = NULL, *cvf = MAP_FAILED;
+    size_t json_size = 0;
+    struct stat st;
+    int rc = -1;
+    if (cvf_map_file(path, &json, &json_size, &cerr) != 0) {
+        snprintf(err, errlen, "%s: %s", path, cerr.msg);
         return -1;
     }
-    json_t *events = json_is_array(root) ? root : json_object_get(root, "traceEvents");
-    if (!json_is_array(events)) {
-        snprintf(err, errlen, "%s: JSON without a traceEvents list: not a Chrome trace", path);
-        json_decref(root);
-        return -1;
+    int fd = memfd_create("vcattach-summary", MFD_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create a memory file for the conversion: %s", path,
+                 strerror(errno));
+        goto out;
     }
-    size_t i;
-    json_t *ev;
-    json_array_foreach(events, i, ev) {
-        const char *ph = json_string_value(json_object_get(ev, "ph"));
-        const char *name = json_string_value(json_object_get(ev, "name"));
-        uint64_t pid = 0, tid = 0;
-        json_u64(json_object_get(ev, "pid"), &pid);
-        json_u64(json_object_get(ev, "tid"), &tid);
-        if (!ph)
-            continue;
-        if (ph[0] == 'X') {
-            double ts, dur;
-            uint32_t func;
-            vct_thread *th;
-            if (!name || json_us_ticks(json_object_get(ev, "ts"), &ts) < 0 ||
-                json_us_ticks(json_object_get(ev, "dur"), &dur) < 0) {
-                snprintf(err, errlen,
-                         "%s: traceEvents[%zu] is an X event without a name, numeric ts or dur",
-                         path, i);
-                json_decref(root);
-                return -1;
-            }
-            if (vct_trace_intern(t, name, &func) < 0 || !(th = vct_trace_thread(t, pid, tid)) ||
-                vct_trace_add_event(t, th, (int64_t)ts, dur > 0 ? (uint64_t)dur : 0, func) < 0)
-                goto nomem;
-        } else if (ph[0] == 'M' && name && !strcmp(name, "thread_name")) {
-            const char *tname = json_string_value(json_object_get(json_object_get(ev, "args"),
-                                                                  "name"));
-            if (tname && vct_trace_set_thread_name(t, pid, tid, tname) < 0)
-                goto nomem;
-        } else if (ph[0] != 'M' && ph[0] != 'C') {
-            note_drops(t, ev);
-        }
+    convert_ctx cc = {.input_is_mapping = 1};
+    if (convert_json_to_cvf(json, json_size, fd, &cc, &cerr) != 0) {
+        snprintf(err, errlen, "%s: %s", path, cerr.msg);
+        goto out;
     }
-    json_decref(root);
-    return 0;
-nomem:
-    snprintf(err, errlen, "%s: out of memory while loading the trace", path);
-    json_decref(root);
-    return -1;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0 ||
+        (cvf = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+        snprintf(err, errlen, "%s: cannot read back the converted trace: %s", path,
+                 strerror(errno));
+        goto out;
+    }
+    /* the JSON's pages are not needed any more */
+    cvf_unmap_file(json, json_size);
+    json = NULL;
+    if (load_cvf(cvf, (size_t)st.st_size, t, &cerr) < 0)
+        snprintf(err, errlen, "%s: %s", path, cerr.msg);
+    else
+        rc = 0;
+out:
+    if (cvf != MAP_FAILED)
+        munmap(cvf, (size_t)st.st_size);
+    if (fd >= 0)
+        close(fd);
+    if (json)
+        cvf_unmap_file(json, json_size);
+    return rc;
 }
 
 /* ---- .cvf --------------------------------------------------------------------------------- */
@@ -158,9 +123,12 @@ static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
     vct_thread *th;
     if (vct_trace_intern(c->t, g->name, &func) < 0 || !(th = vct_trace_thread(c->t, g->pid, g->tid)))
         return cvf_nomem(c, g->offset);
-    for (size_t i = 0; i < g->count; i++)
-        if (vct_trace_add_event(c->t, th, g->ts[i], g->dur[i], func) < 0)
+    for (size_t i = 0; i < g->count; i++) {
+        unsigned flags = g->args ? vct_args_flags(g->args_json + g->args[i].off, g->args[i].len)
+                                 : 0;
+        if (vct_trace_add_event(c->t, th, g->ts[i], g->dur[i], func, flags) < 0)
             return cvf_nomem(c, g->offset);
+    }
     return 0;
 }
 

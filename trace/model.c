@@ -179,8 +179,11 @@ int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const ch
     return 0;
 }
 
-int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func)
+int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func,
+                        unsigned flags)
 {
+    if (th->nevents >= VCT_MAX_THREAD_EVENTS)
+        return -1;
     if (th->nevents == th->cap) {
         /* small first: many threads of one call each must not cost 24 KB apiece */
         size_t cap = th->cap ? th->cap * 2 : 4;
@@ -197,13 +200,39 @@ int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, 
                   ? INT64_MAX
                   : ts + (int64_t)dur;
     ev->func = func;
-    ev->seq = (uint32_t)th->nevents;
+    ev->seq = (uint32_t)th->nevents & VCT_MAX_THREAD_EVENTS;
+    ev->flags = flags & 3u;
     if (!t->nevents || ts < t->min_ts)
         t->min_ts = ts;
     if (!t->nevents || ev->end > t->max_end)
         t->max_end = ev->end;
     t->nevents++;
     return 0;
+}
+
+/* The agent writes "vcattach":"resume" compactly; a JSON round trip may add spaces. */
+static int has_mark(const char *json, size_t len, const char *value)
+{
+    static const char key[] = "\"" VCT_ARG_KEY "\"";
+    const char *end = json + len;
+    for (const char *p = json; (p = memmem(p, (size_t)(end - p), key, sizeof key - 1));) {
+        p += sizeof key - 1;
+        while (p < end && (*p == ' ' || *p == ':' || *p == '\t' || *p == '\n' || *p == '\r'))
+            p++;
+        size_t vl = strlen(value);
+        if (p < end && *p == '"' && (size_t)(end - p) > vl + 1 && !memcmp(p + 1, value, vl) &&
+            p[vl + 1] == '"')
+            return 1;
+    }
+    return 0;
+}
+
+unsigned vct_args_flags(const char *json, size_t len)
+{
+    if (!memmem(json, len, VCT_ARG_KEY, sizeof VCT_ARG_KEY - 1))
+        return 0;
+    return (has_mark(json, len, VCT_ARG_RESUME) ? VCT_EV_RESUME : 0) |
+           (has_mark(json, len, VCT_ARG_AT_ATTACH) ? VCT_EV_AT_ATTACH : 0);
 }
 
 void vct_trace_add_drops(vct_trace *t, uint64_t dropped)

@@ -19,12 +19,28 @@
 
 #define VCT_TICKS_PER_US 100
 
-/* One complete call on one thread. */
+/* What the agent said about a call (in the event's args, see VCT_ARG_* below). */
+enum {
+    VCT_EV_RESUME = 1u,    /* a coroutine/generator resumed: a slice of a call, not a call */
+    VCT_EV_AT_ATTACH = 2u, /* already running when the trace began: the time before its first
+                              traced child is not the function's own work */
+};
+
+/* How the agent marks them: the X event's args carry "vcattach": "resume" / "at_attach". */
+#define VCT_ARG_KEY "vcattach"
+#define VCT_ARG_RESUME "resume"
+#define VCT_ARG_AT_ATTACH "at_attach"
+
+/* At most this many events per thread (seq has 30 bits). */
+#define VCT_MAX_THREAD_EVENTS ((1u << 30) - 1)
+
+/* One complete call (or resume slice) on one thread. */
 typedef struct vct_event {
-    int64_t ts;    /* start, ticks */
-    int64_t end;   /* ts + dur, saturated at INT64_MAX */
-    uint32_t func; /* index into vct_trace.funcs */
-    uint32_t seq;  /* insertion order: makes the sort, and so every output, deterministic */
+    int64_t ts;        /* start, ticks */
+    int64_t end;       /* ts + dur, saturated at INT64_MAX */
+    uint32_t func;     /* index into vct_trace.funcs */
+    uint32_t seq : 30; /* insertion order: makes the sort, and so every output, deterministic */
+    uint32_t flags : 2; /* VCT_EV_* */
 } vct_event;
 
 typedef struct vct_thread {
@@ -64,6 +80,15 @@ static inline int64_t vct_sat_add(int64_t a, int64_t b)
     return b > INT64_MAX - a ? INT64_MAX : a + b;
 }
 
+/* later - earlier (later >= earlier) without overflow: saturates at INT64_MAX. */
+static inline int64_t vct_sat_diff(int64_t later, int64_t earlier)
+{
+    if (later <= earlier)
+        return 0;
+    uint64_t d = (uint64_t)later - (uint64_t)earlier;
+    return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
+}
+
 /* max_end - min_ts without signed overflow (timestamps come from the file: any int64):
  * saturates at INT64_MAX; 0 when there is no event. */
 int64_t vct_trace_span(const vct_trace *t);
@@ -74,8 +99,12 @@ int vct_trace_intern(vct_trace *t, const char *name, uint32_t *id);
 /* The thread (pid, tid), created if new.  NULL on allocation failure. */
 vct_thread *vct_trace_thread(vct_trace *t, uint64_t pid, uint64_t tid);
 int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const char *name);
-/* Appends one complete event.  0, or -1 on allocation failure. */
-int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func);
+/* Appends one complete event (flags: VCT_EV_*).  0, or -1 on allocation failure or when the
+ * thread already has VCT_MAX_THREAD_EVENTS events. */
+int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func,
+                        unsigned flags);
+/* The VCT_EV_* flags an args object (JSON text, len bytes) carries. */
+unsigned vct_args_flags(const char *json, size_t len);
 void vct_trace_add_drops(vct_trace *t, uint64_t dropped);
 /* Sorts threads and their events; call once, after the last add and before any walk.
  * 0, or -1 on allocation failure. */

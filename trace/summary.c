@@ -1,25 +1,33 @@
 /* summary.c — the per-function statistics of a trace (see summary.h for the definitions).
  *
- * One pass over each thread's nesting walk; memory is three arrays indexed by function id,
- * reused across sections, so summarising a thousand threads allocates nothing per thread.
+ * One pass over each thread's nesting walk; memory is a few arrays indexed by function id,
+ * reused across sections, and one slot per open call, so summarising a thousand threads
+ * allocates nothing per thread.  Waiting is tracked with a per-thread clock: the waiting
+ * time seen so far; a call's working inclusive time is its duration minus what the clock
+ * advanced while it was open.
  */
 #include "summary.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int vct_summary_init(vct_summary *s, const vct_trace *t)
+int vct_summary_init(vct_summary *s, const vct_trace *t, int split)
 {
     memset(s, 0, sizeof *s);
     s->trace = t;
+    s->split = split;
+    s->wait_depth = SIZE_MAX;
     size_t nf = t->nfuncs ? t->nfuncs : 1;
     s->stats = calloc(nf, sizeof *s->stats);
     s->active = calloc(nf, sizeof *s->active);
+    s->kind = calloc(nf, 1);
     s->touched = malloc(nf * sizeof *s->touched);
-    if (!s->stats || !s->active || !s->touched) {
+    if (!s->stats || !s->active || !s->kind || !s->touched) {
         vct_summary_free(s);
         return -1;
     }
+    for (size_t i = 0; split && i < t->nfuncs; i++)
+        s->kind[i] = (unsigned char)vct_wait_kind_of(t->funcs[i]);
     return 0;
 }
 
@@ -27,42 +35,110 @@ void vct_summary_free(vct_summary *s)
 {
     free(s->stats);
     free(s->active);
+    free(s->kind);
     free(s->touched);
+    free(s->slots);
     s->stats = NULL;
     s->active = NULL;
+    s->kind = NULL;
     s->touched = NULL;
+    s->slots = NULL;
+    s->nslots = 0;
     s->ntouched = 0;
+}
+
+/* kind[] keeps the wait kind in its low bits and, in SEEN, whether the function is in
+ * `touched` already. */
+#define SEEN 0x80u
+#define KIND(a, f) ((a)->kind[f] & ~SEEN)
+
+static void touch(vct_summary *a, uint32_t func)
+{
+    if (!(a->kind[func] & SEEN)) {
+        a->kind[func] |= SEEN;
+        a->touched[a->ntouched++] = func;
+    }
 }
 
 static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, size_t depth)
 {
     vct_summary *a = ctx;
+    if (a->failed)
+        return;
+    if (depth >= a->nslots) {
+        size_t n = a->nslots ? a->nslots * 2 : 64;
+        vct_walk_slot *slots = realloc(a->slots, n * sizeof *slots);
+        if (!slots) {
+            a->failed = 1;
+            return;
+        }
+        a->slots = slots;
+        a->nslots = n;
+    }
+    a->slots[depth] = (vct_walk_slot){a->wait_clock, -1};
+    if (depth && a->slots[depth - 1].first_child < 0)
+        a->slots[depth - 1].first_child = start;
+    int64_t dur = vct_sat_diff(end, start); /* timestamps may span all of int64 */
+    if (!depth)
+        a->busy = vct_sat_add(a->busy, dur);
+    int resume = (ev->flags & VCT_EV_RESUME) != 0;
+    if (!resume)
+        a->calls++;
+    if (a->wait_depth < depth)
+        return; /* inside a wait: waiting, already booked to the wait */
     vct_func_stats *s = &a->stats[ev->func];
-    int64_t dur = end - start;
-    if (!s->calls++)
-        a->touched[a->ntouched++] = ev->func;
-    if (!a->active[ev->func]++)
-        s->total = vct_sat_add(s->total, dur); /* outermost call of this function on the stack */
+    touch(a, ev->func);
+    if (KIND(a, ev->func) != VCT_WAIT_NONE) {
+        a->wait_depth = depth;
+        s->wait = vct_sat_add(s->wait, dur);
+        a->waiting = vct_sat_add(a->waiting, dur);
+    }
+    if (!resume)
+        s->calls++;
+    a->active[ev->func]++;
     s->sum_dur = vct_sat_add(s->sum_dur, dur);
     if (dur > s->max_dur)
         s->max_dur = dur;
-    if (!depth)
-        a->busy = vct_sat_add(a->busy, dur);
-    a->calls++;
 }
 
 static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
                      size_t depth)
 {
     vct_summary *a = ctx;
-    a->stats[ev->func].self = vct_sat_add(a->stats[ev->func].self, self);
-    a->active[ev->func]--;
+    if (a->failed || a->wait_depth < depth)
+        return;
+    vct_func_stats *s = &a->stats[ev->func];
+    if (a->wait_depth == depth) { /* the outermost wait ends: its time is on the clock */
+        a->wait_depth = SIZE_MAX;
+        a->wait_clock = vct_sat_add(a->wait_clock, vct_sat_diff(end, start));
+        a->active[ev->func]--;
+        return;
+    }
+    if (a->split && (ev->flags & VCT_EV_AT_ATTACH)) {
+        int64_t first = a->slots[depth].first_child;
+        int64_t gap = vct_sat_diff(first >= 0 ? first : end, start);
+        if (gap > self) /* clipped children can make them disagree: never below zero */
+            gap = self;
+        s->at_attach = vct_sat_add(s->at_attach, gap);
+        self -= gap;
+        a->wait_clock = vct_sat_add(a->wait_clock, gap);
+        a->waiting = vct_sat_add(a->waiting, gap);
+    }
+    s->self = vct_sat_add(s->self, self);
+    if (!--a->active[ev->func]) /* outermost call of this function on the stack */
+        s->total = vct_sat_add(s->total, vct_sat_diff(vct_sat_diff(end, start),
+                                                      a->wait_clock - a->slots[depth].wait_at_open));
 }
 
 int vct_summary_add_thread(vct_summary *s, const vct_thread *th)
 {
     static const vct_walk_ops ops = {on_open, on_close};
-    return vct_thread_walk(th, &ops, s);
+    s->wait_clock = 0;
+    s->wait_depth = SIZE_MAX;
+    s->failed = 0;
+    if (vct_thread_walk(th, &ops, s) < 0 || s->failed)
+        return -1;
+    return 0;
 }
 
 static int cmp_funcs(const void *x, const void *y, void *ctx)
@@ -74,6 +150,7 @@ static int cmp_funcs(const void *x, const void *y, void *ctx)
     switch (a->sort) {
     case VCT_SORT_TOTAL: kp = p->total, kq = q->total; break;
     case VCT_SORT_CALLS: kp = (int64_t)p->calls, kq = (int64_t)q->calls; break;
+    case VCT_SORT_WAIT: kp = p->wait + p->at_attach, kq = q->wait + q->at_attach; break;
     default: kp = p->self, kq = q->self; break;
     }
     if (kp != kq)
@@ -87,13 +164,21 @@ void vct_summary_sort(vct_summary *s, enum vct_sort_key key)
     qsort_r(s->touched, s->ntouched, sizeof *s->touched, cmp_funcs, s);
 }
 
+enum vct_wait_kind vct_summary_kind(const vct_summary *s, uint32_t func)
+{
+    return (enum vct_wait_kind)KIND(s, func);
+}
+
 void vct_summary_reset(vct_summary *s)
 {
-    for (size_t i = 0; i < s->ntouched; i++)
+    for (size_t i = 0; i < s->ntouched; i++) {
         memset(&s->stats[s->touched[i]], 0, sizeof(vct_func_stats));
+        s->kind[s->touched[i]] &= ~SEEN;
+    }
     s->ntouched = 0;
     s->calls = 0;
     s->busy = 0;
+    s->waiting = 0;
 }
 
 static int cmp_busiest(const void *x, const void *y, void *ctx)

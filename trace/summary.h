@@ -1,13 +1,23 @@
 /* summary.h — where the time of a trace went: per-function self time, inclusive time, calls,
- * mean and max duration, over one thread or several merged (what `vcattach summary` prints).
+ * mean and max duration, over one thread or several merged (what `vcattach summary` prints),
+ * with the time spent waiting kept apart from the time spent working.
  *
  * Times come from one nesting walk per thread (model.h):
  *   self  = a call's duration minus its direct children's (clipped) durations;
  *   total = inclusive time, counting recursion once: only calls with no active call of the
  *           same function below them on the stack add their duration, so f→g→f is not
  *           counted twice for f;
- *   mean, max over every call (recursive ones included).
- * A section's `busy` time is the sum of its root calls' durations: the base of percentages.
+ *   mean, max over every call (recursive ones included);
+ *   calls count calls: a coroutine's resume slices (VCT_EV_RESUME) add their time, not a
+ *           call, and the time it spends suspended is in no slice, so it is nobody's self time.
+ * Waiting (when split, the default): a call of a blocking function (waits.def) that is not
+ * inside another one is a wait: its whole inclusive time is waiting, booked to that function
+ * in the `wait` figure, and the calls under it are not work.  A call already running when the
+ * trace began (VCT_EV_AT_ATTACH) spent the time before its first traced child in something
+ * the trace did not see: that gap is waiting too ("at attach"), not its self time.  Working
+ * figures (self, total) leave all waiting out.
+ * A section's `busy` time is the sum of its root calls' durations, `waiting` the part of it
+ * that is waiting: percentages of work are of busy - waiting.
  * Computation only; printing is the caller's.
  */
 #ifndef VCT_SUMMARY_H
@@ -17,35 +27,56 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "waits.h"
 
-enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS };
+enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS, VCT_SORT_WAIT };
 
 typedef struct vct_func_stats {
     uint64_t calls;
-    int64_t self, total, sum_dur, max_dur; /* ticks */
+    int64_t self, total, sum_dur, max_dur; /* ticks; working time when split */
+    int64_t wait;      /* ticks waiting in this function's outermost blocking calls */
+    int64_t at_attach; /* ticks it was already in progress at attach, before its first child */
 } vct_func_stats;
+
+typedef struct vct_walk_slot {
+    int64_t wait_at_open; /* the thread's waiting clock when the call opened */
+    int64_t first_child;  /* start of its first direct child, or -1 */
+} vct_walk_slot;
 
 /* One section (a thread, or all threads when merged) being accumulated. */
 typedef struct vct_summary {
     const vct_trace *trace;
+    int split;             /* keep waiting apart (the default); 0: everything is work */
     vct_func_stats *stats; /* [nfuncs], indexed by function id; zero outside `touched` */
     uint32_t *active;      /* [nfuncs]: calls of the function open on the current stack */
+    unsigned char *kind;   /* [nfuncs]: enum vct_wait_kind of each function (+ a seen bit) */
     uint32_t *touched;     /* ids of the functions with calls in this section */
     size_t ntouched;
+    vct_walk_slot *slots;  /* per open call of the thread being walked */
+    size_t nslots;
+    int64_t wait_clock;    /* waiting seen so far on the thread being walked */
+    size_t wait_depth;     /* depth of the outermost open wait, SIZE_MAX if none */
+    int failed;            /* allocation failure during a walk */
     uint64_t calls;
     int64_t busy;          /* time in calls: the sum of root call durations */
+    int64_t waiting;       /* the part of busy spent waiting */
     enum vct_sort_key sort;
 } vct_summary;
 
-/* Allocates the per-function arrays for t.  0, or -1 on allocation failure. */
-int vct_summary_init(vct_summary *s, const vct_trace *t);
+/* Allocates the per-function arrays for t and classifies its functions.  split: see above.
+ * 0, or -1 on allocation failure. */
+int vct_summary_init(vct_summary *s, const vct_trace *t, int split);
 void vct_summary_free(vct_summary *s);
 
 /* Adds one thread's calls to the section.  0, or -1 on allocation failure. */
 int vct_summary_add_thread(vct_summary *s, const vct_thread *th);
 
-/* Orders `touched` by key, descending (ties: by function name). */
+/* Orders `touched` by key, descending (ties: by function name).  VCT_SORT_WAIT orders by
+ * wait + at_attach. */
 void vct_summary_sort(vct_summary *s, enum vct_sort_key key);
+
+/* The wait kind of function `func` (VCT_WAIT_NONE when not split). */
+enum vct_wait_kind vct_summary_kind(const vct_summary *s, uint32_t func);
 
 /* Empties the section for the next one (keeps the arrays). */
 void vct_summary_reset(vct_summary *s);

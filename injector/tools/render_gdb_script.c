@@ -44,52 +44,17 @@ static int emit_rules(FILE *o)
     fprintf(o, "    ('name', '%s', '%s'),\n", name, why);
 #define SP_PREFIX(prefix, why) bad |= check(prefix) | check(why); \
     fprintf(o, "    ('prefix', '%s', '%s'),\n", prefix, why);
-#define SP_ALIAS(prefix)
-#define SP_MODULE(prefix, needs_so, why)
-#define SP_IDLE_SYSCALL(name)
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
     fprintf(o, ")\nALIASES = (\n");
-#define SP_NAME(name, why)
-#define SP_PREFIX(prefix, why)
 #define SP_ALIAS(prefix) bad |= check(prefix); fprintf(o, "    '%s',\n", prefix);
-#define SP_MODULE(prefix, needs_so, why)
-#define SP_IDLE_SYSCALL(name)
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
     fprintf(o, ")\nMODULE_RULES = (\n");
-#define SP_NAME(name, why)
-#define SP_PREFIX(prefix, why)
-#define SP_ALIAS(prefix)
 #define SP_MODULE(prefix, needs_so, why) bad |= check(prefix) | check(why); \
     fprintf(o, "    ('%s', %s, '%s'),\n", prefix, (needs_so) ? "True" : "False", why);
-#define SP_IDLE_SYSCALL(name)
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
     fprintf(o, ")\nIDLE_SYSCALLS = frozenset((\n");
-#define SP_NAME(name, why)
-#define SP_PREFIX(prefix, why)
-#define SP_ALIAS(prefix)
-#define SP_MODULE(prefix, needs_so, why)
 #define SP_IDLE_SYSCALL(name) fprintf(o, "    %ld,  # %s\n", (long)SYS_##name, #name);
 #include "safepoint_rules.def"
-#undef SP_NAME
-#undef SP_PREFIX
-#undef SP_ALIAS
-#undef SP_MODULE
-#undef SP_IDLE_SYSCALL
     fprintf(o, "))\n# ---- end of the rendered rules ----\n");
     return bad ? -1 : 0;
 }
