@@ -97,25 +97,43 @@ def test_summary_and_exports_survive_extreme_timestamps(tmp_path, binary):
         assert p.returncode in (0, 1), p.stderr
 
 
+HUGE_CASES = {
+    # reals where integers are expected: a clean one-line refusal
+    "real_pids": ([{"ph": "X", "name": "f", "pid": 1e300, "tid": -1e300, "ts": 0, "dur": 1}],
+                  1),
+    # huge reals where reals are allowed: saturated, never cast out of range
+    "dropped": ([{"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 0, "dur": 1},
+                 {"ph": "i", "name": "vcattach.dropped", "args": {"dropped": 1e300}, "pid": 1,
+                  "tid": 1, "ts": 0, "s": "g"},
+                 {"ph": "i", "name": "vcattach.dropped", "args": {"dropped": 5e19}, "pid": 1,
+                  "tid": 1, "ts": 1, "s": "g"}], 0),
+    "times": ([{"ph": "X", "name": "f", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1e300},
+               {"ph": "X", "name": "g", "pid": 1, "tid": 1, "ts": -1e300, "dur": 1e18},
+               {"ph": "C", "name": "c", "pid": 1, "tid": 1, "ts": 1e300,
+                "args": {"v": 1e300, "w": -1e300}},
+               {"ph": "C", "name": "c", "pid": 1, "tid": 1, "ts": -1e300, "args": {"v": 1}}],
+              None),
+}
+
+
 @pytest.mark.parametrize("binary", [VCATTACH, ASAN_VCATTACH], ids=["normal", "sanitized"])
-def test_huge_json_reals_are_saturated_not_cast(tmp_path, binary):
-    """pid, tid and args.dropped of 1e300: converting such a double to an integer is undefined
-    behaviour; they saturate instead."""
+@pytest.mark.parametrize("case", sorted(HUGE_CASES))
+def test_huge_json_reals_are_saturated_not_cast(tmp_path, binary, case):
+    """pids, timestamps, counter values and args.dropped of ±1e300: converting such a double
+    to an integer is undefined behaviour; they are refused with a message or saturated."""
     if not os.path.exists(binary):
         pytest.skip(f"{binary} not built")
+    events, want = HUGE_CASES[case]
     path = tmp_path / "huge.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "name": "f", "pid": 1e300, "tid": -1e300, "ts": 0, "dur": 1},
-        {"ph": "X", "name": "g", "pid": -1e300, "tid": 1e19, "ts": 1e10, "dur": 1e12},
-        {"ph": "i", "name": "vcattach.dropped", "args": {"dropped": 1e300}, "pid": 1,
-         "tid": 1, "ts": 0},
-        {"ph": "i", "name": "vcattach.dropped", "args": {"dropped": 5e19}, "pid": 1,
-         "tid": 1, "ts": 0}]}))
-    p = subprocess.run([binary, "summary", str(path)], capture_output=True, text=True,
-                       timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert "runtime error" not in p.stderr
-    assert "18,446,744,073,709,551,615 calls dropped" in p.stdout
+    path.write_text(json.dumps({"traceEvents": events}))
+    for cmd in (["summary", str(path)], ["convert", str(path), "-o", str(tmp_path / "o.cvf")]):
+        p = subprocess.run([binary] + cmd, capture_output=True, text=True, timeout=60)
+        assert "runtime error" not in p.stderr, p.stderr
+        assert p.returncode in ((0, 1) if want is None else (want,)), p.stderr
+        if p.returncode:
+            assert p.stderr.count("\n") == 1, p.stderr
+        if case == "dropped" and cmd[0] == "summary":
+            assert "18,446,744,073,709,551,615 calls dropped" in p.stdout, p.stdout
 
 
 ELF_DRIVER = r"""
