@@ -155,14 +155,37 @@ static void register_fork_handlers(void)
 
 /* ---- start, visit, stop (under the GIL) -------------------------------------------------- */
 
+/* Profilers on these mechanisms are refused whichever backend we use (they would see our
+ * hook or we theirs); another frame evaluator only matters to the eval backend (its install
+ * refuses it; auto then keeps the profile hook). */
 static const vc_backend_ops *const all_backends[] = {&vc_backend_profile, &vc_backend_monitoring};
+
+/* hook=auto: sys.monitoring on 3.12+; before, the legacy profile hook, except with
+ * --no-c-calls where the frame evaluator is used when no other evaluator is installed and it
+ * sees every Python call on this version (it costs nothing per bytecode; bench/filters). */
+static const vc_backend_ops *choose_backend(vc_session *s)
+{
+    switch (s->hook_kind) {
+    case VC_HOOK_MONITORING: return &vc_backend_monitoring;
+    case VC_HOOK_PROFILE: return &vc_backend_profile;
+    case VC_HOOK_EVAL: return &vc_backend_eval;
+    default: break;
+    }
+    if (VC_HAVE_MONITORING)
+        return &vc_backend_monitoring;
+#if VC_HAVE_EVAL_HOOK
+    char ignored[256];
+    if (s->filter.no_c_calls && vc_compat_eval_exact() &&
+        !vc_backend_eval.foreign(s, ignored, sizeof ignored))
+        return &vc_backend_eval;
+#endif
+    return &vc_backend_profile;
+}
 
 static int install_under_gil(vc_session *s, char *err, size_t errlen)
 {
     s->agent_tstate = vc_compat_current_tstate();
-    const vc_backend_ops *backend = &vc_backend_profile;
-    if (s->hook_kind == VC_HOOK_MONITORING || (s->hook_kind == VC_HOOK_AUTO && VC_HAVE_MONITORING))
-        backend = &vc_backend_monitoring;
+    const vc_backend_ops *backend = choose_backend(s);
     if (s->hook_kind == VC_HOOK_MONITORING && !VC_HAVE_MONITORING) {
         snprintf(err, errlen, "hook=monitoring needs Python 3.12+ (this is %s): use hook=profile",
                  vc_compat_python_version());
@@ -180,6 +203,7 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
     s->clk_start = vc_clock_sample();
     s->attach_ns = s->clk_start.ns;
     s->backend = backend;
+    snprintf(s->backend_name, sizeof s->backend_name, "%s", backend->name);
     if (backend->install(s, err, errlen) != 0)
         return -1;
     if (vc_threading_patch(s) != 0)
@@ -288,6 +312,10 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
                     vc_threads_alloc(s) != 0)) {
         snprintf(err, errlen, "out of memory for a %u MB buffer: use a smaller buffer", s->buffer_mb);
         rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        vc_filter_prepare(&s->filter);
+        s->pins.filter = s->filter.has_globs ? &s->filter : NULL;
     }
     return rc;
 }
@@ -450,6 +478,23 @@ static int copy_str(char *dst, size_t cap, const char *src)
     return 0;
 }
 
+/* The filters of a vc_config (absent from a config older than them).  No Python: copies
+ * and checks only.  0 or -EINVAL. */
+static int copy_filters(vc_filter *f, const struct vc_config *cfg)
+{
+    char err[256];
+    vc_filter_reset(f);
+    if (cfg->struct_size < sizeof(struct vc_config))
+        return 0;
+    if (vc_filter_add_list(f, 1, cfg->include, err, sizeof err) != 0 ||
+        vc_filter_add_list(f, 0, cfg->exclude, err, sizeof err) != 0)
+        return -EINVAL;
+    f->no_c_calls = cfg->no_c_calls != 0;
+    f->max_depth = cfg->max_depth;
+    f->min_dur_ns = cfg->min_dur_ns;
+    return 0;
+}
+
 /* With the life cycle claimed: the session's per-run state, then the agent thread. */
 static int launch(void)
 {
@@ -457,13 +502,14 @@ static int launch(void)
     g_vc.tool_id = -1;
     g_vc.status_fd = g_vc.status_client_fd = -1;
     g_vc.threads_untraced = 0;
+    g_vc.backend_name[0] = '\0';
     g_vc.start_mono_ms = 0;
     return vc_life_launch(agent_main);
 }
 
 VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
 {
-    if (cfg == NULL || cfg->abi != VC_CONFIG_ABI || cfg->struct_size < sizeof(struct vc_config))
+    if (cfg == NULL || cfg->abi != VC_CONFIG_ABI || cfg->struct_size < VC_CONFIG_MIN_SIZE)
         return -EINVAL;
     int rc = vc_life_claim();
     if (rc != 0)
@@ -482,7 +528,9 @@ VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
         s->buffer_mb = cfg->buffer_mb ? cfg->buffer_mb : 256;
         s->hook_kind = cfg->hook;
         s->null_hook = cfg->null_hook;
-        rc = launch();
+        rc = copy_filters(&s->filter, cfg);
+        if (rc == 0)
+            rc = launch();
     }
     vc_life_release();
     return rc;
@@ -505,6 +553,7 @@ VC_EXPORT int vc_agent_connect(const char *control_path)
         s->buffer_mb = 256;
         s->hook_kind = VC_HOOK_AUTO;
         s->null_hook = 0;
+        vc_filter_reset(&s->filter); /* filled from CONFIG */
         rc = launch();
     }
     vc_life_release();

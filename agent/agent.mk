@@ -13,7 +13,9 @@
 #                  deliver, end); the one uninstall path (stop, failed install, fork child)
 #   control.c      the control channel and status socket       emit.c  records → .cvf → sink
 #   starthook.c    threading's start hook → the backend's on_new_thread
-#   hook_profile.c, hook_monitoring.c   one backend each, behind backend.h's operations table
+#   hook_profile.c, hook_monitoring.c, hook_evalframe.c   one backend each, behind backend.h's
+#                  operations table
+#   filter.c       the filters in force and the per-code verdict (cached in names.h's table)
 #   record.h/.c    the hot path (inline) and its out-of-line halves
 #   threads.c      per-thread states (a leaf)     lifecycle.c  state, stop request, wake fd, result
 #   session.h/.c   the session's data (g_vc)      names, buffer, clock, compat (CPython versions)

@@ -1,8 +1,9 @@
 /* backend.h — what the session asks of a hook backend, as one table of operations.
  *
- * Two instances, one per hook file: vc_backend_profile (hook_profile.c, the legacy
- * Py_tracefunc, every version) and vc_backend_monitoring (hook_monitoring.c, sys.monitoring,
- * 3.12+; on older headers its install refuses with a message).  The session keeps the
+ * Three instances, one per hook file: vc_backend_profile (hook_profile.c, the legacy
+ * Py_tracefunc, every version), vc_backend_monitoring (hook_monitoring.c, sys.monitoring,
+ * 3.12+; on older headers its install refuses with a message) and vc_backend_eval
+ * (hook_evalframe.c, PEP 523's frame evaluator, 3.9–3.11, Python calls only).  The session keeps the
  * installed one in vc_session.backend, so agent.c and starthook.c never branch on which it is.
  * None of these runs on the hot path (the hooks' callbacks are the hot path, record.h).
  * Every operation needs the GIL.
@@ -30,5 +31,6 @@ typedef struct vc_backend_ops {
 
 extern const vc_backend_ops vc_backend_profile;
 extern const vc_backend_ops vc_backend_monitoring;
+extern const vc_backend_ops vc_backend_eval;
 
 #endif /* VC_AGENT_BACKEND_H */

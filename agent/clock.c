@@ -69,3 +69,18 @@ void vc_clock_map_make(vc_clock_map *map, vc_clock_pair start, vc_clock_pair sto
     else
         map->ns_per_raw = 1.0 / 2.5; /* a session too short to measure: any sane rate */
 }
+
+uint64_t vc_clock_ns_to_raw(uint64_t ns)
+{
+    static double raw_per_ns;
+    if (!vc_clock_use_tsc)
+        return ns;
+    if (raw_per_ns == 0.0) {
+        vc_clock_pair a = vc_clock_sample();
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        vc_clock_pair b = vc_clock_sample();
+        raw_per_ns = b.ns > a.ns && b.raw > a.raw ? (double)(b.raw - a.raw) / (double)(b.ns - a.ns) : 1.0;
+    }
+    return (uint64_t)((double)ns * raw_per_ns);
+}

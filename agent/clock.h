@@ -48,6 +48,9 @@ typedef struct vc_clock_map {
 
 void vc_clock_init(void);
 vc_clock_pair vc_clock_sample(void);
+/* ns → raw ticks for thresholds set before a session's own calibration (--min-dur): the
+ * tick rate is measured once per process over a few ms (agent thread, never the hot path). */
+uint64_t vc_clock_ns_to_raw(uint64_t ns);
 void vc_clock_map_make(vc_clock_map *map, vc_clock_pair start, vc_clock_pair stop);
 
 static inline uint64_t vc_clock_to_ns(const vc_clock_map *map, uint64_t raw)

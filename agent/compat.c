@@ -112,3 +112,31 @@ PyInterpreterState *vc_compat_tstate_interp(PyThreadState *ts)
     return ts->interp;
 #endif
 }
+
+#if VC_HAVE_EVAL_HOOK
+/* 3.9/3.10 store _PyEval_EvalFrameDefault itself as the default; 3.11 stores NULL and its
+ * getter answers _PyEval_EvalFrameDefault for it (and its setter stores NULL for it). */
+int vc_compat_eval_is_default(PyInterpreterState *interp)
+{
+    return _PyInterpreterState_GetEvalFrameFunc(interp) == _PyEval_EvalFrameDefault;
+}
+
+int vc_compat_eval_is(PyInterpreterState *interp, vc_eval_func fn)
+{
+    return _PyInterpreterState_GetEvalFrameFunc(interp) == (_PyFrameEvalFunction)fn;
+}
+
+int vc_compat_eval_exact(void)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return Py_Version >= 0x030B0400;
+#else
+    return 1;
+#endif
+}
+
+void vc_compat_eval_set(PyInterpreterState *interp, vc_eval_func fn)
+{
+    _PyInterpreterState_SetEvalFrameFunc(interp, fn ? (_PyFrameEvalFunction)fn : _PyEval_EvalFrameDefault);
+}
+#endif

@@ -25,6 +25,114 @@
 #define VC_HAVE_MONITORING 0
 #endif
 
+/* PEP 523's frame-evaluation hook as a tracing mechanism (hook_evalframe.c): 3.9–3.11.
+ * 3.8 keeps the evaluator in the internal PyInterpreterState (no exported setter); from 3.12
+ * sys.monitoring does better and the specialized calls inline around a custom evaluator. */
+#if PY_VERSION_HEX >= 0x03090000 && PY_VERSION_HEX < 0x030C0000
+#define VC_HAVE_EVAL_HOOK 1
+#else
+#define VC_HAVE_EVAL_HOOK 0
+#endif
+
+#if VC_HAVE_EVAL_HOOK
+#if PY_VERSION_HEX >= 0x030B0000
+/* 3.11 evaluates a _PyInterpreterFrame (internal, Include/internal/pycore_frame.h); only its
+ * first fields are read here, which 3.11.0 … 3.11.x all lay out so: */
+typedef struct _PyInterpreterFrame vc_eval_frame;
+typedef struct vc_iframe311_head {
+    PyObject *f_func, *f_globals, *f_builtins, *f_locals;
+    PyCodeObject *f_code;
+    PyObject *frame_obj;
+    void *previous;
+    _Py_CODEUNIT *prev_instr;
+} vc_iframe311_head;
+static inline PyCodeObject *vc_compat_eval_code(vc_eval_frame *f)
+{
+    return ((vc_iframe311_head *)(void *)f)->f_code;
+}
+/* 3.11 evaluates a generator function's frame once when it is called, up to its
+ * RETURN_GENERATOR, which makes the generator: that evaluation is not a call of the body (the
+ * profile hook does not report it either).  It is the one that starts before the first
+ * instruction. */
+static inline int vc_compat_eval_is_gen_creation(vc_eval_frame *f)
+{
+    vc_iframe311_head *h = (vc_iframe311_head *)(void *)f;
+    return (h->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
+           h->prev_instr == _PyCode_CODE(h->f_code) - 1;
+}
+#else
+typedef PyFrameObject vc_eval_frame;
+static inline PyCodeObject *vc_compat_eval_code(vc_eval_frame *f) { return f->f_code; }
+/* 3.9/3.10 make a generator without evaluating its frame. */
+static inline int vc_compat_eval_is_gen_creation(vc_eval_frame *f) { return 0; }
+#endif
+/* 0 where the frame evaluator misses some Python calls: 3.11.0–3.11.3 inline a Python
+ * __getitem__ (BINARY_SUBSCR_GETITEM) around a custom evaluator (CPython gh-104405, fixed
+ * in 3.11.4).  Runtime version, not the headers'. */
+int vc_compat_eval_exact(void);
+/* What the evaluator is given for a running frame, from its frame object (seeding): 3.11's
+ * PyFrameObject points at its _PyInterpreterFrame (f_frame, internal struct _frame, whose
+ * head is the same in every 3.11.x); before, the frame object itself. */
+static inline const void *vc_compat_eval_identity(PyFrameObject *fo)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    struct vc_frameobject311_head {
+        PyObject_HEAD
+        PyFrameObject *f_back;
+        void *f_frame;
+    };
+    return ((struct vc_frameobject311_head *)(void *)fo)->f_frame;
+#else
+    return fo;
+#endif
+}
+/* The identity (as above) of the frame that called or resumed f, NULL at a thread's bottom;
+ * asked before f is evaluated.  3.11 links f->previous only inside the evaluation: the caller
+ * is then the thread's current frame. */
+static inline const void *vc_compat_eval_caller(PyThreadState *ts, vc_eval_frame *f)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    (void)f;
+    return ts->cframe != NULL ? (const void *)ts->cframe->current_frame : NULL;
+#else
+    (void)ts;
+    return f->f_back;
+#endif
+}
+/* Whether evaluating f resumes a suspended generator or coroutine (a resume slice, as
+ * vc_compat_frame_resumes tells the profile hook).  3.11: the frame stands before its next
+ * instruction, a RESUME whose oparg is 0 at the start and 1..3 after a yield/await (the
+ * generator's creation, before RETURN_GENERATOR, is skipped earlier); before, f_lasti >= 0. */
+static inline int vc_compat_eval_resumes(vc_eval_frame *f, PyCodeObject *co)
+{
+    if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
+        return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    const unsigned char *next = (const unsigned char *)(((vc_iframe311_head *)(void *)f)->prev_instr + 1);
+    return next[1] != 0;
+#else
+    return f->f_lasti >= 0;
+#endif
+}
+/* The evaluator's signature (_PyFrameEvalFunction) on 3.9–3.11. */
+typedef PyObject *(*vc_eval_func)(PyThreadState *ts, vc_eval_frame *f, int throwflag);
+/* CPython's own evaluator, which ours wraps. */
+static inline PyObject *vc_compat_eval_default(PyThreadState *ts, vc_eval_frame *f, int throwflag)
+{
+    return _PyEval_EvalFrameDefault(ts, f, throwflag);
+}
+/* The interpreter's evaluator: 1 if it is CPython's default. */
+int vc_compat_eval_is_default(PyInterpreterState *interp);
+/* 1 if the interpreter's evaluator is fn. */
+int vc_compat_eval_is(PyInterpreterState *interp, vc_eval_func fn);
+/* Installs fn (NULL: CPython's default) as the interpreter's evaluator. */
+void vc_compat_eval_set(PyInterpreterState *interp, vc_eval_func fn);
+#endif
+
+#if !VC_HAVE_EVAL_HOOK
+static inline const void *vc_compat_eval_identity(PyFrameObject *fo) { return fo; }
+#endif
+
 /* "3.11.7": the interpreter's own version string (runtime, not the headers'). */
 const char *vc_compat_python_version(void);
 

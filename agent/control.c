@@ -130,13 +130,17 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
                 s->hook_kind = VC_HOOK_PROFILE;
             else if (strcmp(val, "monitoring") == 0)
                 s->hook_kind = VC_HOOK_MONITORING;
+            else if (strcmp(val, "eval") == 0)
+                s->hook_kind = VC_HOOK_EVAL;
             else if (strcmp(val, "auto") == 0)
                 s->hook_kind = VC_HOOK_AUTO;
             else {
-                snprintf(err, errlen, "unknown hook=%s (auto, profile or monitoring)", val);
+                snprintf(err, errlen, "unknown hook=%s (auto, profile, monitoring or eval)", val);
                 rc = -EINVAL;
             }
         }
+        if (rc == 0 && vc_filter_from_kv(&s->filter, cfg, err, errlen) != 0)
+            rc = -EINVAL;
         if (vc_kv_get(cfg, "null_hook", val, sizeof val) > 0)
             s->null_hook = strcmp(val, "1") == 0;
         if (vc_kv_get(cfg, "detach", val, sizeof val) > 0)
@@ -393,6 +397,12 @@ void vc_control_prepare_end(vc_session *s, const struct vc_result *res, vc_end_m
              (unsigned long long)res->events, (unsigned long long)res->threads,
              (unsigned long long)res->dropped, (unsigned long long)res->bytes,
              (unsigned long long)res->gil_hold_us, s->output, res->status);
+    if (vc_filter_active(&s->filter)) {
+        char desc[800];
+        vc_filter_describe(&s->filter, desc, sizeof desc);
+        size_t used = strlen(out->text);
+        vc_kv_append(out->text, sizeof out->text, &used, "filters", desc);
+    }
     out->control_fd = s->control_fd;
     out->status_client_fd = s->status_client_fd;
     s->control_fd = s->status_client_fd = -1;

@@ -329,7 +329,10 @@ static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *a
     return 0;
 }
 
-/* The attach and detach instants, the detach one with the session's loss counters. */
+/* The attach and detach instants, the detach one with the session's loss counters; with
+ * filters in force, a "vcattach filters" instant whose args are the filters (filter.h's
+ * JSON), and "filtered":true on the attach instant: a filtered trace is never taken for a
+ * full one (`vcattach summary` prints them in its header). */
 static int write_session_instants(emit_ctx *e, struct vc_result *res)
 {
     vc_session *s = e->s;
@@ -338,22 +341,42 @@ static int write_session_instants(emit_ctx *e, struct vc_result *res)
     uint64_t too_deep = 0;
     for (uint32_t i = 0; i < s->nthreads; i++)
         too_deep += s->threads[i].too_deep;
-    char json[1024];
+    size_t cap = 2048 + 2 * VC_FILTER_POOL;
+    char *json = malloc(cap);
+    char *fjson = malloc(cap);
+    if (json == NULL || fjson == NULL) {
+        free(json);
+        free(fjson);
+        return emit_write_failed(e);
+    }
+    int filtered = vc_filter_active(&s->filter);
+    if (vc_filter_json(&s->filter, fjson, cap) < 0)
+        snprintf(fjson, cap, "{\"truncated\":true}");
     double attach_us = (double)s->clk_start.ns / 1000.0;
     double detach_us = (double)vc_clock_to_ns(&e->map, s->stop_raw) / 1000.0;
-    int len = snprintf(json, sizeof json,
+    int len = snprintf(json, cap,
         "[{\"ph\":\"i\",\"name\":\"vcattach attach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
-        "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u}},"
+        "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u,\"filtered\":%s}},"
         "{\"ph\":\"i\",\"name\":\"vcattach detach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
         "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"dropped\":%llu,\"buffer_dropped\":%llu,"
-        "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu}}]",
+        "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu}}",
         (unsigned long long)pid, (unsigned long long)pid, attach_us,
-        s->hook_kind == VC_HOOK_PROFILE || !VC_HAVE_MONITORING ? "profile" : "monitoring",
-        s->null_hook, (unsigned long long)pid, (unsigned long long)pid, detach_us,
+        s->backend_name[0] ? s->backend_name : "profile", s->null_hook,
+        filtered ? "true" : "false", (unsigned long long)pid, (unsigned long long)pid, detach_us,
         (unsigned long long)(dropped + too_deep), (unsigned long long)s->pool.dropped,
         (unsigned long long)s->pins.unnamed, (unsigned long long)too_deep,
         (unsigned long long)s->threads_untraced);
-    if (cvf_write_other_events(e->w, json, (size_t)len) != 0)
+    if (filtered && len > 0 && (size_t)len < cap)
+        len += snprintf(json + len, cap - (size_t)len,
+                        ",{\"ph\":\"i\",\"name\":\"vcattach filters\",\"cat\":\"INSTANT\","
+                        "\"pid\":%llu,\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":%s}",
+                        (unsigned long long)pid, (unsigned long long)pid, attach_us, fjson);
+    if (len > 0 && (size_t)len + 2 < cap)
+        json[len++] = ']', json[len] = '\0';
+    int rc = len > 0 && (size_t)len < cap ? cvf_write_other_events(e->w, json, (size_t)len) : -1;
+    free(json);
+    free(fjson);
+    if (rc != 0)
         return emit_write_failed(e);
     res->dropped = dropped + too_deep;
     return 0;

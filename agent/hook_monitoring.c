@@ -6,6 +6,12 @@
  *   PY_START → enter; PY_RESUME, PY_THROW → enter of a resume slice (VC_REC_RESUME)
  *   PY_RETURN, PY_YIELD, PY_UNWIND → exit
  *   CALL of a C function / method descriptor → C enter     C_RETURN, C_RAISE → C exit
+ * Filters (filter.h): an excluded code object's PY_START/PY_RESUME/PY_RETURN/PY_YIELD and
+ * every CALL site in excluded code answer sys.monitoring.DISABLE, so excluded code runs at
+ * untraced speed after its first event per location (PY_THROW/PY_UNWIND/C_RETURN/C_RAISE
+ * cannot be disabled; they are rare or follow a disabled CALL).  --no-c-calls does not
+ * subscribe to CALL/C_RETURN/C_RAISE at all.  How the DISABLEd locations are given back at
+ * stop without touching other tools: teardown().
  * The thread state comes from a TLS slot checked against the session generation; a thread
  * seen for the first time is bound to a state once (threads.c), never allocating.  The rest
  * of the agent reaches this file only through its operations table, vc_backend_monitoring
@@ -61,18 +67,44 @@ static inline vc_thread *current_thread(vc_session *s)
     return claim_current(s);
 }
 
+/* sys.monitoring.DISABLE: returned for a location whose events we never want again (an
+ * excluded code object's start/resume/return/yield, a call site in excluded code).  It is
+ * per (tool, location): other tools keep their events there. */
+static PyObject *g_disable;
+
+static inline PyObject *disable(void)
+{
+    Py_INCREF(g_disable);
+    return g_disable;
+}
+
+/* PY_START: may be disabled per location. */
 static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
-    if (t != &vc_ignored_thread && nargs >= 1)
-        vc_record_enter(s, t, args[0], args[0], NULL, 0, 0);
+    if (t != &vc_ignored_thread && nargs >= 1 &&
+        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED, 0))
+        return disable();
     Py_RETURN_NONE;
 }
 
-/* PY_RESUME, PY_THROW: a suspended generator or coroutine runs again — a new slice of the
- * same call, marked so that the summary counts the call once. */
+/* PY_THROW: cannot be disabled (sys.monitoring raises for it). */
+/* PY_RESUME: a suspended generator or coroutine runs again — a new slice of the same call,
+ * marked so that the summary counts the call once.  May be disabled per location. */
 static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = current_thread(s);
+    if (t != &vc_ignored_thread && nargs >= 1 &&
+        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) ==
+                         VC_ID_EXCLUDED, 0))
+        return disable();
+    Py_RETURN_NONE;
+}
+
+/* PY_THROW: a resume slice too; cannot be disabled (sys.monitoring raises for it). */
+static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
@@ -81,12 +113,23 @@ static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* PY_RETURN, PY_YIELD: may be disabled per location. */
 static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
+    if (t != &vc_ignored_thread && nargs >= 1 && vc_record_exit_py(s, t, args[0], args[0]))
+        return disable();
+    Py_RETURN_NONE;
+}
+
+/* PY_UNWIND: cannot be disabled. */
+static PyObject *cb_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread && nargs >= 1)
-        vc_record_exit(s, t, args[0], 0);
+        vc_record_exit_py(s, t, args[0], args[0]);
     Py_RETURN_NONE;
 }
 
@@ -101,11 +144,19 @@ static inline int c_callable_key(PyObject *const *args, Py_ssize_t nargs, const 
     return vc_cfunc_key(args[2], self_arg, ml, qual);
 }
 
+/* CALL (not subscribed with --no-c-calls).  A call site in excluded code is disabled
+ * whatever it calls: its C callees are judged by this caller, its Python callees get their
+ * own PY_START. */
 static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
     PyObject *qual;
+    if (__builtin_expect(s->filter.has_globs, 0) && nargs >= 1) {
+        vc_thread *t = current_thread(s);
+        if (t != &vc_ignored_thread && !vc_record_caller_traced(s, t, args[0], args[0]))
+            return disable();
+    }
     if (!c_callable_key(args, nargs, &ml, &qual))
         Py_RETURN_NONE;
     vc_thread *t = current_thread(s);
@@ -123,7 +174,7 @@ static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nar
         Py_RETURN_NONE;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread)
-        vc_record_exit(s, t, ml, 1);
+        vc_record_exit_c(s, t, ml, args[0]);
     Py_RETURN_NONE;
 }
 
@@ -135,6 +186,8 @@ static PyObject *cb_null(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 static PyMethodDef def_enter = {"_vc_enter", (PyCFunction)(void (*)(void))cb_enter, METH_FASTCALL, NULL};
 static PyMethodDef def_resume = {"_vc_resume", (PyCFunction)(void (*)(void))cb_resume, METH_FASTCALL, NULL};
 static PyMethodDef def_exit = {"_vc_exit", (PyCFunction)(void (*)(void))cb_exit, METH_FASTCALL, NULL};
+static PyMethodDef def_throw = {"_vc_throw", (PyCFunction)(void (*)(void))cb_throw, METH_FASTCALL, NULL};
+static PyMethodDef def_unwind = {"_vc_unwind", (PyCFunction)(void (*)(void))cb_unwind, METH_FASTCALL, NULL};
 static PyMethodDef def_call = {"_vc_call", (PyCFunction)(void (*)(void))cb_call, METH_FASTCALL, NULL};
 static PyMethodDef def_c_exit = {"_vc_c_exit", (PyCFunction)(void (*)(void))cb_c_exit, METH_FASTCALL, NULL};
 static PyMethodDef def_null = {"_vc_null", (PyCFunction)(void (*)(void))cb_null, METH_FASTCALL, NULL};
@@ -142,12 +195,13 @@ static PyMethodDef def_null = {"_vc_null", (PyCFunction)(void (*)(void))cb_null,
 struct event_binding {
     const char *event;
     PyMethodDef *def;
+    int c_calls; /* only subscribed when C calls are traced */
 };
 
 static const struct event_binding bindings[] = {
-    {"PY_START", &def_enter},  {"PY_RESUME", &def_resume}, {"PY_THROW", &def_resume},
-    {"PY_RETURN", &def_exit},  {"PY_YIELD", &def_exit},   {"PY_UNWIND", &def_exit},
-    {"CALL", &def_call},       {"C_RETURN", &def_c_exit}, {"C_RAISE", &def_c_exit},
+    {"PY_START", &def_enter, 0},  {"PY_RESUME", &def_resume, 0}, {"PY_THROW", &def_throw, 0},
+    {"PY_RETURN", &def_exit, 0},  {"PY_YIELD", &def_exit, 0},    {"PY_UNWIND", &def_unwind, 0},
+    {"CALL", &def_call, 1},       {"C_RETURN", &def_c_exit, 1},  {"C_RAISE", &def_c_exit, 1},
 };
 #define NBINDINGS (sizeof bindings / sizeof bindings[0])
 
@@ -187,12 +241,51 @@ static void set_error_from_python(char *err, size_t errlen, const char *what)
     PyErr_Clear();
 }
 
-/* Unregisters every callback and frees the tool id (best effort, errors cleared). */
+/* Re-instruments one code object for our tool now, in two steps (see teardown). */
+struct clear_ctx {
+    PyObject *mon;
+    long py_start; /* sys.monitoring.events.PY_START */
+};
+
+static void clear_local(PyObject *code, void *arg)
+{
+    struct clear_ctx *c = arg;
+    PyObject *r = PyObject_CallMethod(c->mon, "set_local_events", "iOl", VC_TOOL_ID, code, c->py_start);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    r = PyObject_CallMethod(c->mon, "set_local_events", "iOi", VC_TOOL_ID, code, 0);
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
+/* Unregisters every callback and frees the tool id (best effort, errors cleared).
+ *
+ * What DISABLE left behind: a disabled location is per (tool, code, offset) state inside the
+ * code object's instrumentation (Python/instrumentation.c), re-applied lazily: a code object
+ * is re-instrumented when it next runs, and only for the events whose tool set changed since
+ * it was last instrumented.  set_events(ours, 0) alone would leave an excluded code object
+ * that has not run since with its old state: the next session (same tool, same events) would
+ * find nothing changed for it and its locations still disabled (measured: an excluded
+ * function stayed invisible to every later session).  set_local_events() re-instruments one
+ * code object at once, but does nothing when the local set does not change; so, with our
+ * global events off, every code object we disabled (they are pinned in the key table until
+ * stop) gets set_local_events(ours, code, PY_START) then (ours, code, 0): the first removes
+ * from all its locations every event of ours but PY_START, the second PY_START; nothing of
+ * ours remains and the next session instruments every location afresh.  Only our tool's
+ * bits are touched: other tools' events and their own DISABLEd locations are kept.
+ * restart_events() is never called: it would re-enable every tool's disabled locations.
+ * (Call sites disabled in included code do not exist: only excluded code's sites are.) */
 static void teardown(PyObject *mon, PyObject *events)
 {
     PyObject *r = PyObject_CallMethod(mon, "set_events", "ii", VC_TOOL_ID, 0);
     Py_XDECREF(r);
     PyErr_Clear();
+    long py_start = events != NULL ? event_bit(events, "PY_START") : -1;
+    PyErr_Clear();
+    if (py_start > 0) {
+        struct clear_ctx c = {mon, py_start};
+        vc_pins_each_excluded(&g_vc.pins, clear_local, &c);
+    }
     for (size_t i = 0; i < NBINDINGS && events != NULL; i++) {
         long bit = event_bit(events, bindings[i].event);
         if (bit < 0) {
@@ -237,13 +330,15 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
     }
     PyObject *events = PyObject_GetAttrString(mon, "events");
     PyObject *missing = PyObject_GetAttrString(mon, "MISSING");
+    PyObject *dis = PyObject_GetAttrString(mon, "DISABLE");
     PyObject *r = NULL;
     long mask = 0;
-    if (events == NULL || missing == NULL) {
+    if (events == NULL || missing == NULL || dis == NULL) {
         set_error_from_python(err, errlen, "sys.monitoring is incomplete");
-        goto fail;
+        goto fail_nofree;
     }
     g_missing = missing;
+    g_disable = dis;
     r = PyObject_CallMethod(mon, "use_tool_id", "is", VC_TOOL_ID, "vcattach");
     if (r == NULL) {
         set_error_from_python(err, errlen, "sys.monitoring.use_tool_id(PROFILER_ID) failed");
@@ -252,6 +347,8 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
     Py_DECREF(r);
     s->tool_id = VC_TOOL_ID;
     for (size_t i = 0; i < NBINDINGS; i++) {
+        if (bindings[i].c_calls && s->filter.no_c_calls)
+            continue; /* not subscribed at all: C calls cost nothing */
         long bit = event_bit(events, bindings[i].event);
         if (bit < 0) {
             set_error_from_python(err, errlen, "sys.monitoring.events lookup failed");
@@ -273,6 +370,7 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
     Py_DECREF(r);
     Py_DECREF(events);
     Py_DECREF(missing); /* sys.monitoring keeps MISSING alive (a singleton) */
+    Py_DECREF(dis);     /* and DISABLE */
     Py_DECREF(mon);
     return 0;
 fail_py:
@@ -283,6 +381,7 @@ fail:
 fail_nofree:
     Py_XDECREF(events);
     Py_XDECREF(missing);
+    Py_XDECREF(dis);
     Py_DECREF(mon);
     return -1;
 }

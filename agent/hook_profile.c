@@ -52,16 +52,24 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
         break;
     }
     case PyTrace_RETURN:
-        vc_record_exit(s, t, frame, 0);
+        if (__builtin_expect(s->filter.has_globs, 0))
+            vc_record_exit_py(s, t, frame, vc_compat_frame_code(frame));
+        else
+            vc_record_exit(s, t, frame, 0);
         break;
     case PyTrace_C_CALL:
-        if (vc_cfunc_key(arg, NULL, &ml, &qual))
-            vc_record_enter(s, t, ml, ml, qual, 1, 0);
+        /* --no-c-calls: the interpreter still calls us (this hook cannot unsubscribe from C
+         * events); the eval backend avoids even that. */
+        if (s->filter.no_c_calls || !vc_cfunc_key(arg, NULL, &ml, &qual))
+            break;
+        if (s->filter.has_globs && !vc_record_caller_traced(s, t, frame, vc_compat_frame_code(frame)))
+            break;
+        vc_record_enter(s, t, ml, ml, qual, 1, 0);
         break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
-        if (vc_cfunc_key(arg, NULL, &ml, &qual))
-            vc_record_exit(s, t, ml, 1);
+        if (!s->filter.no_c_calls && vc_cfunc_key(arg, NULL, &ml, &qual))
+            vc_record_exit_c(s, t, ml, frame);
         break;
     default:
         break;

@@ -34,9 +34,26 @@ int vc_pins_init(vc_pins *pins, uint32_t capacity)
     return pins_alloc(pins, capacity);
 }
 
+uint32_t vc_pins_judge(vc_pins *pins, const void *code)
+{
+    if (!pins->filter->has_globs || vc_filter_code_included(pins->filter, (PyObject *)code))
+        return pins->count;
+    return VC_ID_EXCLUDED;
+}
+
+void vc_pins_each_excluded(vc_pins *pins, void (*fn)(PyObject *code, void *ctx), void *ctx)
+{
+    if (pins->slots == NULL || pins->excluded == 0)
+        return;
+    for (uint32_t i = 0; i <= pins->mask; i++)
+        if (pins->slots[i].ptr != NULL && pins->slots[i].id == VC_ID_EXCLUDED)
+            fn((PyObject *)pins->slots[i].ptr, ctx);
+}
+
 int vc_pins_maybe_grow(vc_pins *pins)
 {
-    if (pins->slots == NULL || pins->count <= (pins->mask + 1) / 2 || pins->mask >= (1u << 30))
+    if (pins->slots == NULL || pins->count + pins->excluded <= (pins->mask + 1) / 2 ||
+        pins->mask >= (1u << 30))
         return 0;
     vc_pins bigger = {0};
     if (pins_alloc(&bigger, (pins->mask + 1) * 2) != 0)
@@ -52,7 +69,9 @@ int vc_pins_maybe_grow(vc_pins *pins)
     }
     memcpy(bigger.by_id, pins->by_id, pins->count * sizeof *pins->by_id);
     bigger.count = pins->count;
+    bigger.excluded = pins->excluded;
     bigger.unnamed = pins->unnamed;
+    bigger.filter = pins->filter;
     free(pins->slots);
     free(pins->by_id);
     *pins = bigger;
@@ -139,11 +158,15 @@ char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
             Py_DECREF((PyObject *)p->ptr);
         Py_XDECREF(p->qual);
     }
+    for (uint32_t i = 0; pins->excluded && pins->slots && i <= pins->mask; i++)
+        if (pins->slots[i].ptr != NULL && pins->slots[i].id == VC_ID_EXCLUDED)
+            Py_DECREF((PyObject *)pins->slots[i].ptr);
     free(pins->slots);
     free(pins->by_id);
     pins->slots = NULL;
     pins->by_id = NULL;
     pins->count = 0;
+    pins->excluded = 0;
     *count_out = names ? n : 0;
     return names;
 }

@@ -13,10 +13,14 @@
 #define VC_NAMES_H
 
 #include "compat.h"
+#include "filter.h"
 
 #include <stdint.h>
 
 #define VC_ID_NONE UINT32_MAX
+/* A code object whose file the filters leave out (filter.h): pinned like any key (its address
+ * cannot be reused by another code while the verdict is cached) but given no id. */
+#define VC_ID_EXCLUDED (UINT32_MAX - 1)
 
 typedef struct vc_pin_slot {
     const void *ptr;   /* NULL: empty */
@@ -37,7 +41,9 @@ typedef struct vc_pins {
     uint32_t limit;     /* max ids before the table counts as full (3/4 of capacity) */
     uint32_t count;     /* ids handed out */
     vc_pin *by_id;      /* [limit] */
+    uint32_t excluded;  /* slots holding an excluded code object (no id) */
     uint64_t unnamed;   /* calls not recorded because the table was full */
+    const vc_filter *filter; /* verdicts taken on first sight of a code object; NULL: none */
 } vc_pins;
 
 int vc_pins_init(vc_pins *pins, uint32_t capacity);
@@ -54,7 +60,14 @@ static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
     return (uint32_t)(h >> 32);
 }
 
-/* Hot path: the id of (ptr, qual), pinning it on first sight.  VC_ID_NONE if full. */
+/* Out of line (names.c): the first sight of a Python code object under globs: its verdict. */
+uint32_t vc_pins_judge(vc_pins *pins, const void *code);
+/* The code objects the filters left out, in the order they were first seen (for the
+ * monitoring backend's cleanup at stop): calls fn(code, ctx) for each.  GIL held. */
+void vc_pins_each_excluded(vc_pins *pins, void (*fn)(PyObject *code, void *ctx), void *ctx);
+
+/* Hot path: the id of (ptr, qual), pinning it on first sight.  VC_ID_NONE if full,
+ * VC_ID_EXCLUDED for a code object the filters leave out. */
 static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *qual, int is_c)
 {
     uint32_t i = vc_pins_hash(ptr, qual) & pins->mask;
@@ -63,11 +76,20 @@ static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *
         if (s->ptr == ptr && s->qual == qual)
             return s->id;
         if (s->ptr == NULL) {
-            if (pins->count >= pins->limit) {
+            if (pins->count + pins->excluded >= pins->limit) {
                 pins->unnamed++;
                 return VC_ID_NONE;
             }
-            uint32_t id = pins->count++;
+            uint32_t id = !is_c && pins->filter != NULL ? vc_pins_judge(pins, ptr) : pins->count;
+            if (id == VC_ID_EXCLUDED) {
+                s->ptr = ptr;
+                s->qual = qual;
+                s->id = id;
+                pins->excluded++;
+                Py_INCREF((PyObject *)ptr);
+                return id;
+            }
+            pins->count++;
             s->ptr = ptr;
             s->qual = qual;
             s->id = id;

@@ -1,6 +1,11 @@
-/* record.h — the hot path shared by both hook backends: shadow-stack push on entry, pop and
+/* record.h — the hot path shared by the hook backends: shadow-stack push on entry, pop and
  * one 24-byte record on exit.  No allocation, no lock, no Python call (the only interpreter
  * work is Py_INCREF of a key seen for the first time, in names.h).
+ *
+ * Filters (filter.h) cost at most this path: a code object the globs leave out is never
+ * pushed (its verdict is cached in the key table, so it is one lookup); a call deeper than
+ * --max-depth is pushed (the depth stays exact, its exit still pairs) but with no id, so it is
+ * never stored; a call shorter than --min-dur is popped and not stored.
  */
 #ifndef VC_RECORD_H
 #define VC_RECORD_H
@@ -36,22 +41,29 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
     r->flags = flags;
 }
 
-static inline void vc_record_enter(vc_session *s, vc_thread *t, const void *match,
-                                   const void *key, PyObject *qual, int is_c, uint32_t flags)
+/* Pushes a call (flags: VC_REC_RESUME for a resumed generator/coroutine, copied into its
+ * record); returns its key's id, VC_ID_EXCLUDED when the filters leave it out (then nothing
+ * was pushed: a backend that can switch the event off for that code may do so). */
+static inline uint32_t vc_record_enter(vc_session *s, vc_thread *t, const void *match,
+                                       const void *key, PyObject *qual, int is_c, uint32_t flags)
 {
+    uint32_t id = vc_pins_lookup(&s->pins, key, qual, is_c);
+    if (__builtin_expect(id == VC_ID_EXCLUDED, 0))
+        return id;
     uint32_t d = t->depth++;
     if (__builtin_expect(d >= VC_STACK_DEPTH, 0)) {
         t->too_deep++;
-        return;
+        return id;
     }
     if (__builtin_expect(t->tid == 0, 0))
         t->tid = (pid_t)syscall(SYS_gettid);
     vc_frame *f = &t->stack[d];
     f->match = match;
-    f->id = vc_pins_lookup(&s->pins, key, qual, is_c);
+    f->id = __builtin_expect(d >= s->filter.depth_limit, 0) ? VC_ID_NONE : id;
     f->is_c = (uint16_t)is_c;
     f->flags = (uint16_t)flags;
     f->start = vc_clock_now(); /* last: the lookup is not charged to the callee */
+    return id;
 }
 
 static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match, int is_c)
@@ -70,7 +82,50 @@ static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match
         return;
     }
     t->depth = depth - 1;
+    if (__builtin_expect(s->filter.min_dur_raw != 0, 0) && now - f->start < s->filter.min_dur_raw)
+        return; /* shorter than --min-dur (also: calls past --max-depth have no id) */
     vc_record_store(s, t, f->id, f->start, now, f->flags);
+}
+
+/* The exit of a Python call (match: what its entry pushed; code: its code object).  With
+ * globs, an exit that is not the top of the stack is first checked against the cached
+ * verdict, so that excluded code never pays the mismatch walk.  Returns 1 if the code is
+ * excluded (nothing was done). */
+static inline int vc_record_exit_py(vc_session *s, vc_thread *t, const void *match, const void *code)
+{
+    if (__builtin_expect(s->filter.has_globs, 0)) {
+        uint32_t d = t->depth;
+        if (!(d > 0 && d <= VC_STACK_DEPTH && t->stack[d - 1].match == match) &&
+            vc_pins_lookup(&s->pins, code, NULL, 0) == VC_ID_EXCLUDED)
+            return 1;
+    }
+    vc_record_exit(s, t, match, 0);
+    return 0;
+}
+
+/* With globs: 1 if a C call made by the Python call `caller` (frame or code, as pushed) is
+ * traced, i.e. the caller's code is included.  The top of the shadow stack answers without a
+ * lookup when it is the caller (only included calls are pushed). */
+static inline int vc_record_caller_traced(vc_session *s, vc_thread *t, const void *caller,
+                                          const void *caller_code)
+{
+    uint32_t d = t->depth;
+    if (d > 0 && d <= VC_STACK_DEPTH && t->stack[d - 1].match == caller && !t->stack[d - 1].is_c)
+        return 1;
+    return vc_pins_lookup(&s->pins, caller_code, NULL, 0) != VC_ID_EXCLUDED;
+}
+
+/* The exit of a C call made by `caller`.  With globs, a C exit whose entry was left out (its
+ * caller is excluded) must not pop the same function called by an included frame further
+ * down: the entry below the top must then be the caller. */
+static inline void vc_record_exit_c(vc_session *s, vc_thread *t, const void *ml, const void *caller)
+{
+    if (__builtin_expect(s->filter.has_globs, 0)) {
+        uint32_t d = t->depth;
+        if (d >= 2 && d <= VC_STACK_DEPTH && t->stack[d - 2].match != caller)
+            return;
+    }
+    vc_record_exit(s, t, ml, 1);
 }
 
 /* The (PyMethodDef, qualifier) of a C callable, as VizTracer names it; 0 if the callable is

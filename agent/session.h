@@ -13,6 +13,7 @@
 #include "buffer.h"
 #include "clock.h"
 #include "names.h"
+#include "filter.h"
 #include "vcagent.h"
 
 #include <pthread.h>
@@ -40,6 +41,7 @@ typedef struct vc_thread {
     uint32_t index;           /* position in the session's thread table */
     uint32_t gen;             /* session generation that owns this state */
     uint32_t bound;           /* monitoring: a thread's TLS points here */
+    uint32_t seeded;          /* frames seeded at attach still at the bottom of the stack */
     uint64_t too_deep;        /* calls skipped because the stack was full */
     PyThreadState *tstate;    /* owner (identity while the thread lives) */
     pid_t tid;                /* gettid(), taken on the thread's first event; 0 = none yet */
@@ -64,6 +66,7 @@ typedef struct vc_session {
     uint32_t buffer_mb;
     uint32_t hook_kind;
     uint32_t null_hook;
+    vc_filter filter;         /* what is kept (filter.h); read by the hot path */
     int detach;               /* control: the controller closes after STARTED */
     int control_fd;           /* -1 if none */
     int status_fd;            /* abstract listening socket, -1 if none */
@@ -72,6 +75,7 @@ typedef struct vc_session {
     /* hook state, under the GIL */
     uint32_t gen;
     const struct vc_backend_ops *backend; /* installed backend, NULL when none */
+    char backend_name[16];    /* the backend that ran (kept after stop, for the trace) */
     int tool_id;              /* monitoring tool id, -1 if none */
     vc_pins pins;
     vc_pool pool;
@@ -102,8 +106,12 @@ extern vc_session g_vc;
 vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts);
 vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts);
 /* Pushes the frames already running on ts onto t's shadow stack, all started at `now`.
- * by_frame: a running call is matched by its frame object (legacy hook), else by its code. */
+ * by_frame: a running call is matched by its frame object (legacy hook), by what the frame
+ * evaluator is given for it (VC_SEED_BY_EVAL), else by its code.  t->seeded: how many. */
 void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now, int by_frame);
+#define VC_SEED_BY_CODE 0
+#define VC_SEED_BY_FRAME 1
+#define VC_SEED_BY_EVAL 2 /* matched by what the frame evaluator gets (hook_evalframe.c) */
 void vc_threads_capture_names(vc_session *s);
 void vc_thread_capture_current_name(vc_session *s, vc_thread *t);
 void vc_thread_free_all(vc_session *s);

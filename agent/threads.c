@@ -106,15 +106,21 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
     int n = vc_compat_thread_codes(ts, codes, frames, VC_STACK_DEPTH);
     /* The legacy hook identifies a running call by its frame, sys.monitoring by its code. */
     /* codes[] is innermost first: push the outermost first. */
+    /* Frames the filters leave out are not pushed, as the hooks would not have pushed them. */
     for (int i = n - 1; i >= 0; i--) {
+        uint32_t id = vc_pins_lookup(&s->pins, codes[i], NULL, 0);
+        if (id == VC_ID_EXCLUDED)
+            continue;
         uint32_t d = t->depth++;
         vc_frame *f = &t->stack[d];
-        f->match = by_frame ? frames[i] : (const void *)codes[i];
-        f->id = vc_pins_lookup(&s->pins, codes[i], NULL, 0);
+        f->match = by_frame == VC_SEED_BY_EVAL ? vc_compat_eval_identity((PyFrameObject *)frames[i])
+                   : by_frame ? frames[i] : (const void *)codes[i];
+        f->id = d >= s->filter.depth_limit ? VC_ID_NONE : id;
         f->is_c = 0;
         f->flags = VC_REC_AT_ATTACH | (i == 0 ? VC_REC_AT_ATTACH_INNER : 0);
         f->start = now;
     }
+    t->seeded = t->depth;
     if (n > 0)
         note_blocked(t);
     for (int i = 0; i < n; i++)

@@ -22,6 +22,7 @@ enum vc_hook_kind {
     VC_HOOK_AUTO = 0,       /* sys.monitoring on 3.12+, the legacy profile hook before */
     VC_HOOK_PROFILE = 1,    /* legacy Py_tracefunc (PyEval_SetProfile family), every version */
     VC_HOOK_MONITORING = 2, /* sys.monitoring, 3.12+ only */
+    VC_HOOK_EVAL = 3,       /* PEP 523 frame-evaluation hook, 3.9–3.11, Python calls only */
 };
 
 struct vc_config {
@@ -37,7 +38,15 @@ struct vc_config {
     uint32_t buffer_mb;       /* total record buffer for all threads; 0 = 256 */
     uint32_t hook;            /* enum vc_hook_kind */
     uint32_t null_hook;       /* 1: the hook records nothing (benchmark floor of the mechanism) */
+    /* Filters (all optional; a struct_size ending before them means none): */
+    const char *include;      /* fnmatch globs on co_filename, separated by '\n'; NULL: all */
+    const char *exclude;      /* the same, left out (a C call is judged by its caller's file) */
+    uint32_t no_c_calls;      /* 1: C functions are not traced (and cost nothing where possible) */
+    uint32_t max_depth;       /* calls deeper than this are not recorded; 0: unlimited */
+    uint64_t min_dur_ns;      /* calls shorter than this are not kept; 0: all */
 };
+/* The smallest struct_size accepted: a config from before the filters. */
+#define VC_CONFIG_MIN_SIZE 48
 
 /* Result of a finished session (filled by vc_agent_stop / vc_agent_last_result). */
 struct vc_result {

@@ -31,3 +31,17 @@ bench-attach: all
 	bench/attach/run $(BENCH_ATTACH_ARGS)
 BENCH_TARGETS += bench-attach
 # --- end attach cycle ---
+
+# --- filters (bench/filters; issue 11) ---
+# Prints, per interpreter: untraced CPU time and traced / --exclude / --no-c-calls / legacy
+# hook / null-floor ratios on three workloads, the per-call cost above the null floor next to
+# a clock read measured in the same run; then Flask under gunicorn with wrk: requests/s
+# untraced, tracing everything, --exclude '*-packages/*'.  Not asserted.  BENCH_FILTERS_ARGS:
+# e.g. --only 3.11, --reps 5, --no-flask.
+$(BUILD)/bench/clockcost: bench/filters/clockcost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $<
+.PHONY: bench-filters
+bench-filters: all $(BUILD)/bench/clockcost
+	bench/filters/run $(BENCH_FILTERS_ARGS)
+BENCH_TARGETS += bench-filters

@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void help_trace(FILE *out)
@@ -24,12 +25,24 @@ static void help_trace(FILE *out)
             "      --method M        ptrace (default) or gdb (fallback injection through gdb)\n"
             "      --buffer-mb N     record buffer for all threads, in MiB (default: the agent's,\n"
             "                        256); when full the oldest records are dropped and counted\n"
-            "      --hook H          auto (default), profile (PyEval_SetProfile), or monitoring\n"
-            "                        (sys.monitoring, Python 3.12+)\n"
+            "      --hook H          auto (default), profile (PyEval_SetProfile), monitoring\n"
+            "                        (sys.monitoring, Python 3.12+), or eval (PEP 523 frame\n"
+            "                        evaluation hook, Python 3.9-3.11, needs --no-c-calls)\n"
+            "\nfilters (recorded in the trace; `vcattach summary` shows them):\n"
+            "      --include GLOB    trace only Python functions whose file matches GLOB\n"
+            "                        (fnmatch on co_filename; repeatable: any of them)\n"
+            "      --exclude GLOB    leave out functions whose file matches GLOB, e.g.\n"
+            "                        '*-packages/*' (repeatable); a C call is judged by its\n"
+            "                        caller's file.  On 3.12+ excluded code runs untraced\n"
+            "      --no-c-calls      trace Python functions only (3.12+: C calls cost nothing;\n"
+            "                        3.9-3.11: the eval hook, no per-bytecode slowdown)\n"
+            "      --max-depth N     record calls down to depth N only (deeper ones are not kept)\n"
+            "      --min-dur DUR     keep only calls that took at least DUR: 50us, 1ms, 200ns\n"
+            "\nlimits on what the agent sends (it runs as the target's user: SECURITY.md):\n"
             "      --max-trace-mb N  refuse a trace larger than N MiB from the agent (default\n"
             "                        16384): the transfer stops and nothing is written\n"
             "      --collect-timeout DUR  give up collecting the trace after STOP after DUR\n"
-            "                        (default 10m)\n"
+            "                        (default 10m)\n\n"
             "  -f, --force           replace OUT if it exists\n"
             "  -q, --quiet           no status line and no summary\n"
             "  -v, --verbose         progress of the injection on stderr\n"
@@ -52,7 +65,8 @@ static void help_start(FILE *out)
             "when DURATION has passed (default 60s, at most 24h) or at `vcattach stop --pid PID`.\n"
             "OUT is written by the target process, as the target's user.\n\n"
             "options: -p/--pid, -t/--duration, -o/--output (a file path; default\n"
-            "vcattach-PID-DATE-TIME.cvf), --method, --buffer-mb, --hook, -f/--force, -q, -v, -h\n"
+            "vcattach-PID-DATE-TIME.cvf), --method, --buffer-mb, --hook, -f/--force, -q, -v, -h,\n"
+            "and the filters --include, --exclude, --no-c-calls, --max-depth, --min-dur\n"
             "(as for `vcattach trace --help`)\n\n"
             "exit codes: 0 tracing; 1 failure on the target side; 2 usage or preflight error\n");
 }
@@ -78,7 +92,8 @@ static void help_status(FILE *out)
             "exit codes: 0 a session is running; 1 no session is running; 2 usage error\n");
 }
 
-enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT };
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_MAX_DEPTH,
+       OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -87,6 +102,11 @@ static const struct opt_spec attach_specs[] = {
     {"method", 0, 1, OPT_METHOD},
     {"buffer-mb", 0, 1, OPT_BUFFER},
     {"hook", 0, 1, OPT_HOOK},
+    {"include", 0, 1, OPT_INCLUDE},
+    {"exclude", 0, 1, OPT_EXCLUDE},
+    {"no-c-calls", 0, 0, OPT_NO_C},
+    {"max-depth", 0, 1, OPT_MAX_DEPTH},
+    {"min-dur", 0, 1, OPT_MIN_DUR},
     {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
     {"collect-timeout", 0, 1, OPT_COLLECT_TIMEOUT},
     {"force", 'f', 0, 'f'},
@@ -157,17 +177,60 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         }
         return 0;
     case OPT_HOOK:
-        if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring")) {
-            snprintf(err, errlen, "unknown hook '%s': use auto, profile or monitoring", value);
+        if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring") &&
+            strcmp(value, "eval")) {
+            snprintf(err, errlen, "unknown hook '%s': use auto, profile, monitoring or eval", value);
             return -1;
         }
         opt->hook = value;
         return 0;
+    case OPT_INCLUDE:
+    case OPT_EXCLUDE: {
+        int inc = o->id == OPT_INCLUDE;
+        unsigned *n = inc ? &opt->n_include : &opt->n_exclude;
+        if (!*value || strchr(value, '\n')) {
+            snprintf(err, errlen, "empty pattern or one with a newline: give a glob on the file "
+                     "path, e.g. '*/site-packages/*'");
+            return -1;
+        }
+        if (*n >= CLI_MAX_GLOBS) {
+            snprintf(err, errlen, "more than %d patterns: merge them into fewer globs",
+                     CLI_MAX_GLOBS);
+            return -1;
+        }
+        (inc ? opt->include : opt->exclude)[(*n)++] = value;
+        return 0;
+    }
+    case OPT_NO_C: opt->no_c_calls = 1; return 0;
+    case OPT_MAX_DEPTH:
+        return cli_parse_uint(value, "maximum depth", 1, 100000, &opt->max_depth, err, errlen);
+    case OPT_MIN_DUR:
+        return cli_parse_min_dur(value, &opt->min_dur_ns, err, errlen);
     case 'f': opt->force = 1; return 0;
     case 'q': opt->quiet = 1; return 0;
     case 'v': opt->verbose = 1; return 0;
     }
     snprintf(err, errlen, "option '--%s' is not handled", o->name);
+    return -1;
+}
+
+int cli_parse_min_dur(const char *text, uint64_t *ns, char *err, size_t errlen)
+{
+    static const struct { const char *unit; double scale; } units[] = {
+        {"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9},
+    };
+    char *end;
+    double v = (*text >= '0' && *text <= '9') || *text == '.' ? strtod(text, &end) : -1;
+    if (v >= 0) {
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            if (!strcmp(end, units[i].unit) && v * units[i].scale < 3.6e12) {
+                *ns = (uint64_t)(v * units[i].scale + 0.5);
+                return 0;
+            }
+        }
+    }
+    snprintf(err, errlen, "bad minimum duration '%s': give a number with a unit, like 50us, 1ms, "
+             "200ns or 0.5s (at most 1h)", text);
     return -1;
 }
 

@@ -19,6 +19,7 @@ enum cli_method { CLI_METHOD_PTRACE, CLI_METHOD_GDB };
 
 /* `vcattach start` without -t: a detached session must always end by itself. */
 #define CLI_START_DEFAULT_MS (60ull * 1000)
+#define CLI_MAX_GLOBS 64 /* --include/--exclude patterns each (the agent's VC_FILTER_MAX_GLOBS) */
 
 /* The agent's data is not trusted (SECURITY.md): what it may send after STOP is bounded. */
 #define CLI_MAX_TRACE_MB 16384u
@@ -33,7 +34,14 @@ struct cli_options {
     unsigned buffer_mb;    /* 0: the agent's default */
     unsigned max_trace_mb; /* cap on what the agent may send (trace): CLI_MAX_TRACE_MB */
     uint64_t collect_timeout_ms; /* bound of the transfer after STOP: CLI_COLLECT_TIMEOUT_MS */
-    const char *hook;      /* "auto" | "profile" | "monitoring" */
+    const char *hook;      /* "auto" | "profile" | "monitoring" | "eval" */
+    /* filters (sent in CONFIG; agent/filter.h): globs on a Python function's file */
+    const char *include[CLI_MAX_GLOBS];
+    const char *exclude[CLI_MAX_GLOBS];
+    unsigned n_include, n_exclude;
+    int no_c_calls;
+    unsigned max_depth;    /* 0: unlimited */
+    uint64_t min_dur_ns;   /* 0: every call kept */
     int force;
     int quiet;
     int verbose;
@@ -43,5 +51,9 @@ struct cli_options {
  * 1 when --help was printed (exit 0); 2 on a usage error, after printing one line naming the
  * problem and the fix on stderr. */
 int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt);
+
+/* Parses a --min-dur value: a number with a unit ns, us, ms or s ("50us", "1.5ms").
+ * 0, or -1 with a message. */
+int cli_parse_min_dur(const char *text, uint64_t *ns, char *err, size_t errlen);
 
 #endif /* VC_ATTACH_OPTIONS_H */

@@ -264,6 +264,8 @@ static void print_header(const char *path, const vct_trace *t)
                t->dropped ? " (agent buffers were full: the trace is incomplete)" : "");
     else
         printf(", no drop count recorded\n");
+    if (t->filters)
+        printf("FILTERED trace (not every call was kept): %s\n", t->filters);
 }
 
 /* The thread --thread names, or -1 for all.  -2 after printing that it does not exist, with

@@ -151,9 +151,14 @@ static void print_summary(pid_t pid, const char *end_text, const char *where, ui
     if (traced_ms)
         snprintf(dur, sizeof dur, " in %.1fs", (double)traced_ms / 1000.0);
     unsigned long long drops = kv_u64(end_text, "drops");
-    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s\n", (int)pid,
+    /* A filtered trace says so (the agent reports its filters in END). */
+    char filters[1024] = "";
+    char fl[900];
+    if (vc_kv_get(end_text, "filters", fl, sizeof fl) > 0)
+        snprintf(filters, sizeof filters, " [filtered: %s]", fl);
+    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s\n", (int)pid,
            dur, kv_u64(end_text, "events"), kv_u64(end_text, "threads"), drops,
-           drops ? " (buffer full: raise --buffer-mb)" : "", size, where);
+           drops ? " (buffer full: raise --buffer-mb)" : "", size, where, filters);
     fflush(stdout);
 }
 
@@ -297,6 +302,21 @@ static int build_config(const struct cli_options *opt, const char *output, const
         rc |= vc_kv_append(cfg, cap, &used, "buffer_mb", num);
     }
     rc |= vc_kv_append(cfg, cap, &used, "hook", opt->hook);
+    /* The filters: part of the config every process of the session gets. */
+    for (unsigned i = 0; i < opt->n_include; i++)
+        rc |= vc_kv_append(cfg, cap, &used, "include", opt->include[i]);
+    for (unsigned i = 0; i < opt->n_exclude; i++)
+        rc |= vc_kv_append(cfg, cap, &used, "exclude", opt->exclude[i]);
+    if (opt->no_c_calls)
+        rc |= vc_kv_append(cfg, cap, &used, "no_c_calls", "1");
+    if (opt->max_depth) {
+        snprintf(num, sizeof num, "%u", opt->max_depth);
+        rc |= vc_kv_append(cfg, cap, &used, "max_depth", num);
+    }
+    if (opt->min_dur_ns) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)opt->min_dur_ns);
+        rc |= vc_kv_append(cfg, cap, &used, "min_dur_ns", num);
+    }
     if (opt->mode == CLI_START)
         rc |= vc_kv_append(cfg, cap, &used, "detach", "1");
     return rc ? -1 : 0;
@@ -399,7 +419,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
 static int collect_trace(const char *cmd, const struct cli_options *opt, struct session *s,
                          struct output_plan *p, int agent_stopped, int64_t traced, int show)
 {
-    char err[1024], end_text[1024];
+    char err[1024], end_text[8192];
     if (show)
         fprintf(stderr, "vcattach: stopping and collecting the trace...");
     if (!agent_stopped) /* EPIPE means the agent just stopped on its own; END still follows */
@@ -470,6 +490,15 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
                         "--hook profile (or auto)\n", cmd, (int)t.pid, t.py.major, t.py.minor);
         return VC_EXIT_USAGE;
     }
+    if (!strcmp(opt.hook, "eval") && (t.py.minor < 9 || t.py.minor > 11 || !opt.no_c_calls)) {
+        if (!opt.no_c_calls)
+            fprintf(stderr, "%s: --hook eval sees Python calls only: add --no-c-calls (or use "
+                            "--hook auto to trace C calls too)\n", cmd);
+        else
+            fprintf(stderr, "%s: --hook eval needs Python 3.9-3.11 and pid %d runs %d.%d: use "
+                            "--hook auto\n", cmd, (int)t.pid, t.py.major, t.py.minor);
+        return VC_EXIT_USAGE;
+    }
     static struct output_plan plan; /* large (paths): not on the stack */
     if (plan_output(cmd, &opt, &t, &plan) < 0)
         return VC_EXIT_USAGE;
@@ -488,7 +517,7 @@ static int run_attach(enum cli_mode mode, int argc, char **argv)
     struct session s;
     session_init(&s);
     int rc = VC_EXIT_FAIL;
-    char reply[1024];
+    char reply[8192];
     int show = !opt.quiet && isatty(STDERR_FILENO);
     int copy_made = 0; /* a copy of the agent to remove once the target has loaded it */
 
@@ -595,7 +624,7 @@ int cmd_stop(int argc, char **argv)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
     if (check_pid_exists("vcattach stop", opt.pid) < 0)
         return VC_EXIT_FAIL;
-    char reply[1024], err[512];
+    char reply[8192], err[512];
     int r = session_query(opt.pid, VC_MSG_STOP, reply, sizeof reply, STOP_WAIT_MS, err,
                           sizeof err);
     if (r < 0) {
@@ -629,7 +658,7 @@ int cmd_status(int argc, char **argv)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
     if (check_pid_exists("vcattach status", opt.pid) < 0)
         return VC_EXIT_FAIL;
-    char reply[1024], err[512];
+    char reply[8192], err[512];
     int r = session_query(opt.pid, VC_MSG_STATUS, reply, sizeof reply, 2000, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "vcattach status: %s\n", err);

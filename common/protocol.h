@@ -21,7 +21,9 @@
  *   output=control | /abs/path.cvf | unix:/abs/socket   where the .cvf goes ("control": as DATA
  *                                                        frames on this socket)
  *   fallback=/abs/path.partial.cvf   written instead if the controller vanishes before the end
- *   duration_ms=N (0: until STOP)   buffer_mb=N   hook=auto|profile|monitoring   null_hook=0|1
+ *   duration_ms=N (0: until STOP)   buffer_mb=N   hook=auto|profile|monitoring|eval   null_hook=0|1
+ *   include=GLOB, exclude=GLOB (one line each, repeated)   no_c_calls=1   max_depth=N
+ *   min_dur_ns=N   the filters (agent/filter.h); END then also has filters=<as options>
  *   detach=1   the controller will close the socket after STARTED (vcattach start): the
  *              session goes on to its deadline and writes `output` itself
  *

@@ -423,6 +423,32 @@ int proc_open_mapped(pid_t pid, const struct proc_map *m)
     return -ENOEXEC;
 }
 
+/* PF_KTHREAD in the flags field of /proc/PID/stat: a kernel thread has no user memory to
+ * inject into.  Told apart up front, before any question about its (the host's) filesystem,
+ * which a check run in a chroot or container cannot even see. */
+#define VC_PF_KTHREAD 0x00200000UL
+static int is_kernel_thread(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (proc_read_text(path, buf, sizeof buf) <= 0)
+        return 0;
+    /* after the LAST ')': state ppid pgrp session tty_nr tpgid flags */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 0; field < 7; field++) {
+        while (*p == ' ')
+            p++;
+        if (field == 6)
+            return (strtoul(p, NULL, 10) & VC_PF_KTHREAD) != 0;
+        while (*p && *p != ' ')
+            p++;
+    }
+    return 0;
+}
+
 int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "/proc/%d/root%s%s", (int)pid, path[0] == '/' ? "" : "/", path);
@@ -462,6 +488,11 @@ int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t e
         snprintf(err, errlen, "process %d is a zombie (it has exited): nothing to attach to",
                  (int)pid);
         return -ESRCH;
+    }
+    if (is_kernel_thread(pid)) {
+        snprintf(err, errlen, "process %d is a kernel thread: nothing to trace (give the pid "
+                 "of a Python process)", (int)pid);
+        return -EINVAL;
     }
     if (st == 'T') {
         snprintf(err, errlen,

@@ -43,7 +43,7 @@ cleanup() {
   trap - EXIT INT TERM
   if [[ -n $SERVICE_PID ]] && kill -0 "$SERVICE_PID" 2>/dev/null; then
     kill -TERM "$SERVICE_PID" 2>/dev/null || true # the service exits on SIGTERM
-    for _ in $(seq 50); do kill -0 "$SERVICE_PID" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 150); do kill -0 "$SERVICE_PID" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$SERVICE_PID" 2>/dev/null; then
       echo "demo: the service (pid $SERVICE_PID) did not stop on SIGTERM; killing it" >&2
       kill -KILL "$SERVICE_PID" 2>/dev/null || true

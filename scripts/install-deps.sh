@@ -16,8 +16,9 @@ PACKAGES=(
   debootstrap                       # scripts/test-root: the sid root with CPython 3.14/3.15
   python3 python3-pytest            # test runner (Debian's python3)
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
-  procps psmisc                     # ps/pkill in tests
+  procps psmisc strace              # ps/pkill in tests; strace: a target traced by another tracer
   hyperfine                         # bench/
+  python3-flask gunicorn wrk        # bench/filters: a Flask app under gunicorn, local load
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
 )
 

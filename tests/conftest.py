@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from support.paths import ALL_PYTHONS, BUILD, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
+from support.paths import ALL_PYTHONS, BUILD, COPIES, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
 
 
 @pytest.fixture
@@ -34,6 +34,8 @@ def start_target():
 def pytest_sessionfinish(session, exitstatus):
     for d in ROOT_DIRS:
         shutil.rmtree(d, ignore_errors=True)
+    if COPIES["root"] is not None:
+        shutil.rmtree(COPIES["root"], ignore_errors=True)
 
 
 def pytest_report_header(config):

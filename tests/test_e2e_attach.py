@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from support.paths import ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH, agent_name, agent_path
+from support.paths import (ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH, agent_name, agent_path,
+                           world_readable)
 from support.proc import PRIVATE_TMP, assert_untouched, run_vcattach
 from support.service import SUMMARY, THREADS, check_summary, thread_names, x_events
 from support.targets import Idle, Service
@@ -351,7 +352,10 @@ def test_root_operator_traces_service_user(tmp_path):
         with open("/proc/%d/status" % svc.pid) as f:
             assert "Uid:\t65534" in f.read()
         out = tmp_path / "user.cvf"
-        r = run_vcattach("--pid", svc.pid, "-t", "500ms", "-o", out)
+        # the agent where the service's user can read it (not in a clone under a 0700 home)
+        agent = world_readable(agent_path(python["minor"]))
+        r = run_vcattach("--pid", svc.pid, "-t", "500ms", "-o", out,
+                         env={"VCATTACH_AGENT_DIR": os.path.dirname(agent)})
         check_summary(r, out)
         assert os.stat(out).st_uid == os.geteuid()
         assert THREADS - {"late-starter"} <= set(thread_names(cvf.load(str(out))).values())
@@ -454,7 +458,11 @@ def test_target_with_private_tmp(tmp_path):
     try:
         assert os.readlink("/proc/%d/ns/mnt" % idle.pid) != os.readlink("/proc/self/ns/mnt")
         out = tmp_path / "ns.cvf"
-        r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", out)
+        # the agent where the target sees it even when the clone is under /tmp (else vcattach
+        # copies it into the target's /tmp, as test_agent_copied_… checks)
+        agent = world_readable(agent_path(python["minor"]))
+        r = run_vcattach("--pid", idle.pid, "-t", "300ms", "-o", out,
+                         env={"VCATTACH_AGENT_DIR": os.path.dirname(agent)})
         check_summary(r, out)
         assert thread_names(cvf.load(str(out)))
         assert os.listdir("/proc/%d/root/tmp" % idle.pid) == []

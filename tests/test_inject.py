@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from support.paths import BUILD, one_python, python_params
+from support.paths import BUILD, one_python, python_params, world_readable
 from support.proc import NOBODY, assert_running_untraced, proc_state, task_states
 from support.targets import FixtureTarget, reference_result
 
@@ -202,7 +202,8 @@ def test_ptrace_permission_denied(target_factory, tmp_path):
     py = one_python()
     t = target_factory(py, "--sleep", "1")
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "file:/nonexistent/m"],
+                        world_readable(INJECT_TEST), "ptrace", str(t.pid),
+                        world_readable(FIXTURE), "file:/nonexistent/m"],
                        capture_output=True, text=True, timeout=60)
     if p.returncode == 3 or "status=" not in p.stdout:
         pytest.skip("cannot run inject-test as uid 65534: %s" % p.stderr.strip())
@@ -312,7 +313,8 @@ def test_non_root_same_uid(method, tmp_path):
         with FixtureTarget(one_python(), "--sleep", "1", user=NOBODY) as t:
             pid = t.pid
             marker = os.path.join(shared, "m")
-            r = subprocess.run(drop + [INJECT_TEST, method, str(pid), FIXTURE, "file:" + marker,
+            r = subprocess.run(drop + [world_readable(INJECT_TEST), method, str(pid),
+                                       world_readable(FIXTURE), "file:" + marker,
                                        "--timeout-ms", "20000"],
                                capture_output=True, text=True, timeout=60)
             if r.returncode == 3 or "status=" not in r.stdout:

@@ -132,20 +132,58 @@ static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
     return 0;
 }
 
-/* Other events are few (instants, unfinished calls); only the ones mentioning "dropped" are
- * parsed. */
+/* The agent's {"ph":"i","name":"vcattach filters","args":{"include":[…],"exclude":[…],
+ * "no_c_calls":…,"max_depth":…,"min_dur_ns":…}}: kept as one line of text for the summary's
+ * header (a filtered trace must not pass for a full one).  Several processes: the first. */
+static void note_filters(vct_trace *t, json_t *event)
+{
+    json_t *name = json_object_get(event, "name");
+    if (t->filters || !json_is_string(name) || strcmp(json_string_value(name), "vcattach filters"))
+        return;
+    json_t *args = json_object_get(event, "args");
+    char buf[1024];
+    size_t used = 0;
+    buf[0] = '\0';
+    static const char *const lists[] = {"include", "exclude"};
+    for (size_t l = 0; l < 2; l++) {
+        json_t *arr = json_object_get(args, lists[l]);
+        size_t i;
+        json_t *g;
+        json_array_foreach(arr, i, g) {
+            if (json_is_string(g) && used < sizeof buf)
+                used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--%s '%s'",
+                                         used ? " " : "", lists[l], json_string_value(g));
+        }
+    }
+    if (json_is_true(json_object_get(args, "no_c_calls")) && used < sizeof buf)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--no-c-calls", used ? " " : "");
+    json_t *d = json_object_get(args, "max_depth");
+    if (json_is_integer(d) && json_integer_value(d) > 0 && used < sizeof buf)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--max-depth %lld",
+                                 used ? " " : "", (long long)json_integer_value(d));
+    json_t *m = json_object_get(args, "min_dur_ns");
+    if (json_is_integer(m) && json_integer_value(m) > 0 && used < sizeof buf)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--min-dur %lldns",
+                                 used ? " " : "", (long long)json_integer_value(m));
+    t->filters = strdup(used ? buf : "(unknown filters)");
+}
+
+/* Other events are few (instants, unfinished calls); only the ones mentioning "dropped" or
+ * the filters are parsed. */
 static int on_cvf_other(void *ctx, const cvf_json_record *r)
 {
     cvf_load_ctx *c = ctx;
     for (size_t i = 0; i < r->nitems; i++) {
         const char *item = r->json + r->items[i].off;
         size_t len = r->items[i].len;
-        if (!memmem(item, len, "\"dropped\"", 9))
+        if (!memmem(item, len, "\"dropped\"", 9) && !memmem(item, len, "\"vcattach filters\"", 18))
             continue;
         json_t *ev = json_loadb(item, len, JSON_DECODE_ANY, NULL);
         const char *ph = json_string_value(json_object_get(ev, "ph"));
-        if (ph && ph[0] != 'X' && ph[0] != 'M' && ph[0] != 'C')
+        if (ph && ph[0] != 'X' && ph[0] != 'M' && ph[0] != 'C') {
             note_drops(c->t, ev);
+            note_filters(c->t, ev);
+        }
         json_decref(ev);
     }
     return 0;

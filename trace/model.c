@@ -30,6 +30,7 @@ void vct_trace_free(vct_trace *t)
     }
     free(t->threads);
     free(t->thread_slots);
+    free(t->filters);
     free(t);
 }
 

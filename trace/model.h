@@ -69,6 +69,8 @@ typedef struct vct_trace {
     int64_t max_end;      /* latest end */
     int has_drops;        /* an event carried args.dropped */
     uint64_t dropped;     /* sum of every args.dropped */
+    char *filters;        /* the agent's "vcattach filters" instant, as text; NULL: none (a
+                             full trace) */
 } vct_trace;
 
 vct_trace *vct_trace_new(void);

@@ -4,7 +4,8 @@
     with vcattach.trace("out.cvf"):
         work()
 
-    vcattach.start("out.cvf", duration=None, buffer_mb=256, hook="auto")
+    vcattach.start("out.cvf", duration=None, buffer_mb=256, hook="auto",
+                   include=None, exclude=None, no_c_calls=False, max_depth=None, min_dur=None)
     ...
     result = vcattach.stop()      # Result(events, threads, dropped, bytes, gil_hold_us, …)
 
@@ -76,11 +77,61 @@ def _output_string(output):
     return path
 
 
-def start(output, duration=None, buffer_mb=256, hook="auto", null_hook=False, fallback=None):
+_DUR_UNITS = (("ns", 1), ("us", 1000), ("ms", 1000000), ("s", 1000000000))
+
+
+def _min_dur_ns(min_dur):
+    """min_dur: seconds (int/float) or a string with a unit: "50us", "2ms", "0.5s", "100ns"."""
+    if min_dur is None:
+        return 0
+    if isinstance(min_dur, str):
+        text = min_dur.strip()
+        for unit, scale in _DUR_UNITS:
+            if text.endswith(unit) and not (unit == "s" and text[-2:-1] in "num"):
+                try:
+                    value = float(text[:-len(unit)])
+                except ValueError:
+                    break
+                if value < 0:
+                    break
+                return int(round(value * scale))
+        raise ValueError("min_dur %r: give seconds or a string with a unit, e.g. '50us', '2ms'"
+                         % min_dur)
+    if min_dur < 0:
+        raise ValueError("min_dur must not be negative")
+    return int(round(float(min_dur) * 1e9))
+
+
+def _globs(value, name):
+    """None, a glob, or an iterable of globs → '\n'-joined bytes for the agent (or None)."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, (str, bytes, os.PathLike)) else list(value)
+    out = []
+    for g in items:
+        g = os.fsdecode(g)
+        if not g or "\n" in g:
+            raise ValueError("%s: empty pattern or one with a newline: %r" % (name, g))
+        out.append(g)
+    return "\n".join(out).encode() if out else None
+
+
+def start(output, duration=None, buffer_mb=256, hook="auto", null_hook=False, fallback=None,
+          include=None, exclude=None, no_c_calls=False, max_depth=None, min_dur=None):
     """Starts tracing every thread of this process.  `output`: a .cvf path, "fd:N", an int fd,
-    or "unix:/path".  `duration` (seconds) stops on its own; otherwise call stop()."""
+    or "unix:/path".  `duration` (seconds) stops on its own; otherwise call stop().
+
+    Filters (recorded in the trace's metadata): `include` / `exclude`, a glob or a list of
+    globs (fnmatch) on a Python function's file (co_filename), a C call being judged by its
+    caller's file; `no_c_calls`; `max_depth` (calls deeper than N are not recorded);
+    `min_dur` (calls shorter are not kept: seconds, or "50us", "2ms")."""
     if hook not in _agent.HOOKS:
         raise ValueError("hook must be one of %s" % ", ".join(sorted(_agent.HOOKS)))
+    inc = _globs(include, "include")
+    exc = _globs(exclude, "exclude")
+    if max_depth is not None and (int(max_depth) < 1 or int(max_depth) >= 2 ** 32):
+        raise ValueError("max_depth must be at least 1")
+    min_dur_ns = _min_dur_ns(min_dur)
     try:
         lib = _agent.load()
     except _agent.AgentLoadError as e:
@@ -96,6 +147,11 @@ def start(output, duration=None, buffer_mb=256, hook="auto", null_hook=False, fa
     cfg.buffer_mb = int(buffer_mb)
     cfg.hook = _agent.HOOKS[hook]
     cfg.null_hook = 1 if null_hook else 0
+    cfg.include = inc
+    cfg.exclude = exc
+    cfg.no_c_calls = 1 if no_c_calls else 0
+    cfg.max_depth = int(max_depth) if max_depth else 0
+    cfg.min_dur_ns = min_dur_ns
     rc = lib.vc_agent_start(ctypes.byref(cfg))
     if rc == -_agent.EBUSY:
         raise VcattachError("vcattach: a trace session is already running in this process "
@@ -152,9 +208,12 @@ class trace(object):
     VcattachError propagates."""
 
     def __init__(self, output, duration=None, buffer_mb=256, hook="auto", null_hook=False,
-                 fallback=None):
+                 fallback=None, include=None, exclude=None, no_c_calls=False, max_depth=None,
+                 min_dur=None):
         self.kwargs = dict(duration=duration, buffer_mb=buffer_mb, hook=hook,
-                           null_hook=null_hook, fallback=fallback)
+                           null_hook=null_hook, fallback=fallback, include=include,
+                           exclude=exclude, no_c_calls=no_c_calls, max_depth=max_depth,
+                           min_dur=min_dur)
         self.output = output
         self.result: Optional[Result] = None
         self.stop_error: Optional[VcattachError] = None

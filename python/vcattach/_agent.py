@@ -12,7 +12,7 @@ import sys
 import warnings
 
 VC_CONFIG_ABI = 1
-HOOKS = {"auto": 0, "profile": 1, "monitoring": 2}
+HOOKS = {"auto": 0, "profile": 1, "monitoring": 2, "eval": 3}
 
 
 class VcConfig(ctypes.Structure):
@@ -25,6 +25,12 @@ class VcConfig(ctypes.Structure):
         ("buffer_mb", ctypes.c_uint32),
         ("hook", ctypes.c_uint32),
         ("null_hook", ctypes.c_uint32),
+        # filters (agent/filter.h)
+        ("include", ctypes.c_char_p),
+        ("exclude", ctypes.c_char_p),
+        ("no_c_calls", ctypes.c_uint32),
+        ("max_depth", ctypes.c_uint32),
+        ("min_dur_ns", ctypes.c_uint64),
     ]
 
 

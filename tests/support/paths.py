@@ -139,3 +139,32 @@ def corpus_names():
     if not os.path.isdir(CORPUS):
         return []
     return sorted(f[:-4] for f in os.listdir(CORPUS) if f.endswith(".cvf"))
+
+
+# ---- files other users and other mount namespaces open ------------------------------------
+# A target started as another user (nobody), or with a private /tmp, opens its script, the agent
+# or the injector itself; the clone may be out of its reach: under root's 0700 home, or under
+# /tmp, which a private /tmp hides.  Such tests give it a copy that every user can read, made
+# once per session under /var/tmp (not /tmp); conftest removes them when the session ends.
+COPIES = {"root": None, "dirs": {}}
+
+
+def world_readable(path):
+    """The path of a world-readable copy of the file PATH (same basename, its directory shared
+    with the other copies of files from PATH's directory; executable if PATH is)."""
+    path = os.path.abspath(path)
+    if COPIES["root"] is None:
+        COPIES["root"] = tempfile.mkdtemp(prefix="vcattach-tests-", dir="/var/tmp")
+        os.chmod(COPIES["root"], 0o755)
+    src_dir, name = os.path.split(path)
+    dst_dir = COPIES["dirs"].get(src_dir)
+    if dst_dir is None:
+        dst_dir = os.path.join(COPIES["root"], str(len(COPIES["dirs"])))
+        os.mkdir(dst_dir)
+        os.chmod(dst_dir, 0o755)
+        COPIES["dirs"][src_dir] = dst_dir
+    dst = os.path.join(dst_dir, name)
+    if not os.path.exists(dst):
+        shutil.copyfile(path, dst)
+        os.chmod(dst, 0o755 if os.access(path, os.X_OK) else 0o644)
+    return dst

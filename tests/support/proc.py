@@ -5,7 +5,7 @@ import os
 import subprocess
 import time
 
-from .paths import VCATTACH
+from .paths import VCATTACH, world_readable
 
 NOBODY = (65534, 65534)
 
@@ -34,6 +34,8 @@ def run_vcattach(*args, env=None, timeout=60, user=None, stdin=None, exe=VCATTAC
     privileges first."""
     full_env = dict(os.environ)
     full_env.update(env or {})
+    if user is not None:
+        exe = world_readable(exe)  # another user may not reach a clone under a 0700 home
     return subprocess.run([exe] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, preexec_fn=as_user(user), stdin=stdin)
 

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 
-from .paths import TESTS
+from .paths import TESTS, world_readable
 from .proc import as_user, assert_running_untraced, assert_untouched, python_pid
 
 IDLE = os.path.join(TESTS, "targets", "idle.py")
@@ -33,6 +33,9 @@ class Target:
                  stdin=None, stdout=subprocess.PIPE, stderr=None):
         self.python = python
         self.pid = None
+        if (user is not None or wrap) and args and os.path.isfile(str(args[0])):
+            # another user, or a private /tmp, may not reach the clone: a readable copy
+            args = [world_readable(str(args[0]))] + list(args[1:])
         self.proc = subprocess.Popen(list(wrap) + [python["path"]] + [str(a) for a in args],
                                      stdin=stdin, stdout=stdout, stderr=stderr, text=True,
                                      cwd=cwd, env=env, preexec_fn=as_user(user))
