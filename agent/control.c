@@ -13,11 +13,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VC_AGENT_VERSION "0.1"
@@ -26,19 +29,37 @@
 #define VC_SEND_TIMEOUT_MS 10000
 #define VC_STATUS_RECV_TIMEOUT_MS 1000
 
+/* Connects to the controller's socket: "@name" is an abstract name (what vcattach uses: no
+ * file anywhere, see SECURITY.md), anything else a path.  A full backlog (EAGAIN: other
+ * processes may be connecting to a name they saw in /proc/net/unix, and are turned away) is
+ * retried until timeout_ms. */
 static int connect_unix(const char *path, int timeout_ms)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof addr.sun_path) {
+    socklen_t alen = sizeof addr;
+    size_t n = strlen(path);
+    if (n >= sizeof addr.sun_path) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    strcpy(addr.sun_path, path);
+    if (path[0] == '@') {
+        memcpy(addr.sun_path + 1, path + 1, n - 1);
+        alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        memcpy(addr.sun_path, path, n + 1);
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        if (errno != EINPROGRESS && errno != EAGAIN) {
+    for (int waited = 0;; waited += 20) {
+        if (connect(fd, (struct sockaddr *)&addr, alen) == 0)
+            return fd;
+        if (errno == EAGAIN && waited < timeout_ms) {
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (errno != EINPROGRESS) {
             int e = errno;
             close(fd);
             errno = e;
@@ -52,8 +73,8 @@ static int connect_unix(const char *path, int timeout_ms)
             errno = err ? err : ETIMEDOUT;
             return -1;
         }
+        return fd;
     }
-    return fd;
 }
 
 int vc_control_handshake(vc_session *s, char *err, size_t errlen)
@@ -173,19 +194,52 @@ static void status_text(vc_session *s, char *text, size_t cap)
              (int)getpid(), used, (unsigned long long)s->pool.nchunks, s->buffer_mb);
 }
 
-void vc_status_open(vc_session *s)
+/* Binds and listens on the abstract `name`: the fd, or -1 with errno. */
+static int listen_abstract(const char *name)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, VC_AGENT_SOCKET_FMT, (int)getpid());
+    size_t len = strlen(name);
+    if (len + 1 >= sizeof addr.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(addr.sun_path + 1, name, len);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return;
-    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+        return -1;
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
     if (bind(fd, (struct sockaddr *)&addr, alen) != 0 || listen(fd, 4) != 0) {
-        close(fd); /* another session's socket, or no permission: status is optional */
-        return;
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
     }
-    s->status_fd = fd;
+    return fd;
+}
+
+void vc_status_open(vc_session *s)
+{
+    char name[96];
+    snprintf(name, sizeof name, VC_AGENT_SOCKET_FMT, (int)getpid());
+    int fd = listen_abstract(name);
+    /* Taken: any local user can bind our well-known name first (squatting).  Then the
+     * session listens on the name with a random suffix, which `vcattach status|stop` find in
+     * /proc/net/unix (control_client.c checks every candidate's peer pid). */
+    for (int tries = 0; fd < 0 && errno == EADDRINUSE && tries < 4; tries++) {
+        unsigned char rnd[8];
+        if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+            break;
+        size_t n = strlen(name);
+        if (tries == 0)
+            name[n++] = '-';
+        else
+            n = strrchr(name, '-') - name + 1;
+        for (size_t i = 0; i < sizeof rnd; i++)
+            n += (size_t)snprintf(name + n, sizeof name - n, "%02x", rnd[i]);
+        fd = listen_abstract(name);
+    }
+    if (fd >= 0) /* else no permission, or out of names: status is optional */
+        s->status_fd = fd;
 }
 
 void vc_status_close(vc_session *s)

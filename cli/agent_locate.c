@@ -4,6 +4,8 @@
  * could have replaced is refused rather than loaded: that would hand them the target process.
  */
 #include "agent_locate.h"
+#include "as_target.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -184,34 +186,119 @@ static int write_all(int fd, const unsigned char *p, size_t len)
     return 0;
 }
 
-/* Ours (root or the operator) and not writable by group/others. */
-static int owned_and_closed(int fd)
+#define COPY_DIR_PREFIX "/tmp/.vcattach-agent-"
+#define AS_TARGET_TIMEOUT_MS 10000
+
+struct copy_job {
+    const char *name;          /* libvcagent-pyXY.so */
+    const unsigned char *data; /* the agent's bytes, read by us before the fork */
+    size_t len;
+    const char *remove;        /* for the removal: the copy's path */
+};
+
+/* In the child (the target's user, in its root): a fresh directory with an unpredictable
+ * name, the agent in it, created O_EXCL|O_NOFOLLOW through the directory's fd. */
+static int copy_in_child(void *arg, char *out, size_t cap)
 {
-    struct stat st;
-    return fstat(fd, &st) == 0 && (st.st_uid == 0 || st.st_uid == geteuid()) &&
-           !(st.st_mode & (S_IWGRP | S_IWOTH));
+    const struct copy_job *j = arg;
+    char dir[64];
+    snprintf(dir, sizeof dir, "%sXXXXXX", COPY_DIR_PREFIX);
+    if (!mkdtemp(dir)) {
+        snprintf(out, cap, "cannot create a directory in the target's /tmp: %s (a read-only "
+                           "or full /tmp?); run vcattach inside the container", strerror(errno));
+        return 1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* Still the directory just made: ours, and not a mount point put over it meanwhile (its
+     * device is /tmp's).  Not for our safety (we are the target's user here), for a clear
+     * error instead of an agent written somewhere else. */
+    struct stat dst, tst;
+    if (dfd >= 0 && (fstat(dfd, &dst) < 0 || stat("/tmp", &tst) < 0 ||
+                     dst.st_uid != getuid() || dst.st_dev != tst.st_dev)) {
+        snprintf(out, cap, "the agent's copy directory %s in the target's /tmp was replaced "
+                           "(a mount point or another owner): refused", dir);
+        close(dfd);
+        return 1;
+    }
+    int fd = dfd < 0 ? -1 : openat(dfd, j->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                                     O_CLOEXEC, 0644);
+    int ok = fd >= 0 && fchmod(dfd, 0755) == 0 && fchmod(fd, 0644) == 0 &&
+             write_all(fd, j->data, j->len) == 0 && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok) {
+        snprintf(out, cap, "cannot copy the agent into the target's /tmp: %s; run vcattach "
+                           "inside the container", strerror(e));
+        return 1;
+    }
+    snprintf(out, cap, "%s/%s", dir, j->name);
+    return 0;
 }
 
-/* 1 if the file at dfd/name is ours and holds exactly data, else 0. */
-static int same_copy(int dfd, const char *name, const unsigned char *data, size_t len)
+/* In the child: the copy and its directory removed (the target has it mapped by now). */
+static int remove_in_child(void *arg, char *out, size_t cap)
 {
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    const struct copy_job *j = arg;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", j->remove);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return 1;
+    *slash = '\0';
+    if (unlink(j->remove) < 0 || rmdir(dir) < 0) {
+        snprintf(out, cap, "cannot remove %s: %s", j->remove, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* A copy made by an earlier attach and still loaded in the target, with our content: its
+ * path (as it was dlopen'ed: dlopen of the same name returns the loaded object even though
+ * the file is gone), so that a re-attach reuses the agent already there instead of loading a
+ * second one.  1 found, 0 not. */
+static int loaded_copy(pid_t pid, const char *name, const unsigned char *data, size_t len,
+                       char *out, size_t cap)
+{
+    struct proc_maps maps;
+    if (proc_read_maps(pid, &maps) < 0)
         return 0;
-    size_t have_len = 0;
-    unsigned char *have = owned_and_closed(fd) ? read_all(fd, &have_len) : NULL;
-    int same = have && have_len == len && memcmp(have, data, len) == 0;
-    free(have);
-    close(fd);
-    return same;
+    int found = 0;
+    for (size_t i = 0; i < maps.n && !found; i++) {
+        const struct proc_map *m = &maps.v[i];
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s", m->path);
+        size_t plen = strlen(path);
+        if (plen > 10 && !strcmp(path + plen - 10, " (deleted)"))
+            path[plen -= 10] = '\0';
+        const char *base = strrchr(path, '/');
+        if (m->offset != 0 || strncmp(path, COPY_DIR_PREFIX, strlen(COPY_DIR_PREFIX)) != 0 ||
+            !base || strcmp(base + 1, name) != 0 || plen >= cap)
+            continue;
+        int fd = proc_open_mapped(pid, m); /* the mapped inode itself: regular files only */
+        size_t have_len = 0;
+        unsigned char *have = fd >= 0 ? read_all(fd, &have_len) : NULL;
+        if (fd >= 0)
+            close(fd);
+        if (have && have_len == len && memcmp(have, data, len) == 0) {
+            memcpy(out, path, plen + 1);
+            found = 1;
+        }
+        free(have);
+    }
+    proc_free_maps(&maps);
+    return found;
 }
 
-int agent_copy_into_target(pid_t pid, const char *agent, char *out, size_t cap, char *err,
-                           size_t errlen)
+int agent_copy_into_target(pid_t pid, uid_t uid, gid_t gid, const char *agent, char *out,
+                           size_t cap, int *made, char *err, size_t errlen)
 {
+    *made = 0;
     const char *name = strrchr(agent, '/');
     name = name ? name + 1 : agent;
-    int src = open(agent, O_RDONLY | O_CLOEXEC);
+    int src = open(agent, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     size_t len = 0;
     unsigned char *data = src >= 0 ? read_all(src, &len) : NULL;
     if (src >= 0)
@@ -220,57 +307,33 @@ int agent_copy_into_target(pid_t pid, const char *agent, char *out, size_t cap, 
         snprintf(err, errlen, "cannot read the agent %s: %s", agent, strerror(errno));
         return -1;
     }
-    uint64_t hash = 1469598103934665603ull; /* FNV-1a: names the content, not a secret */
-    for (size_t i = 0; i < len; i++)
-        hash = (hash ^ data[i]) * 1099511628211ull;
-    char dirname[64], tmpname[128], root_tmp[64];
-    snprintf(dirname, sizeof dirname, ".vcattach-%016llx", (unsigned long long)hash);
-    snprintf(root_tmp, sizeof root_tmp, "/proc/%d/root/tmp", (int)pid);
-
-    int rc = -1, dfd = -1;
-    int tmpfd = open(root_tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (tmpfd < 0) {
-        snprintf(err, errlen, "cannot open the target's /tmp (%s): %s", root_tmp,
-                 strerror(errno));
-        goto out;
-    }
-    int created = mkdirat(tmpfd, dirname, 0755) == 0;
-    dfd = openat(tmpfd, dirname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0 || (created && fchmod(dfd, 0755) < 0) || !owned_and_closed(dfd)) {
-        snprintf(err, errlen,
-                 "refusing /tmp/%s in pid %d's mount namespace: %s; remove it, or run vcattach "
-                 "inside the container",
-                 dirname, (int)pid, dfd < 0 ? strerror(errno) : "not a directory of ours");
-        goto out;
-    }
-    if (!same_copy(dfd, name, data, len)) {
-        snprintf(tmpname, sizeof tmpname, "%s.%d.tmp", name, (int)getpid());
-        unlinkat(dfd, tmpname, 0);
-        int fd = openat(dfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        int ok = fd >= 0 && fchmod(fd, 0644) == 0 && write_all(fd, data, len) == 0 &&
-                 fsync(fd) == 0;
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        if (!ok || renameat(dfd, tmpname, dfd, name) < 0) {
-            e = ok ? errno : e;
-            unlinkat(dfd, tmpname, 0);
-            snprintf(err, errlen, "cannot copy the agent into pid %d's /tmp: %s (a read-only or "
-                                  "full /tmp?); run vcattach inside the container",
-                     (int)pid, strerror(e));
-            goto out;
+    int rc = 0;
+    if (!loaded_copy(pid, name, data, len, out, cap)) {
+        struct copy_job job = {.name = name, .data = data, .len = len};
+        char made_path[PATH_MAX];
+        rc = as_target_run(pid, uid, gid, copy_in_child, &job, made_path, sizeof made_path,
+                           AS_TARGET_TIMEOUT_MS, err, errlen);
+        /* The child ran as the target's user: what it says is only trusted in its shape. */
+        if (rc == 0 && (strncmp(made_path, COPY_DIR_PREFIX, strlen(COPY_DIR_PREFIX)) != 0 ||
+                        strstr(made_path, "..") || strchr(made_path, '\n') ||
+                        strlen(made_path) >= cap)) {
+            snprintf(err, errlen, "unexpected path of the agent's copy in pid %d", (int)pid);
+            rc = -1;
+        }
+        if (rc == 0) {
+            snprintf(out, cap, "%s", made_path);
+            *made = 1;
         }
     }
-    if ((size_t)snprintf(out, cap, "/tmp/%s/%s", dirname, name) >= cap) {
-        snprintf(err, errlen, "agent path too long");
-        goto out;
-    }
-    rc = 0;
-out:
-    if (dfd >= 0)
-        close(dfd);
-    if (tmpfd >= 0)
-        close(tmpfd);
     free(data);
     return rc;
+}
+
+void agent_copy_remove(pid_t pid, uid_t uid, gid_t gid, const char *path)
+{
+    struct copy_job job = {.remove = path};
+    char out[16], err[256];
+    if (as_target_run(pid, uid, gid, remove_in_child, &job, out, sizeof out,
+                      AS_TARGET_TIMEOUT_MS, err, sizeof err) < 0)
+        fprintf(stderr, "vcattach: warning: %s\n", err);
 }

@@ -23,13 +23,18 @@ int agent_locate(int major, int minor, char *path, size_t cap, char *err, size_t
 int agent_check_safe(const char *path, uid_t target_uid, char *err, size_t errlen);
 
 /* Makes the agent loadable by a target in another mount namespace that cannot see our file
- * (a container): a copy in the target's /tmp at /tmp/.vcattach-<content hash>/<file name>, in a
- * directory owned by us that others cannot write.  An identical copy left by an earlier attach
- * is reused, so that a re-attach dlopens the same path and reuses the agent already loaded.
- * Every component is opened with O_NOFOLLOW below /proc/PID/root/tmp: a symlink planted in
- * the target's /tmp cannot redirect the write to a file of ours.  The copy stays (it is mapped
- * in the target).  Returns 0 with the target's view of the path in out, or -1 with err. */
-int agent_copy_into_target(pid_t pid, const char *agent, char *out, size_t cap, char *err,
-                           size_t errlen);
+ * (a container): a copy in a fresh, unpredictably named directory of the target's /tmp
+ * (/tmp/.vcattach-agent-XXXXXX/<file name>), created by a child that runs as the target's user
+ * in the target's root (as_target.h): root itself never writes there.  A copy of the same
+ * content that the target still has loaded (an earlier attach) is reused by its path, so that
+ * dlopen returns the agent already there.  Returns 0 with the target's view of the path in
+ * out and *made = 1 when a new copy was made (remove it with agent_copy_remove once the
+ * target has loaded it), or -1 with err. */
+int agent_copy_into_target(pid_t pid, uid_t uid, gid_t gid, const char *agent, char *out,
+                           size_t cap, int *made, char *err, size_t errlen);
+
+/* Removes a copy made by agent_copy_into_target, as the target's user (a failure is a warning
+ * on stderr: the file is the target user's own, in its /tmp). */
+void agent_copy_remove(pid_t pid, uid_t uid, gid_t gid, const char *path);
 
 #endif /* VC_AGENT_LOCATE_H */

@@ -59,6 +59,11 @@ static void help_trace(FILE *out)
             "                        3.9-3.11: the eval hook, no per-bytecode slowdown)\n"
             "      --max-depth N     record calls down to depth N only (deeper ones are not kept)\n"
             "      --min-dur DUR     keep only calls that took at least DUR: 50us, 1ms, 200ns\n"
+            "\nlimits on what the agent sends (it runs as the target's user: SECURITY.md):\n"
+            "      --max-trace-mb N  refuse a trace larger than N MiB from the agent (default\n"
+            "                        16384): the transfer stops and nothing is written\n"
+            "      --collect-timeout DUR  give up collecting the trace after STOP after DUR\n"
+            "                        (default 10m)\n\n"
             "  -f, --force           replace OUT if it exists\n"
             "  -q, --quiet           no status line and no summary\n"
             "  -v, --verbose         progress of the injection on stderr\n"
@@ -67,8 +72,8 @@ static void help_trace(FILE *out)
             "it: the agent then writes OUT.partial.cvf itself (OUT without its .cvf suffix), as\n"
             "it does if vcattach is killed.  OUT is written as OUT.tmp, then renamed.\n\n"
             "A target in another mount namespace (a container, a service with PrivateTmp) gets\n"
-            "its control socket in its own /tmp, and a copy of the agent there when it cannot\n"
-            "see this one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
+            "a copy of the agent in its own /tmp (written as its user) when it cannot see this\n"
+            "one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
             "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"
             "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n");
 }
@@ -109,7 +114,7 @@ static void help_status(FILE *out)
 }
 
 enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_MAX_DEPTH,
-       OPT_MIN_DUR, OPT_SUBPROCESSES, OPT_MAX_PROCESSES };
+       OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -123,6 +128,8 @@ static const struct opt_spec attach_specs[] = {
     {"no-c-calls", 0, 0, OPT_NO_C},
     {"max-depth", 0, 1, OPT_MAX_DEPTH},
     {"min-dur", 0, 1, OPT_MIN_DUR},
+    {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
+    {"collect-timeout", 0, 1, OPT_COLLECT_TIMEOUT},
     {"subprocesses", 0, 0, OPT_SUBPROCESSES},
     {"max-processes", 0, 1, OPT_MAX_PROCESSES},
     {"force", 'f', 0, 'f'},
@@ -186,6 +193,17 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         return 0;
     case OPT_BUFFER:
         return cli_parse_uint(value, "buffer size (MiB)", 1, 65536, &opt->buffer_mb, err, errlen);
+    case OPT_MAX_TRACE:
+        return cli_parse_uint(value, "trace size cap (MiB)", 1, 1u << 20, &opt->max_trace_mb,
+                              err, errlen);
+    case OPT_COLLECT_TIMEOUT:
+        if (cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen) < 0)
+            return -1;
+        if (!opt->collect_timeout_ms) {
+            snprintf(err, errlen, "--collect-timeout must be more than 0");
+            return -1;
+        }
+        return 0;
     case OPT_HOOK:
         if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring") &&
             strcmp(value, "eval")) {
@@ -254,6 +272,8 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
     opt->mode = mode;
     opt->hook = "auto";
     opt->method = CLI_METHOD_AUTO;
+    opt->max_trace_mb = CLI_MAX_TRACE_MB;
+    opt->collect_timeout_ms = CLI_COLLECT_TIMEOUT_MS;
     const struct opt_command *cmd = &commands[mode];
     struct parse_state ps = {opt, 0};
     int first;

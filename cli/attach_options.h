@@ -26,6 +26,10 @@ enum cli_method { CLI_METHOD_AUTO, CLI_METHOD_PTRACE, CLI_METHOD_GDB, CLI_METHOD
  * the workers that replace them, but not a runaway fork loop. */
 #define CLI_TREE_MAX_DEFAULT 32
 
+/* The agent's data is not trusted (SECURITY.md): what it may send after STOP is bounded. */
+#define CLI_MAX_TRACE_MB 16384u
+#define CLI_COLLECT_TIMEOUT_MS (10ull * 60 * 1000)
+
 struct cli_options {
     enum cli_mode mode;
     pid_t pid;
@@ -33,6 +37,8 @@ struct cli_options {
     const char *output;    /* NULL: the default name; "unix:/path" streams to a socket */
     enum cli_method method;
     unsigned buffer_mb;    /* 0: the agent's default */
+    unsigned max_trace_mb; /* cap on what the agent may send (trace): CLI_MAX_TRACE_MB */
+    uint64_t collect_timeout_ms; /* bound of the transfer after STOP: CLI_COLLECT_TIMEOUT_MS */
     const char *hook;      /* "auto" | "profile" | "monitoring" | "eval" */
     /* filters (sent in CONFIG; agent/filter.h): globs on a Python function's file */
     const char *include[CLI_MAX_GLOBS];

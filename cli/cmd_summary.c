@@ -292,7 +292,7 @@ static void print_header(const char *path, const vct_trace *t)
 {
     char b1[32], b2[32], b3[32];
     printf("%s: %s span, %s calls, %zu thread%s", path,
-           human_span(t->nevents ? t->max_end - t->min_ts : 0, b1, sizeof b1),
+           human_span(vct_trace_span(t), b1, sizeof b1),
            grouped(t->nevents, b2, sizeof b2), t->nthreads, t->nthreads == 1 ? "" : "s");
     if (t->nprocesses > 1)
         printf(" in %" PRIu64 " processes", t->nprocesses);

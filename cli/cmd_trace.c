@@ -548,8 +548,13 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
         fprintf(stderr, "vcattach: stopping and collecting the trace...");
     if (!agent_stopped) /* EPIPE means the agent just stopped on its own; END still follows */
         vc_msg_send(s->fd, VC_MSG_STOP, NULL, 0, 5000);
-    int received = session_receive(s, sink_write, &p->sink, end_text, sizeof end_text,
-                                   FRAME_TIMEOUT_MS, &abandon, err, sizeof err);
+    struct receive_limits lim = {
+        .frame_timeout_ms = FRAME_TIMEOUT_MS,
+        .total_timeout_ms = (int64_t)opt->collect_timeout_ms,
+        .max_bytes = (uint64_t)opt->max_trace_mb << 20,
+    };
+    int received = session_receive(s, sink_write, &p->sink, end_text, sizeof end_text, &lim,
+                                   &abandon, err, sizeof err);
     status_line_clear(show);
     if (received < 0) {
         if (abandon)
@@ -638,11 +643,12 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
     int rc = VC_EXIT_FAIL;
     char reply[8192];
     int show = !opt.quiet && isatty(STDERR_FILENO);
+    int copy_made = 0; /* a copy of the agent to remove once the target has loaded it */
 
     /* From here on the target is touched: first its filesystem, when it cannot see our agent. */
     if (t.agent_needs_copy) {
-        if (agent_copy_into_target(t.pid, t.agent, t.agent_in_target, sizeof t.agent_in_target,
-                                   err, sizeof err) < 0) {
+        if (agent_copy_into_target(t.pid, t.uid, t.gid, t.agent, t.agent_in_target,
+                                   sizeof t.agent_in_target, &copy_made, err, sizeof err) < 0) {
             fprintf(stderr, "%s: %s\n", cmd, err);
             goto out;
         }
@@ -650,11 +656,16 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
             fprintf(stderr, "%s: agent copied into the target's mount namespace as %s\n", cmd,
                     t.agent_in_target);
     }
-    if (session_listen(&s, t.pid, t.uid, t.gid, t.foreign_mnt_ns, err, sizeof err) < 0) {
+    if (session_listen(&s, t.pid, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
-    if (inject(&opt, &t, &s, use_remote_exec, err, sizeof err) < 0) {
+    int injected = inject(&opt, &t, &s, use_remote_exec, err, sizeof err);
+    if (copy_made) { /* loaded (mapped) or not, the copy's name is not needed any more */
+        agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
+        copy_made = 0;
+    }
+    if (injected < 0) {
         fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.pid, err);
         goto out;
     }
@@ -666,8 +677,8 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         fprintf(stderr, "%s: interrupted; the agent was loaded but no trace was started\n", cmd);
         goto out;
     }
-    if (session_configure(&s, cfg, reply, sizeof reply, STARTED_TIMEOUT_MS, err, sizeof err) <
-        0) {
+    if (session_configure(&s, cfg, reply, sizeof reply, STARTED_TIMEOUT_MS, &interrupts, err,
+                          sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
@@ -702,6 +713,8 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
                         "writes what it has to %s%s\n",
                 cmd, (int)t.pid, plan.fallback, plan.fallback_note);
 out:
+    if (copy_made)
+        agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
     session_close(&s);
     sink_abort(&plan.sink);
     signals_restore(&saved);

@@ -732,7 +732,7 @@ int run_tree(const struct cli_options *opt)
         goto out;
     }
     r.buf = buf;
-    if (session_listen(&r.ctl, opt->pid, t.uid, t.gid, 0, err, sizeof err) < 0) {
+    if (session_listen(&r.ctl, opt->pid, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }

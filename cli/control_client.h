@@ -1,8 +1,9 @@
 /* control_client.h — the controller's side of the control channel (common/protocol.h).
  *
  * Two sockets:
- *   - the per-session control socket, which vcattach creates in a fresh 0700 directory before
- *     injecting and the agent connects to: HELLO, CONFIG, STARTED, STOP, DATA*, END;
+ *   - the per-session control socket, which vcattach creates before injecting under a fresh
+ *     random abstract name in the target's network namespace, and the agent connects to:
+ *     HELLO, CONFIG, STARTED, STOP, DATA*, END;
  *   - the abstract status socket a running agent listens on (VC_AGENT_SOCKET_FMT), which
  *     `vcattach status|stop` and the preflight use to find a session.
  * Every wait is bounded; the peer of both is checked with SO_PEERCRED (pid = the target).
@@ -22,58 +23,62 @@
 
 struct session {
     pid_t pid;                              /* the target: the only accepted peer */
-    char dir[PATH_MAX];                     /* the 0700 directory, "" once removed */
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket in it (our view) */
-    char target_path[PATH_MAX];             /* the same socket as the target sees it */
+    char target_path[64];                   /* "@vcattach-ctl-<hex>": what the agent is told */
     int listen_fd;
-    int tmp_fd, dir_fd;                     /* the directory's parent and itself: the names are
-                                               removed through these, which stay valid when
-                                               /proc/PID/root no longer does (target exited) */
     int fd;                                 /* the agent's connection, -1 before accept */
     char hello[512];                        /* the agent's HELLO text */
 };
 
 void session_init(struct session *s);
 
-/* Creates the directory (under $TMPDIR if the target runs as us, else /tmp), binds and
- * listens.  When the target runs as another user (a root operator), the socket is handed to
- * that user and the directory (still ours) made traversable, so that the agent can connect;
- * both stay closed to others.
- * With foreign_ns (the target has its own mount namespace) the directory is created in the
- * target's /tmp through /proc/PID/root, so that the path the agent gets is valid for it.
+/* Creates the listening control socket: an abstract name with 128 random bits, in pid's
+ * network namespace (entered for the socket() call when it differs from ours).  No file, no
+ * directory: nothing the target's user could redirect, nothing left behind on any exit.
  * Returns 0 or -1 with err. */
-int session_listen(struct session *s, pid_t pid, uid_t target_uid, gid_t target_gid,
-                   int foreign_ns, char *err, size_t errlen);
+int session_listen(struct session *s, pid_t pid, char *err, size_t errlen);
 
-/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target, removes
- * the socket's name and directory (no longer needed once connected), and reads the HELLO.
+/* Waits up to timeout_ms for the agent to connect, checks that the peer is the target (others
+ * are turned away and the wait goes on), closes the listener (the name goes with it), and
+ * reads the HELLO.
  * Gives up early if *cancel becomes non-zero or the target exits.  Returns 0 or -1 with err. */
 int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen);
 
-/* Sends CONFIG and waits up to timeout_ms for STARTED (its text into reply).  An ERROR from
- * the agent, EOF or a timeout: -1 with err.  Returns 0. */
+/* Sends CONFIG and waits up to timeout_ms in all (whatever else the agent sends meanwhile) for
+ * STARTED (its text into reply).  An ERROR from the agent, EOF, a timeout or *cancel: -1 with
+ * err.  Returns 0.  Every text received from the agent (reply, err, end_text, hello) is
+ * sanitized: no control characters reach the terminal. */
 int session_configure(struct session *s, const char *config, char *reply, size_t cap,
-                      int timeout_ms, char *err, size_t errlen);
+                      int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
-/* Closes the sockets and removes the socket and its directory (every exit path). */
+/* Bounds of the transfer after STOP: the agent (the target's user's code) decides how much
+ * it sends and how fast, so both are capped. */
+struct receive_limits {
+    int frame_timeout_ms;     /* the longest wait for one frame */
+    int64_t total_timeout_ms; /* the whole transfer (--collect-timeout) */
+    uint64_t max_bytes;       /* everything received, headers included (--max-trace-mb) */
+};
+
+/* Closes the sockets (every exit path). */
 void session_close(struct session *s);
 
 /* Receives the trace after STOP (or the agent's own deadline): DATA frames go to
- * write_chunk(ctx, …) until END, whose text goes into end_text.  frame_timeout_ms bounds the
- * wait for each frame.  Returns 0; -1 with err on ERROR, EOF, timeout or a failed write.
+ * write_chunk(ctx, …) until END, whose text goes into end_text, within *lim.  Returns 0; -1
+ * with err on ERROR, EOF, a timeout, a limit or a failed write.
  * *cancel non-zero abandons the transfer (-1, err says so). */
 int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void *buf, size_t len,
                                                           char *err, size_t errlen),
-                    void *ctx, char *end_text, size_t cap, int frame_timeout_ms,
+                    void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
 /* Talks to a running session through its abstract status socket (named with the pid the
  * target sees for itself, which differs inside a pid namespace; abstract sockets are per
  * network namespace, so a target in another one is not found): sends `request`
  * (VC_MSG_STATUS or VC_MSG_STOP) and waits up to timeout_ms for the answer (STATUS, or END
- * after STOP), whose text goes into reply.  Returns 1 (answered), 0 (no session is running in
- * pid), -1 with err (wrong peer, ERROR, timeout). */
+ * after STOP), whose text goes into reply.  A name held by another process (squatting) is
+ * skipped with a warning, and the session's fallback names ("<name>-<random>", listed in
+ * /proc/net/unix) are tried.  Returns 1 (answered), 0 (no session is running in pid), -1 with
+ * err (ERROR, timeout). */
 int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen);
 

@@ -149,10 +149,10 @@ static int parse_ids(pid_t pid, const char *field, unsigned ids[4])
 }
 
 /* A target in another mount namespace (a container, a systemd service with PrivateTmp) or
- * under another root directory (chroot: same mounts, another "/") gets the control socket
- * through /proc/PID/root (control_client.c), and the agent either at the same path (if it is visible
- * there) or as a copy in its /tmp made just before injecting (agent_copy_into_target).  Both
- * need a real /tmp directory in the target's view. */
+ * under another root directory (chroot: same mounts, another "/") gets the agent either at the
+ * same path (if it is visible there) or as a copy in its /tmp made just before injecting, as
+ * its own user (agent_copy_into_target), and its fallback file in its /tmp: both need a /tmp
+ * directory in the target's view.  (The control socket is an abstract name: no file.) */
 static int check_namespace(struct target_info *t, char *err, size_t errlen)
 {
     char theirs[64];
@@ -173,7 +173,7 @@ static int check_namespace(struct target_info *t, char *err, size_t errlen)
     if (lstat(tmp, &st) < 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen,
                  "pid %d runs in a different mount namespace or root without a /tmp directory "
-                 "(needed for the control socket): run vcattach inside the container",
+                 "(needed for the agent's copy and fallback file): run vcattach inside the container",
                  (int)t->pid);
         return -1;
     }

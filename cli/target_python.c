@@ -121,7 +121,7 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
     const struct proc_map *capi = lib ? lib : proc_find_path(&maps, exe);
     /* /proc/PID/exe is a link that must be followed (it names the running executable even
      * when the file was replaced or lives in another mount namespace). */
-    int fd = capi ? proc_open_mapped(pid, capi) : open(path, O_RDONLY | O_CLOEXEC);
+    int fd = capi ? proc_open_mapped(pid, capi) : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     snprintf(py->capi_file, sizeof py->capi_file, "%s", lib ? lib->path : exe);
 
     struct elf_file ef;

@@ -1,8 +1,8 @@
 /* protocol.h — the control channel between `vcattach` (controller) and the agent; the
  * conversation, both sockets and every timeout are described in docs/protocol.md.
  *
- * Owns the wire format of the Unix stream socket that vcattach creates in a fresh 0700
- * directory and the agent connects to.  Both ends run on the same machine, so frames are
+ * Owns the wire format of the Unix stream socket that vcattach creates (an abstract name with
+ * random bits, passed to the agent as "@name") and the agent connects to.  Both ends run on the same machine, so frames are
  * host-endian:  u32 type | u32 length | length bytes of payload.
  *
  * Text payloads are "key=value\n" lines (no '=' or '\n' inside keys; values end at '\n').

@@ -1,16 +1,19 @@
 /* elf.c — a minimal, bounds-checked ELF64 reader for the injector (see elf.h).
  *
  * The files come from the target's filesystem and may be anything: every offset and size is
- * checked against the mapped length before use, and a malformed file is -ENOEXEC, never a
- * crash.  Only what injection needs is indexed: program headers (load bias), section headers
- * (symbol tables, and one section by name) and the entry point. */
+ * checked against the file's length before use, and a malformed file is -ENOEXEC, never a
+ * crash.  Only what injection needs is read (pread into our own buffers, never mmap: see
+ * read_at): program headers (load bias), section headers (symbol tables, and one section by
+ * name) and the entry point. */
 #include "elf.h"
 
 /* <linux/elf.h>, not <elf.h>: with -Iinjector, <elf.h> would find this directory's elf.h */
 #include <linux/elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #ifndef STT_GNU_IFUNC
@@ -22,28 +25,54 @@ static int in_file(const struct elf_file *ef, uint64_t off, uint64_t len)
     return off <= ef->size && len <= ef->size - off;
 }
 
+/* Why pread into our own buffers and not mmap: the file belongs to the target's user, who can
+ * truncate it while we read it; a mapping would then SIGBUS vcattach (with the target's threads
+ * stopped).  A short read is just a malformed file. */
+#define ELF_MAX_TABLE ((uint64_t)256 << 20) /* one symbol or string table: beyond is not an ELF we use */
+
+static void *read_at(int fd, uint64_t off, uint64_t len)
+{
+    if (len == 0 || len > ELF_MAX_TABLE)
+        return NULL;
+    unsigned char *buf = malloc((size_t)len + 1);
+    size_t done = 0;
+    while (buf && done < len) {
+        ssize_t n = pread(fd, buf + done, (size_t)(len - done), (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(buf);
+            return NULL;
+        }
+        done += (size_t)n;
+    }
+    if (buf)
+        buf[len] = 0; /* a string table read this way always ends in a NUL we own */
+    return buf;
+}
+
 int elf_open_fd(int fd, struct elf_file *ef)
 {
     struct stat st;
     memset(ef, 0, sizeof *ef);
     if (fstat(fd, &st) < 0)
         return -errno;
-    if (st.st_size < (off_t)sizeof(Elf64_Ehdr))
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr))
         return -ENOEXEC;
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED)
-        return -errno;
-    ef->map = p;
     ef->size = (size_t)st.st_size;
 
-    const Elf64_Ehdr *eh = p;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_machine != EM_X86_64 || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+    Elf64_Ehdr *eh = read_at(fd, 0, sizeof *eh);
+    Elf64_Phdr *ph = NULL;
+    Elf64_Shdr *sh = NULL;
+    if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_machine != EM_X86_64 || eh->e_phentsize != sizeof(Elf64_Phdr) || !eh->e_phnum ||
         !in_file(ef, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr)))
         goto bad;
     ef->entry = eh->e_entry;
 
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(ef->map + eh->e_phoff);
+    ph = read_at(fd, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr));
+    if (!ph)
+        goto bad;
     int have_load = 0;
     for (unsigned i = 0; i < eh->e_phnum; i++)
         if (ph[i].p_type == PT_LOAD) {
@@ -53,34 +82,61 @@ int elf_open_fd(int fd, struct elf_file *ef)
         }
     if (!have_load)
         goto bad;
+    for (unsigned i = 0; i < eh->e_phnum && ef->ncode < (int)(sizeof ef->code / sizeof ef->code[0]);
+         i++)
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
+            in_file(ef, ph[i].p_offset, ph[i].p_filesz)) {
+            ef->code[ef->ncode].offset = ph[i].p_offset;
+            ef->code[ef->ncode].filesz = ph[i].p_filesz;
+            ef->code[ef->ncode].vaddr = ph[i].p_vaddr;
+            ef->ncode++;
+        }
 
-    if (eh->e_shoff && eh->e_shentsize == sizeof(Elf64_Shdr) &&
-        in_file(ef, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr))) {
-        const Elf64_Shdr *sh = (const Elf64_Shdr *)(ef->map + eh->e_shoff);
+    if (eh->e_shoff && eh->e_shentsize == sizeof(Elf64_Shdr) && eh->e_shnum &&
+        in_file(ef, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) &&
+        (sh = read_at(fd, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr))) != NULL) {
         for (unsigned i = 0; i < eh->e_shnum; i++) {
             int slot = sh[i].sh_type == SHT_DYNSYM ? 0 : sh[i].sh_type == SHT_SYMTAB ? 1 : -1;
-            if (slot < 0 || sh[i].sh_link >= eh->e_shnum)
+            if (slot < 0 || ef->tab[slot].syms || sh[i].sh_link >= eh->e_shnum)
                 continue;
             const Elf64_Shdr *strh = &sh[sh[i].sh_link];
             if (!in_file(ef, sh[i].sh_offset, sh[i].sh_size) ||
                 !in_file(ef, strh->sh_offset, strh->sh_size) || strh->sh_size == 0)
                 continue;
-            ef->tab[slot].syms = ef->map + sh[i].sh_offset;
+            unsigned char *syms = read_at(fd, sh[i].sh_offset, sh[i].sh_size);
+            char *str = read_at(fd, strh->sh_offset, strh->sh_size);
+            if (!syms || !str) {
+                free(syms);
+                free(str);
+                continue;
+            }
+            ef->tab[slot].syms = syms;
             ef->tab[slot].count = sh[i].sh_size / sizeof(Elf64_Sym);
-            ef->tab[slot].str = (const char *)ef->map + strh->sh_offset;
+            ef->tab[slot].str = str;
             ef->tab[slot].strsize = strh->sh_size;
         }
     }
+    free(eh);
+    free(ph);
+    free(sh);
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    ef->fd_plus1 = dup >= 0 ? dup + 1 : 0;
     return 0;
 bad:
+    free(eh);
+    free(ph);
     elf_close(ef);
     return -ENOEXEC;
 }
 
 void elf_close(struct elf_file *ef)
 {
-    if (ef->map)
-        munmap(ef->map, ef->size);
+    if (ef->fd_plus1)
+        close(ef->fd_plus1 - 1);
+    for (int t = 0; t < 2; t++) {
+        free((void *)ef->tab[t].syms);
+        free((void *)ef->tab[t].str);
+    }
     memset(ef, 0, sizeof *ef);
 }
 
@@ -121,16 +177,26 @@ int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr)
 
 int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size)
 {
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)ef->map;
+    /* read again through our duplicate of the descriptor, like elf_find_code: nothing of the
+     * file is mapped, so a truncation is a miss, not a SIGBUS */
+    if (!ef->fd_plus1)
+        return -ENOENT;
+    int fd = ef->fd_plus1 - 1;
+    int rc = -ENOENT;
+    Elf64_Shdr *sh = NULL;
+    char *str = NULL;
+    Elf64_Ehdr *eh = read_at(fd, 0, sizeof *eh);
     if (!eh || !eh->e_shoff || eh->e_shentsize != sizeof(Elf64_Shdr) ||
         eh->e_shstrndx >= eh->e_shnum ||
         !in_file(ef, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
-        return -ENOENT;
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(ef->map + eh->e_shoff);
+        goto out;
+    sh = read_at(fd, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr));
+    if (!sh)
+        goto out;
     const Elf64_Shdr *names = &sh[eh->e_shstrndx];
-    if (!in_file(ef, names->sh_offset, names->sh_size))
-        return -ENOENT;
-    const char *str = (const char *)ef->map + names->sh_offset;
+    if (!in_file(ef, names->sh_offset, names->sh_size) ||
+        !(str = read_at(fd, names->sh_offset, names->sh_size)))
+        goto out;
     size_t want = strlen(name) + 1;
     for (unsigned i = 0; i < eh->e_shnum; i++) {
         if (sh[i].sh_name >= names->sh_size || names->sh_size - sh[i].sh_name < want)
@@ -138,10 +204,15 @@ int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, ui
         if (memcmp(str + sh[i].sh_name, name, want) == 0 && sh[i].sh_addr) {
             *vaddr = sh[i].sh_addr;
             *size = sh[i].sh_size;
-            return 0;
+            rc = 0;
+            break;
         }
     }
-    return -ENOENT;
+out:
+    free(eh);
+    free(sh);
+    free(str);
+    return rc;
 }
 
 int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset)
@@ -179,20 +250,32 @@ found:;
 
 int elf_find_code(const struct elf_file *ef, const void *pat, size_t len, uint64_t *vaddr)
 {
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)ef->map;
-    if (!ef->map || len == 0)
+    /* pread in bounded chunks that overlap by len - 1 bytes, so that no match is cut in two */
+    enum { CHUNK = 1 << 20 };
+    if (!ef->fd_plus1 || len == 0 || len > CHUNK / 2)
         return -ENOENT;
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(ef->map + eh->e_phoff); /* checked at open */
-    for (unsigned i = 0; i < eh->e_phnum; i++) {
-        if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X) ||
-            !in_file(ef, ph[i].p_offset, ph[i].p_filesz) || ph[i].p_filesz < len)
-            continue;
-        const unsigned char *seg = ef->map + ph[i].p_offset;
-        const unsigned char *hit = memmem(seg, ph[i].p_filesz, pat, len);
-        if (hit) {
-            *vaddr = ph[i].p_vaddr + (uint64_t)(hit - seg);
-            return 0;
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return -ENOMEM;
+    int rc = -ENOENT;
+    for (int i = 0; i < ef->ncode && rc == -ENOENT; i++) {
+        uint64_t off = 0, size = ef->code[i].filesz;
+        while (off + len <= size) {
+            size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
+            ssize_t n = pread(ef->fd_plus1 - 1, buf, want, (off_t)(ef->code[i].offset + off));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < (ssize_t)len)
+                break; /* truncated meanwhile: no match there */
+            const unsigned char *hit = memmem(buf, (size_t)n, pat, len);
+            if (hit) {
+                *vaddr = ef->code[i].vaddr + off + (uint64_t)(hit - buf);
+                rc = 0;
+                break;
+            }
+            off += (uint64_t)n - (len - 1);
         }
     }
-    return -ENOENT;
+    free(buf);
+    return rc;
 }

@@ -1,6 +1,7 @@
 /* elf.h — symbol lookup in the ELF files a target has mapped (libc, the python executable or
  * libpython, the agent), without a debugger: .dynsym/.dynstr (and .symtab when not stripped),
- * the entry point, byte patterns in executable segments, and the load bias that turns a file address into a target address. */
+ * the entry point, byte patterns in executable segments, and the load bias that turns a file
+ * address into a target address. */
 #ifndef VC_ELF_H
 #define VC_ELF_H
 
@@ -8,8 +9,7 @@
 #include <stdint.h>
 
 struct elf_file {
-    unsigned char *map;
-    size_t size;
+    size_t size;               /* the file's length when opened */
     uint64_t entry;            /* e_entry (file address) */
     uint64_t first_load_vaddr; /* p_vaddr of the first PT_LOAD, page-aligned down */
     /* up to two symbol tables: [0] .dynsym, [1] .symtab (absent when stripped) */
@@ -19,10 +19,18 @@ struct elf_file {
         const char *str;
         size_t strsize;
     } tab[2];
+    /* executable PT_LOAD segments, searched by elf_find_code through our own duplicate of
+     * the file's descriptor (fd_plus1 - 1; 0: none, so a zeroed struct owns nothing) */
+    struct {
+        uint64_t offset, filesz, vaddr;
+    } code[8];
+    int ncode;
+    int fd_plus1;
 };
 
-/* Maps the file behind fd (not closed) and indexes it.  0 or -errno (-ENOEXEC: not a usable
- * x86-64 ELF). */
+/* Reads the headers and symbol tables of the file behind fd (not closed; ef keeps a duplicate
+ * for elf_find_code) into memory of our own: a file truncated meanwhile is a malformed file,
+ * not a SIGBUS.  0 or -errno (-ENOEXEC: not a usable x86-64 ELF). */
 int elf_open_fd(int fd, struct elf_file *ef);
 void elf_close(struct elf_file *ef);
 
@@ -34,7 +42,7 @@ int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr);
 int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size);
 
 /* Name of the function containing file address vaddr (the nearest symbol below it when sizes
- * are missing); name is a pointer into the mapped file.  0 or -ENOENT. */
+ * are missing); name points into ef (valid until elf_close).  0 or -ENOENT. */
 int elf_symbolize(const struct elf_file *ef, uint64_t vaddr, const char **name, uint64_t *offset);
 
 /* File address of the first occurrence of the byte string pat inside an executable PT_LOAD

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -325,38 +327,100 @@ long proc_task_syscall(pid_t pid, pid_t tid)
     return end == buf ? -2 : nr;
 }
 
-static int same_inode(int fd, const struct proc_map *m)
+/* The file really mapped there: a regular file with the inode /proc/PID/maps names. */
+static int is_mapped_file(int fd, const struct proc_map *m)
 {
     struct stat st;
-    return fstat(fd, &st) == 0 && (uint64_t)st.st_ino == m->inode;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_ino == m->inode;
+}
+
+/* path resolved inside the target's root (absolute symlinks stay in it), no symlink at the
+ * end, no magic link on the way; O_NONBLOCK: a FIFO or device put there cannot block us.
+ * The kernel has openat2 since 5.6; without it, no fallback by path (the map_files entry is
+ * the way then). */
+static int open_in_root_how(pid_t pid, const char *path, uint64_t flags)
+{
+#ifdef SYS_openat2
+    char root[64];
+    snprintf(root, sizeof root, "/proc/%d/root", (int)pid);
+    int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rfd < 0)
+        return -errno;
+    struct open_how how = {
+        .flags = flags | O_NOFOLLOW | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof how);
+    int e = errno;
+    close(rfd);
+    return fd >= 0 ? fd : -e;
+#else
+    (void)pid, (void)path, (void)flags;
+    return -ENOSYS;
+#endif
+}
+
+static int open_in_root(pid_t pid, const char *path)
+{
+    return open_in_root_how(pid, path, O_RDONLY | O_NONBLOCK);
+}
+
+/* stat() of path as the target sees it, resolved inside its root (an absolute symlink there
+ * cannot point us at a file of the host), without opening the file itself (O_PATH). */
+static int stat_in_root(pid_t pid, const char *path, struct stat *st)
+{
+    int fd = open_in_root_how(pid, path, O_PATH);
+    if (fd < 0) {
+        errno = -fd;
+        return -1;
+    }
+    int r = fstat(fd, st);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+/* Whether the target has `path` mapped although the name is gone ("PATH (deleted)"): an agent
+ * copy removed after an earlier attach, which dlopen still finds by that name. */
+static int mapped_deleted(pid_t pid, const char *path)
+{
+    struct proc_maps maps;
+    if (proc_read_maps(pid, &maps) < 0)
+        return 0;
+    size_t n = strlen(path);
+    int found = 0;
+    for (size_t i = 0; i < maps.n && !found; i++)
+        found = !strncmp(maps.v[i].path, path, n) && !strcmp(maps.v[i].path + n, " (deleted)");
+    proc_free_maps(&maps);
+    return found;
 }
 
 int proc_open_mapped(pid_t pid, const struct proc_map *m)
 {
-    char cand[3][4096 + 64];
-    snprintf(cand[0], sizeof cand[0], "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-             m->start, m->end);
-    snprintf(cand[1], sizeof cand[1], "/proc/%d/root%s", (int)pid, m->path);
-    snprintf(cand[2], sizeof cand[2], "%s", m->path);
-    int fallback = -1, err = -ENOENT;
-    for (int i = 0; i < 3; i++) {
-        int fd = open(cand[i], O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            if (i > 0)
-                err = -errno;
-            continue;
-        }
-        if (same_inode(fd, m)) {
-            if (fallback >= 0)
-                close(fallback);
+    /* 1. /proc/PID/map_files/START-END: the mapped inode itself, even deleted or in another
+     *    mount namespace (root only).  It is a magic link: stat it first, so that nothing but
+     *    a regular file is ever opened (mappings of devices exist). */
+    char mf[96];
+    struct stat st;
+    snprintf(mf, sizeof mf, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
+    if (stat(mf, &st) == 0 && S_ISREG(st.st_mode)) {
+        int fd = open(mf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0 && is_mapped_file(fd, m))
             return fd;
-        }
-        if (fallback < 0)
-            fallback = fd;
-        else
+        if (fd >= 0)
             close(fd);
     }
-    return fallback >= 0 ? fallback : err;
+    /* 2. The path, as the target sees it. */
+    int fd = open_in_root(pid, m->path);
+    if (fd < 0)
+        return fd;
+    /* Another inode (the file was replaced since) is still the best there is, as long as it
+     * is a regular file: the caller only reads symbols from it. */
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        return fd;
+    close(fd);
+    return -ENOEXEC;
 }
 
 /* PF_KTHREAD in the flags field of /proc/PID/stat: a kernel thread has no user memory to
@@ -456,14 +520,11 @@ int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t e
                  agent_path ? agent_path : "(null)");
         return -EINVAL;
     }
-    char path[4096 + 64];
-    if (proc_root_path(pid, agent_path, path, sizeof path) < 0) {
-        snprintf(err, errlen, "agent path too long");
-        return -ENAMETOOLONG;
-    }
     struct stat sb;
-    if (stat(path, &sb) < 0) {
+    if (stat_in_root(pid, agent_path, &sb) < 0) {
         int e = errno;
+        if (e == ENOENT && mapped_deleted(pid, agent_path))
+            return 0; /* loaded already: dlopen returns that one */
         if (e == EACCES || e == EPERM) {
             snprintf(err, errlen, "permission denied to process %d's files (/proc/%d/root): run "
                      "as the target's user or with CAP_SYS_PTRACE", (int)pid, (int)pid);

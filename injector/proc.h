@@ -69,9 +69,10 @@ int proc_ids(pid_t pid, uid_t *uid, gid_t *gid);
 long proc_task_syscall(pid_t pid, pid_t tid);
 
 /* Opens a file the target has mapped, read-only, the way that works across mount namespaces:
- * /proc/PID/map_files/START-END (the exact mapped file), then /proc/PID/root/PATH, then PATH.
- * A candidate whose inode differs from the mapping's is skipped while a better one remains.
- * Returns an fd or -errno. */
+ * /proc/PID/map_files/START-END (the exact mapped inode), else PATH resolved inside the
+ * target's root (openat2 RESOLVE_IN_ROOT, O_NOFOLLOW|O_NONBLOCK).  Only ever a regular file:
+ * the target's user names these paths and could put a FIFO or a device there.  Returns an fd
+ * or -errno. */
 int proc_open_mapped(pid_t pid, const struct proc_map *m);
 
 /* "/proc/PID/root" + path into buf: the target's view of an absolute path. */

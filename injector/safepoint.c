@@ -12,9 +12,9 @@
  * Among the rest, a thread blocked in a syscall (futex in take_gil, sleep, poll, accept, read)
  * is preferred: it is idle, holds nothing, and is restarted normally after restore.
  *
- * Frame names come from libunwind (_UPT_get_proc_name); when that fails (stripped binaries such
- * as Debian's /usr/bin/python3.11, or a file in another mount namespace) the frame's module is
- * found in /proc/PID/maps and the name in that module's own .dynsym/.symtab (elf.h). */
+ * Frame names come from the frame's module (found in /proc/PID/maps): its own .dynsym/.symtab
+ * (elf.h), read from the mapped inode (proc_open_mapped: a regular file, never by a path the
+ * target's user could turn into a FIFO).  libunwind opens no file at all (unwind_access.h). */
 #include "safepoint.h"
 
 #include <errno.h>
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "elf.h"
+#include "unwind_access.h"
 
 #define MAX_FRAMES 512
 #define MAX_ELF_CACHE 64
@@ -216,17 +217,14 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
             }
             break; /* the unwind left the known stack: stop here */
         }
-        /* Names: our cached ELF index first (libunwind re-reads the file's symbol table for
-         * every frame, ~1 ms each on libpython), libunwind's lookup when ours finds nothing. */
+        /* Names: our cached ELF index only (libunwind's lookup would open the file by its
+         * path, and re-read its symbol table for every frame, ~1 ms each on libpython). */
         char name[256] = "";
         uint64_t bias = 0, soff = 0;
         const char *sym = NULL;
         struct elf_file *ef = m->path[0] == '/' ? module_elf(cache, pid, maps, m, &bias) : NULL;
         if (ef && elf_symbolize(ef, look - bias, &sym, &soff) == 0)
             snprintf(name, sizeof name, "%s", sym);
-        unw_word_t off = 0;
-        if (!name[0] && (unw_get_proc_name(&cur, name, sizeof name, &off) < 0))
-            name[0] = 0;
         const char *bad = safepoint_unsafe_frame(name, m->path);
         if (verbose > 1)
             fprintf(stderr, "vcattach:   tid %d #%d %#lx %s (%s)\n", (int)tid, frames,
@@ -258,14 +256,19 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
 int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int verbose,
                      char *why, size_t whylen)
 {
-    unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+    /* Our accessors, not _UPT_accessors: libunwind must never open a file of the target
+     * (unwind_access.h says why). */
+    unwind_access_use(maps);
+    unw_addr_space_t as = unw_create_addr_space(&unwind_access_accessors, 0);
     if (!as) {
+        unwind_access_use(NULL);
         snprintf(why, whylen, "libunwind: cannot create an address space");
         return -1;
     }
     unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
     struct elf_cache *cache = calloc(1, sizeof *cache);
     if (!cache) {
+        unwind_access_use(NULL);
         unw_destroy_addr_space(as);
         snprintf(why, whylen, "out of memory");
         return -1;
@@ -317,5 +320,6 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
     elf_cache_free(cache);
     free(cache);
     unw_destroy_addr_space(as);
+    unwind_access_use(NULL);
     return best;
 }

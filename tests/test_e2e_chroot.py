@@ -63,9 +63,11 @@ def test_trace_chrooted_service(python, method, wrap, chroot_service, tmp_path):
     events, threads, drops = check_summary(r, out)
     assert "agent copied into the target's mount namespace as /tmp/.vcattach-" in r.stderr
     assert_alive_and_running(svc.pid)
-    # the agent the target mapped is the copy in its own /tmp, with its own libc next to it
+    # the agent the target mapped is the copy in its own /tmp, with its own libc next to it;
+    # the copy's name is removed once it is loaded (" (deleted)")
     with open("/proc/%d/maps" % svc.pid) as f:
-        mapped = {line.split()[-1] for line in f if "libvcagent" in line or "libc.so" in line}
+        mapped = {line.split(None, 5)[-1].strip().replace(" (deleted)", "") for line in f
+                  if "libvcagent" in line or "libc.so" in line}
     assert any(m.endswith("/libvcagent-py%d.so" % python["minor"]) and "/tmp/.vcattach-" in m
                for m in mapped), mapped
     assert all("/tmp/.vcattach-" in m or "libc.so" in m for m in mapped), mapped

@@ -107,7 +107,7 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
 {
     collapse_ctx *c = ctx;
     if (!c->failed)
-        c->nodes[c->path[depth]].self += self;
+        c->nodes[c->path[depth]].self = vct_sat_add(c->nodes[c->path[depth]].self, self);
 }
 
 /* A frame name as one field of a folded line: ';' separates frames, '\n' ends the line. */
@@ -134,7 +134,9 @@ int export_collapsed(const vct_trace *t, FILE *out, char *err, size_t errlen)
     uint32_t *chain = NULL;
     size_t chain_cap = 0;
     for (size_t n = 0; n < c.nnodes; n++) {
-        int64_t us = (c.nodes[n].self + VCT_TICKS_PER_US / 2) / VCT_TICKS_PER_US;
+        /* rounded to the nearest µs without adding first: self may be INT64_MAX */
+        int64_t self = c.nodes[n].self;
+        int64_t us = self / VCT_TICKS_PER_US + (self % VCT_TICKS_PER_US >= VCT_TICKS_PER_US / 2);
         if (us <= 0)
             continue;
         size_t len = 0;

@@ -26,7 +26,7 @@ static int collapsed(const vct_trace *t, const convert_ctx *cc, FILE *out, char 
 static int svg(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err, size_t errlen)
 {
     char title[160];
-    double span_ms = t->nevents ? (double)(t->max_end - t->min_ts) / (VCT_TICKS_PER_US * 1e3) : 0;
+    double span_ms = (double)vct_trace_span(t) / (VCT_TICKS_PER_US * 1e3);
     snprintf(title, sizeof title, "vcattach flame graph: %zu thread%s%s, %.1f ms",
              t->nthreads, t->nthreads == 1 ? "" : "s", cc && cc->merged ? " merged" : "",
              span_ms);

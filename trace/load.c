@@ -21,6 +21,15 @@
 #include "convert.h"
 #include "cvf_reader.h"
 
+/* A JSON real as a u64, saturating: converting a double outside the target type's range is
+ * undefined behaviour in C, and a trace may hold 1e300.  NaN and negatives are 0. */
+static uint64_t real_to_u64(double d)
+{
+    if (!(d > 0))
+        return 0;
+    return d >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)d;
+}
+
 /* ---- the "dropped" instant event (shared by both inputs) --------------------------------- */
 
 /* Adds the count of an event like {"ph":"i","name":"vcattach.dropped","args":{"dropped":N}}.
@@ -32,7 +41,7 @@ static void note_drops(vct_trace *t, json_t *event)
     if (json_is_integer(dropped) && json_integer_value(dropped) >= 0)
         vct_trace_add_drops(t, (uint64_t)json_integer_value(dropped));
     else if (json_is_real(dropped) && json_real_value(dropped) >= 0)
-        vct_trace_add_drops(t, (uint64_t)json_real_value(dropped));
+        vct_trace_add_drops(t, real_to_u64(json_real_value(dropped)));
 }
 
 /* ---- Chrome-trace JSON ------------------------------------------------------------------- */

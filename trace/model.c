@@ -32,8 +32,17 @@ void vct_trace_free(vct_trace *t)
     for (size_t i = 0; i < t->nprocs; i++)
         free(t->procs[i].name);
     free(t->procs);
+    free(t->thread_slots);
     free(t->filters);
     free(t);
+}
+
+int64_t vct_trace_span(const vct_trace *t)
+{
+    if (!t->nevents || t->max_end <= t->min_ts)
+        return 0;
+    uint64_t span = (uint64_t)t->max_end - (uint64_t)t->min_ts; /* exact: max_end > min_ts */
+    return span > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)span;
 }
 
 /* FNV-1a: names are short and interned once per .cvf group, so simplicity wins. */
@@ -96,17 +105,54 @@ int vct_trace_intern(vct_trace *t, const char *name, uint32_t *id)
     return 0;
 }
 
+static size_t thread_hash(uint64_t pid, uint64_t tid)
+{
+    uint64_t h = (pid * 0x9E3779B97F4A7C15ULL) ^ (tid + 0x632BE59BD9B4E019ULL + (pid << 6));
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* Rebuilds the (pid, tid) index at twice the size (or at 64). */
+static int grow_thread_slots(vct_trace *t)
+{
+    size_t cap = t->thread_slots_cap ? t->thread_slots_cap * 2 : 64;
+    while (cap < (t->nthreads + 1) * 2)
+        cap *= 2;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t k = 0; k < t->nthreads; k++) {
+        size_t i = thread_hash(t->threads[k].pid, t->threads[k].tid) & (cap - 1);
+        while (slots[i])
+            i = (i + 1) & (cap - 1);
+        slots[i] = (uint32_t)k + 1;
+    }
+    free(t->thread_slots);
+    t->thread_slots = slots;
+    t->thread_slots_cap = cap;
+    return 0;
+}
+
 vct_thread *vct_trace_thread(vct_trace *t, uint64_t pid, uint64_t tid)
 {
     if (t->last_thread < t->nthreads && t->threads[t->last_thread].pid == pid &&
         t->threads[t->last_thread].tid == tid)
         return &t->threads[t->last_thread];
-    /* a trace has tens of threads, not thousands: a linear scan is enough */
-    for (size_t i = 0; i < t->nthreads; i++)
-        if (t->threads[i].pid == pid && t->threads[i].tid == tid) {
-            t->last_thread = i;
-            return &t->threads[i];
+    /* A hash, not a scan: a hostile or just large trace may hold 200k threads, and a scan per
+     * new thread made loading quadratic (minutes).  Kept at most half full. */
+    if (t->nthreads >= UINT32_MAX - 1 ||
+        ((t->nthreads + 1) * 2 > t->thread_slots_cap && grow_thread_slots(t) < 0))
+        return NULL;
+    size_t mask = t->thread_slots_cap - 1;
+    size_t i = thread_hash(pid, tid) & mask;
+    for (; t->thread_slots[i]; i = (i + 1) & mask) {
+        size_t k = t->thread_slots[i] - 1;
+        if (t->threads[k].pid == pid && t->threads[k].tid == tid) {
+            t->last_thread = k;
+            return &t->threads[k];
         }
+    }
     if (t->nthreads == t->threads_cap) {
         size_t cap = t->threads_cap ? t->threads_cap * 2 : 16;
         vct_thread *threads = realloc(t->threads, cap * sizeof *threads);
@@ -119,6 +165,7 @@ vct_thread *vct_trace_thread(vct_trace *t, uint64_t pid, uint64_t tid)
     memset(th, 0, sizeof *th);
     th->pid = pid;
     th->tid = tid;
+    t->thread_slots[i] = (uint32_t)t->nthreads + 1;
     t->last_thread = t->nthreads++;
     return th;
 }
@@ -176,7 +223,8 @@ int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, 
     if (th->nevents >= VCT_MAX_THREAD_EVENTS)
         return -1;
     if (th->nevents == th->cap) {
-        size_t cap = th->cap ? th->cap * 2 : 1024;
+        /* small first: many threads of one call each must not cost 24 KB apiece */
+        size_t cap = th->cap ? th->cap * 2 : 4;
         vct_event *events = realloc(th->events, cap * sizeof *events);
         if (!events)
             return -1;
@@ -228,7 +276,7 @@ unsigned vct_args_flags(const char *json, size_t len)
 void vct_trace_add_drops(vct_trace *t, uint64_t dropped)
 {
     t->has_drops = 1;
-    t->dropped += dropped;
+    t->dropped = dropped > UINT64_MAX - t->dropped ? UINT64_MAX : t->dropped + dropped;
 }
 
 /* Parents first: earlier start, and at the same start the longer call encloses the shorter. */
@@ -313,6 +361,10 @@ int vct_trace_finish(vct_trace *t)
             return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
+    /* the index names positions that the sort just changed: rebuilt if a thread is added */
+    free(t->thread_slots);
+    t->thread_slots = NULL;
+    t->thread_slots_cap = 0;
     t->last_thread = 0;
     t->nprocesses = 0;
     for (size_t i = 0; i < t->nthreads; i++)
@@ -367,7 +419,7 @@ int vct_thread_walk(const vct_thread *th, const vct_walk_ops *ops, void *ctx)
             if (ops->close)
                 ops->close(ctx, f->ev, f->start, f->end, dur - f->child_ticks, depth);
             if (depth)
-                stack[depth - 1].child_ticks += dur;
+                stack[depth - 1].child_ticks = vct_sat_add(stack[depth - 1].child_ticks, dur);
         }
         if (!ev)
             break;

@@ -59,6 +59,9 @@ typedef struct vct_trace {
     vct_thread *threads; /* after vct_trace_finish: sorted by (pid, tid) */
     size_t nthreads, threads_cap;
     size_t last_thread; /* lookup cache: events arrive in runs of one thread */
+    uint32_t *thread_slots; /* open-addressing hash of (pid, tid): slot -> index + 1, 0 = empty;
+                               a trace may hold 200k threads (one event each) */
+    size_t thread_slots_cap;
 
     uint64_t nevents;     /* complete events */
     uint64_t nprocesses;  /* distinct pids among threads (set by vct_trace_finish) */
@@ -73,6 +76,26 @@ typedef struct vct_trace {
 } vct_trace;
 
 vct_trace *vct_trace_new(void);
+
+/* a + b for non-negative tick counts, saturating at INT64_MAX: a trace's timestamps may span
+ * the whole int64 range, so sums of durations must not overflow (undefined behaviour). */
+static inline int64_t vct_sat_add(int64_t a, int64_t b)
+{
+    return b > INT64_MAX - a ? INT64_MAX : a + b;
+}
+
+/* later - earlier (later >= earlier) without overflow: saturates at INT64_MAX. */
+static inline int64_t vct_sat_diff(int64_t later, int64_t earlier)
+{
+    if (later <= earlier)
+        return 0;
+    uint64_t d = (uint64_t)later - (uint64_t)earlier;
+    return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
+}
+
+/* max_end - min_ts without signed overflow (timestamps come from the file: any int64):
+ * saturates at INT64_MAX; 0 when there is no event. */
+int64_t vct_trace_span(const vct_trace *t);
 void vct_trace_free(vct_trace *t);
 
 /* Returns the id of `name` (adding it if new) in *id.  0, or -1 on allocation failure. */

@@ -78,9 +78,9 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     a->slots[depth] = (vct_walk_slot){a->wait_clock, -1};
     if (depth && a->slots[depth - 1].first_child < 0)
         a->slots[depth - 1].first_child = start;
-    int64_t dur = end - start;
+    int64_t dur = vct_sat_diff(end, start); /* timestamps may span all of int64 */
     if (!depth)
-        a->busy += dur;
+        a->busy = vct_sat_add(a->busy, dur);
     int resume = (ev->flags & VCT_EV_RESUME) != 0;
     if (!resume)
         a->calls++;
@@ -90,13 +90,13 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     touch(a, ev->func);
     if (KIND(a, ev->func) != VCT_WAIT_NONE) {
         a->wait_depth = depth;
-        s->wait += dur;
-        a->waiting += dur;
+        s->wait = vct_sat_add(s->wait, dur);
+        a->waiting = vct_sat_add(a->waiting, dur);
     }
     if (!resume)
         s->calls++;
     a->active[ev->func]++;
-    s->sum_dur += dur;
+    s->sum_dur = vct_sat_add(s->sum_dur, dur);
     if (dur > s->max_dur)
         s->max_dur = dur;
 }
@@ -110,23 +110,24 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
     vct_func_stats *s = &a->stats[ev->func];
     if (a->wait_depth == depth) { /* the outermost wait ends: its time is on the clock */
         a->wait_depth = SIZE_MAX;
-        a->wait_clock += end - start;
+        a->wait_clock = vct_sat_add(a->wait_clock, vct_sat_diff(end, start));
         a->active[ev->func]--;
         return;
     }
     if (a->split && (ev->flags & VCT_EV_AT_ATTACH)) {
         int64_t first = a->slots[depth].first_child;
-        int64_t gap = (first >= 0 ? first : end) - start;
+        int64_t gap = vct_sat_diff(first >= 0 ? first : end, start);
         if (gap > self) /* clipped children can make them disagree: never below zero */
             gap = self;
-        s->at_attach += gap;
+        s->at_attach = vct_sat_add(s->at_attach, gap);
         self -= gap;
-        a->wait_clock += gap;
-        a->waiting += gap;
+        a->wait_clock = vct_sat_add(a->wait_clock, gap);
+        a->waiting = vct_sat_add(a->waiting, gap);
     }
-    s->self += self;
+    s->self = vct_sat_add(s->self, self);
     if (!--a->active[ev->func]) /* outermost call of this function on the stack */
-        s->total += (end - start) - (a->wait_clock - a->slots[depth].wait_at_open);
+        s->total = vct_sat_add(s->total, vct_sat_diff(vct_sat_diff(end, start),
+                                                      a->wait_clock - a->slots[depth].wait_at_open));
 }
 
 int vct_summary_add_thread(vct_summary *s, const vct_thread *th)

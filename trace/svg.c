@@ -139,10 +139,11 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         return;
     }
     tr->path[depth] = id;
-    tr->v[id].total += end - start;
+    int64_t dur = vct_sat_diff(end, start); /* saturating: timestamps may span all of int64 */
+    tr->v[id].total = vct_sat_add(tr->v[id].total, dur);
     if (!depth) /* the thread (and root) frames hold the sum of their root calls */
         for (uint32_t p = parent; p != NONE; p = tr->v[p].parent)
-            tr->v[p].total += end - start;
+            tr->v[p].total = vct_sat_add(tr->v[p].total, dur);
 }
 
 static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
@@ -150,7 +151,7 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
 {
     tree *tr = ctx;
     if (!tr->failed)
-        tr->v[tr->path[depth]].self += self;
+        tr->v[tr->path[depth]].self = vct_sat_add(tr->v[tr->path[depth]].self, self);
 }
 
 /* ---- writing -------------------------------------------------------------------------------- */
@@ -248,7 +249,7 @@ static int write_node(writer *w, uint32_t id, int64_t x)
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         rc = write_node(w, kids[i], cx);
-        cx += w->tr->v[kids[i]].total;
+        cx = vct_sat_add(cx, w->tr->v[kids[i]].total);
     }
     free(kids);
     return rc;

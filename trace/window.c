@@ -38,7 +38,7 @@ void vct_window_apply(vct_trace *t, const vct_window *w)
         for (size_t k = 0; k < th->nevents; k++) {
             vct_event ev = th->events[k];
             int64_t ts = ev.ts;
-            uint64_t dur = (uint64_t)(ev.end - ev.ts);
+            uint64_t dur = (uint64_t)ev.end - (uint64_t)ev.ts; /* end >= ts: exact, no overflow */
             if (!vct_window_clip(w, &ts, &dur))
                 continue;
             ev.ts = ts;

@@ -1,0 +1,183 @@
+"""Issue 9 #6: the data the agent sends is not trusted (SECURITY.md).
+
+The agent runs inside the target, as the target's user, who controls the target's memory:
+whatever comes back on the control socket may be hostile.  A fake agent
+(tests/security/fake_agent.c, injected for real in place of libvcagent-pyXY.so through
+VCATTACH_AGENT_DIR) speaks the protocol badly on purpose:
+  - STATUS frames forever instead of STARTED: each one used to restart the wait (endless);
+  - Ctrl-C while waiting for STARTED: it was not looked at there;
+  - a flood of DATA after STOP: no cap (the operator's disk filled up);
+  - one byte of DATA every 100 ms: no overall deadline;
+  - terminal escape sequences in its ERROR text: printed raw on root's terminal.
+Each case ends with vcattach exiting non-zero with a one-line reason, no output file left, and
+the target alive, not stopped, not traced.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.paths import PYTHONS, ROOT, VCATTACH
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def fake_agent_dir(tmp_path_factory):
+    """The fake agent, built once and named as the agent of the first interpreter."""
+    d = tmp_path_factory.mktemp("fake-agent")
+    os.chmod(d, 0o755)
+    py = PYTHONS[0]
+    so = d / ("libvcagent-py%d.so" % py["minor"])
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-pthread", "-Wall", "-Werror", "-o", str(so),
+                    os.path.join(HERE, "security", "fake_agent.c")], check=True)
+    return str(d), py
+
+
+def proc_status(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def assert_target_unharmed(proc):
+    assert proc.poll() is None, "the target died"
+    st = proc_status(proc.pid)
+    assert st["State"][0] in "RS", st["State"]
+    assert st["TracerPid"].strip() == "0"
+
+
+TARGET = """
+import sys, time
+print("ready", flush=True)
+n = 0
+while True:
+    n += sum(range(1000))
+    time.sleep(0.01)
+"""
+
+
+@pytest.fixture
+def target(fake_agent_dir):
+    started = []
+
+    def start(mode):
+        d, py = fake_agent_dir
+        env = dict(os.environ, FAKE_AGENT_MODE=mode)
+        p = subprocess.Popen(py["argv"] + ["-c", TARGET], stdout=subprocess.PIPE, env=env,
+                             text=True)
+        assert p.stdout.readline().strip() == "ready"
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def vcattach(d, *args, **kw):
+    env = dict(os.environ, VCATTACH_AGENT_DIR=d)
+    return subprocess.Popen([VCATTACH] + [str(a) for a in args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_status_flood_does_not_restart_the_started_wait(fake_agent_dir, target, tmp_path,
+                                                        method):
+    """STATUS every 20 ms, never STARTED: the 15 s bound of that phase holds (before: each
+    frame restarted it, and vcattach waited forever)."""
+    d, _ = fake_agent_dir
+    t = target("stall")
+    out = tmp_path / "o.cvf"
+    p = vcattach(d, "--pid", t.pid, "-t", "1s", "-o", out, "--method", method)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("vcattach kept waiting for STARTED while the agent sent STATUS frames")
+    assert p.returncode == 1, err
+    assert b"did not answer while starting (timed out)" in err, err
+    assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+    assert_target_unharmed(t)
+
+
+def test_ctrl_c_while_waiting_for_started(fake_agent_dir, target, tmp_path):
+    d, _ = fake_agent_dir
+    t = target("stall")
+    out = tmp_path / "o.cvf"
+    p = vcattach(d, "--pid", t.pid, "-t", "1s", "-o", out, "-v")
+    # wait until the agent is connected and CONFIG sent (the verbose line of the injection)
+    deadline = time.monotonic() + 30
+    seen = b""
+    while b"threads detached" not in seen and time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("Ctrl-C was not honoured while waiting for STARTED")
+    err = seen + err
+    assert p.returncode == 1, err
+    assert b"interrupted while starting" in err, err
+    assert_target_unharmed(t)
+
+
+def test_data_flood_is_capped(fake_agent_dir, target, tmp_path):
+    """1 MiB DATA frames without end: --max-trace-mb stops the transfer, nothing is kept."""
+    d, _ = fake_agent_dir
+    t = target("flood")
+    out = tmp_path / "o.cvf"
+    p = vcattach(d, "--pid", t.pid, "-t", "300ms", "-o", out, "--max-trace-mb", "8")
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("the DATA flood was not capped")
+    assert p.returncode == 1, err
+    assert b"more than 8 MiB (--max-trace-mb)" in err, err
+    assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+    assert_target_unharmed(t)
+
+
+def test_data_trickle_hits_the_collect_deadline(fake_agent_dir, target, tmp_path):
+    """One byte every 100 ms: every frame is on time, the whole transfer is not."""
+    d, _ = fake_agent_dir
+    t = target("trickle")
+    out = tmp_path / "o.cvf"
+    p = vcattach(d, "--pid", t.pid, "-t", "300ms", "-o", out, "--collect-timeout", "2s")
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("the trickle was not bounded")
+    assert p.returncode == 1, err
+    assert b"still sending after 2 s (--collect-timeout)" in err, err
+    assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+    assert_target_unharmed(t)
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_agent_text_is_sanitized(fake_agent_dir, target, tmp_path, method):
+    """Escape sequences, BEL, CR and C1 controls in the agent's ERROR text reach the terminal
+    as '?'."""
+    d, _ = fake_agent_dir
+    t = target("escape")
+    p = vcattach(d, "--pid", t.pid, "-t", "1s", "-o", tmp_path / "o.cvf", "--method", method)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1, err
+    assert b"the agent refused to start: no" in err, err
+    line = err.decode("utf-8", "replace").splitlines()[-1]
+    assert not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in line), repr(line)
+    assert b"\x1b" not in err and b"\x07" not in err and b"\x9b" not in err and b"\r" not in err
+    assert_target_unharmed(t)

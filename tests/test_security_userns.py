@@ -1,0 +1,217 @@
+"""Issue 9 #1, #2, #9: a target whose user controls its /tmp, attacking while we attach.
+
+An unprivileged user (created by the suite, idempotently) starts the target in a user+mount
+namespace (`unshare -Urm`) where its own directory is bind-mounted over /tmp (owned by it, not
+sticky) and /work is hidden (so that vcattach must copy the agent into the target's /tmp).  A
+racer in the same namespace:
+  - swaps every vcattach-* entry of that /tmp (the old control directories) with a symlink to
+    a root-only host directory of canary files (renameat2 RENAME_EXCHANGE, in a loop, both
+    ways), and so one agent copy directory (.vcattach-agent-*) in four;
+  - bind-mounts that canary directory over another one in four;
+  - and, before any attach, bind-mounts it over the agent copy's old predictable name
+    (.vcattach-<FNV-1a of the agent>), where root used to write the agent.
+Before the fixes, root's chmod/chown/unlink of the control socket landed on host files through
+the swapped symlink (#1), and the agent was written into the bind-mounted host directory (#2).
+After 20+ attaches (both methods) the canary files are unchanged (content, mode, owner, the
+directory's entries), nothing named vcattach-* is left in the target's /tmp (#9), and the
+target is alive and untraced.
+"""
+import grp
+import os
+import pwd
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from support.paths import BUILD, VCATTACH
+
+USER = "vcattach-sec"
+PYTHON = "/usr/bin/python3.11"   # readable by any user (the pyenv ones live under /root)
+AGENT = os.path.join(BUILD, "libvcagent-py311.so")
+
+
+@pytest.fixture(scope="module")
+def sec_user():
+    """The unprivileged test user (created once, kept: useradd is idempotent here)."""
+    try:
+        pw = pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", USER], check=True)
+        pw = pwd.getpwnam(USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+RACER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+canary = sys.argv[1].encode()
+RENAME_EXCHANGE, MS_BIND, AT_FDCWD = 2, 4096, -100
+seen = {}                              # copy directory -> how it is attacked
+print("racing", os.getpid(), flush=True)
+while True:
+    try:
+        names = os.listdir("/tmp")
+    except OSError:
+        continue
+    for n in names:
+        p = b"/tmp/" + n.encode()
+        if n.startswith(".vcattach-agent-") and n not in seen:
+            # one copy in four: the canary mounted over it; one in four: swapped with a
+            # symlink to it, as below; the others are left alone so that attaches go on
+            seen[n] = ("mount", "swap", None, None)[len(seen) % 4]
+            if seen[n] == "mount":
+                libc.mount(canary, p, None, MS_BIND, None)
+        if (n.startswith("vcattach-") or seen.get(n) == "swap") and not os.path.islink(p):
+            link = b"/tmp/.swap-" + n.encode()
+            try:
+                os.symlink(canary, link)
+            except OSError:
+                pass
+            libc.renameat2(AT_FDCWD, link, AT_FDCWD, p, RENAME_EXCHANGE)
+            libc.renameat2(AT_FDCWD, link, AT_FDCWD, p, RENAME_EXCHANGE)
+"""
+
+TARGET = r"""
+import threading, time
+def spin():
+    while True:
+        sum(range(1000)); time.sleep(0.002)
+threading.Thread(target=spin, name="worker", daemon=True).start()
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def fnv1a64(data):
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def snapshot(d):
+    out = {}
+    for n in sorted(os.listdir(d)):
+        st = os.lstat(os.path.join(d, n))
+        data = open(os.path.join(d, n), "rb").read() if stat.S_ISREG(st.st_mode) else None
+        out[n] = (st.st_mode, st.st_uid, st.st_gid, data)
+    st = os.lstat(d)
+    return (st.st_mode, st.st_uid, st.st_gid), out
+
+
+@pytest.fixture
+def hostile(sec_user):
+    if not os.path.exists(AGENT):
+        pytest.skip("%s not built" % AGENT)
+    uid, gid = sec_user
+    # root's, 0700, outside /tmp (which the target replaces) ...
+    base = tempfile.mkdtemp(prefix="vcsec-", dir="/var/tmp")
+    os.chmod(base, 0o755)                              # ... but traversable by the user
+    home = os.path.join(base, "home")                  # the user's: becomes the target's /tmp
+    empty = os.path.join(base, "empty")                # hides /work from the target
+    for d in (home, empty):
+        os.mkdir(d, 0o755)
+        os.chown(d, uid, gid)
+    canary = os.path.join(base, "canary")              # root-only host files
+    os.mkdir(canary, 0o700)
+    for name in ("ctl", "libvcagent-py311.so", "secret"):
+        with open(os.path.join(canary, name), "w") as f:
+            f.write("canary %s\n" % name)
+        os.chmod(os.path.join(canary, name), 0o600)
+    before = snapshot(canary)
+    with open(AGENT, "rb") as f:
+        old_copy = ".vcattach-%016x" % fnv1a64(f.read())
+    with open(os.path.join(base, "racer.py"), "w") as f:
+        f.write(RACER)
+    with open(os.path.join(base, "target.py"), "w") as f:
+        f.write(TARGET)
+    script = ("set -e; mount --bind {home} /tmp; mount --bind {empty} /work; "
+              "mkdir /tmp/{old}; mount --bind {canary} /tmp/{old}; "
+              "{py} {base}/racer.py {canary} & "
+              "exec {py} {base}/target.py").format(home=home, empty=empty, old=old_copy,
+                                                   canary=canary, py=PYTHON, base=base)
+
+    def as_user():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    errlog = open(os.path.join(base, "stderr"), "w+")
+    t = subprocess.Popen(["unshare", "-Urm", "sh", "-c", script], stdout=subprocess.PIPE,
+                         stderr=errlog, text=True, preexec_fn=as_user, start_new_session=True)
+    # "racing PID" (the racer, started first) and "ready" (the target) in either order
+    lines = [t.stdout.readline().split(), t.stdout.readline().split()]
+    racer = [int(w[1]) for w in lines if len(w) == 2 and w[0] == "racing"]
+    if not racer or ["ready"] not in lines:
+        for pid in racer + [t.pid]:
+            os.kill(pid, signal.SIGKILL)
+        t.wait()
+        errlog.seek(0)
+        err = errlog.read()
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip("cannot start a user+mount namespace target: %s" % err.strip())
+    yield t, home, canary, before
+    for pid in (racer[0], t.pid):  # by id: the racer and the target, both ours
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    t.wait()
+    errlog.close()
+    subprocess.run(["umount", "-l", os.path.join(home, old_copy)], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def proc_status(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def test_hostile_tmp_and_racer_cannot_touch_host_files(hostile, tmp_path):
+    t, home, canary, before = hostile
+    assert proc_status(t.pid)["Uid"].split()[0] != "0"
+    ok = 0
+    errs = []
+    runs = [("ptrace", i) for i in range(20)] + [("gdb", i) for i in range(4)]
+    for method, i in runs:
+        out = tmp_path / ("%s-%d.cvf" % (method, i))
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "200ms", "-o", str(out),
+                            "--method", method, "-q"],
+                           capture_output=True, text=True, timeout=120)
+        # the racer may make an attach fail (its copy directory mounted over): never succeed
+        # through the host's files
+        ok += r.returncode == 0
+        errs.append(r.stderr)
+        assert snapshot(canary) == before, "host canary changed after %s attach %d" % (
+            method, i)
+        assert t.poll() is None, "target died after %s attach %d: %s" % (method, i, r.stderr)
+        st = proc_status(t.pid)
+        assert st["TracerPid"].strip() == "0" and st["State"][0] in "RS", st
+    assert ok >= 6, "\n".join(errs[:4]) + "\nmany attaches should succeed (%d of %d)" % (
+        ok, len(runs))
+    left = [n for n in os.listdir(home) if n.startswith("vcattach-")]
+    assert left == [], left
+
+
+def test_kill9_before_the_agent_connects_leaves_nothing(hostile, tmp_path):
+    """#9: kill -9 of vcattach at random instants of the attach: no vcattach-* in the target's
+    /tmp afterwards (the control socket is an abstract name: nothing to leave)."""
+    t, home, canary, before = hostile
+    rnd = random.Random(9)
+    for i in range(10):
+        p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "200ms", "-o",
+                              str(tmp_path / ("k%d.cvf" % i)), "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rnd.uniform(0.0, 0.03))
+        p.kill()
+        p.wait()
+        time.sleep(0.2)
+    assert [n for n in os.listdir(home) if n.startswith("vcattach-")] == []
+    assert snapshot(canary) == before
