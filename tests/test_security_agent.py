@@ -15,12 +15,11 @@ the target alive, not stopped, not traced.
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from support.paths import PYTHONS, ROOT, VCATTACH
+from support.paths import PYTHONS, VCATTACH
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

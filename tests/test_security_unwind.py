@@ -10,11 +10,10 @@ tables from memory.  vcattach must finish within its bounds and the target go on
 """
 import os
 import subprocess
-import time
 
 import pytest
 
-from support.paths import BUILD, PYTHONS, VCATTACH
+from support.paths import PYTHONS, VCATTACH
 
 PARK_C = r"""
 #include <poll.h>

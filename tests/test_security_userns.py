@@ -16,7 +16,6 @@ After 20+ attaches (both methods) the canary files are unchanged (content, mode,
 directory's entries), nothing named vcattach-* is left in the target's /tmp (#9), and the
 target is alive and untraced.
 """
-import grp
 import os
 import pwd
 import random
