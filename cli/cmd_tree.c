@@ -44,7 +44,6 @@
 #define CONNECT_WAIT_MS 10000      /* an injected agent must connect within this */
 #define FORK_JOIN_WAIT_MS 3000     /* a fork child with the agent mapped must connect */
 #define STARTED_WAIT_MS 15000
-#define COLLECT_WAIT_MS 60000      /* after STOP: every trace in */
 #define YOUNG_MS 1000              /* a non-Python process this young may still exec Python */
 #define INIT_RETRIES 40            /* "interpreter not initialized yet": inject again later */
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
@@ -94,6 +93,7 @@ struct tree_run {
     char fallback_base[PATH_MAX];
     char hook[16];
     char *buf;               /* one frame (VC_MSG_MAX + 1) */
+    uint64_t received;       /* trace bytes from every process: capped by --max-trace-mb */
 };
 
 static volatile sig_atomic_t interrupts;
@@ -312,6 +312,7 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         return;
     case VC_MSG_ERROR:
         buf[n] = '\0';
+        session_sanitize(buf, (size_t)n); /* the target's user's text, printed later */
         if (strstr(buf, "not initialized") && m->retries < INIT_RETRIES && !m->forked &&
             !r->stopping) {
             finish(r, m, M_RETRY, buf); /* a new interpreter still starting: later */
@@ -336,9 +337,19 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
             return;
         }
         m->bytes += (uint64_t)n;
+        r->received += (uint64_t)n;
+        if (r->received > (uint64_t)r->opt->max_trace_mb << 20) {
+            /* the agents (the targets' users' code) decide how much they send: the tree as a
+             * whole gets what one target would (--max-trace-mb) */
+            char why[200];
+            snprintf(why, sizeof why, "the tree's traces passed --max-trace-mb %u MiB: this "
+                     "one is dropped", r->opt->max_trace_mb);
+            finish(r, m, M_LOST, why);
+        }
         return;
     case VC_MSG_END: {
         buf[n] = '\0';
+        session_sanitize(buf, (size_t)n);
         snprintf(m->end, sizeof m->end, "%s", buf);
         char v[32] = "0";
         vc_kv_get(buf, "status", v, sizeof v);
@@ -806,7 +817,7 @@ int run_tree(const struct cli_options *opt)
     for (size_t i = 0; i < r.n; i++)
         if (r.m[i].st == M_RUNNING && vc_msg_send(r.m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
             set_state(&r.m[i], M_STOPPING);
-    int64_t collect_end = now_ms() + COLLECT_WAIT_MS;
+    int64_t collect_end = now_ms() + (int64_t)opt->collect_timeout_ms; /* --collect-timeout */
     while (!abandon && now_ms() < collect_end) {
         int any = 0;
         for (size_t i = 0; i < r.n; i++)

@@ -212,7 +212,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
 /* Agent text is shown on the operator's (root's) terminal: every control character but '\n'
  * (escape sequences would drive that terminal), C1 controls and bytes that are not UTF-8
  * become '?'.  In place; the text stays NUL-terminated at len. */
-static void sanitize_text(char *t, size_t len)
+void session_sanitize(char *t, size_t len)
 {
     unsigned char *u = (unsigned char *)t;
     for (size_t i = 0; i < len;) {
@@ -258,7 +258,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t de
         left = deadline - now_ms();
         long n = vc_msg_recv(fd, type, buf, cap, (int)(left > 0 ? left : 1));
         if (n >= 0 && *type != VC_MSG_DATA && cap > 0)
-            sanitize_text(buf, (size_t)n < cap ? (size_t)n : cap - 1);
+            session_sanitize(buf, (size_t)n < cap ? (size_t)n : cap - 1);
         return n;
     }
 }

@@ -51,6 +51,10 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
 int session_configure(struct session *s, const char *config, char *reply, size_t cap,
                       int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
+/* Makes agent text (len bytes at t) safe to print: control characters but '\n', C1 controls
+ * and bytes that are not UTF-8 become '?'. */
+void session_sanitize(char *t, size_t len);
+
 /* Bounds of the transfer after STOP: the agent (the target's user's code) decides how much
  * it sends and how fast, so both are capped. */
 struct receive_limits {
