@@ -7,6 +7,7 @@
  * comes back on a pipe; the parent waits with a deadline and kills a child that blocks (a
  * FUSE /tmp of the target's user could). */
 #include "as_target.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,13 +23,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* In the child: become the target's user in the target's filesystem.  0 or -1 (why in msg). */
 static int enter_target(pid_t pid, uid_t uid, gid_t gid, char *msg, size_t cap)
@@ -97,10 +91,10 @@ int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *ou
     close(p[1]);
     size_t used = 0;
     char buf[1024];
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = vc_monotonic_ms() + timeout_ms;
     int timed_out = 0;
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_monotonic_ms();
         if (left <= 0) {
             timed_out = 1;
             break;

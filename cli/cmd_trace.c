@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent_locate.h"
+#include "monotonic.h"
 #include "attach_options.h"
 #include "commands.h"
 #include "inject.h"
@@ -98,13 +99,6 @@ static void signals_block(int block, sigset_t *old)
     for (size_t i = 0; i < N_HANDLED; i++)
         sigaddset(&set, handled_signals[i]);
     sigprocmask(block ? SIG_BLOCK : SIG_SETMASK, block ? &set : old, block ? old : NULL);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void default_output(pid_t pid, char *buf, size_t cap)
@@ -260,7 +254,7 @@ static int wait_while_tracing(struct session *s, const struct cli_options *opt, 
 {
     int probed = 0;
     for (;;) {
-        int64_t elapsed = now_ms() - t0;
+        int64_t elapsed = vc_monotonic_ms() - t0;
         if (interrupts)
             return 0;
         if (opt->duration_ms && elapsed >= (int64_t)opt->duration_ms)
@@ -682,7 +676,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
-    int64_t t0 = now_ms();
+    int64_t t0 = vc_monotonic_ms();
     char backend[64] = "?";
     vc_kv_get(reply, "backend", backend, sizeof backend);
     if (opt.verbose)
@@ -707,7 +701,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         goto out;
     }
     if (!abandon)
-        rc = collect_trace(cmd, &opt, &s, &plan, agent_stopped, now_ms() - t0, show);
+        rc = collect_trace(cmd, &opt, &s, &plan, agent_stopped, vc_monotonic_ms() - t0, show);
     if (abandon)
         fprintf(stderr, "%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
                         "writes what it has to %s%s\n",

@@ -18,6 +18,7 @@
  * The record budget (--buffer-mb) is shared: see the --help text and share_for().
  */
 #include "cmd_tree.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,13 +107,6 @@ static void on_interrupt(int sig)
         abandon = 1;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static struct member *find(struct tree_run *r, pid_t pid)
 {
     for (size_t i = 0; i < r->n; i++)
@@ -135,7 +129,7 @@ static struct member *add(struct tree_run *r, pid_t pid)
     memset(m, 0, sizeof *m);
     m->pid = pid;
     m->fd = m->part_fd = -1;
-    m->since = now_ms();
+    m->since = vc_monotonic_ms();
     tree_cmdline(pid, m->name, sizeof m->name);
     return m;
 }
@@ -143,7 +137,7 @@ static struct member *add(struct tree_run *r, pid_t pid)
 static void set_state(struct member *m, enum mstate st)
 {
     m->st = st;
-    m->since = now_ms();
+    m->since = vc_monotonic_ms();
 }
 
 static int active(const struct member *m)
@@ -458,7 +452,7 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
 /* Time-outs of members waiting for something, and members whose process is gone. */
 static void check_waits(struct tree_run *r)
 {
-    int64_t now = now_ms();
+    int64_t now = vc_monotonic_ms();
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
         if (m->st == M_CONNECT && m->forked && m->fd < 0 && now - m->since > FORK_JOIN_WAIT_MS &&
@@ -485,7 +479,7 @@ static void discover(struct tree_run *r, int at_attach)
 {
     pid_t *pids = NULL;
     long n = tree_descendants(r->opt->pid, &pids);
-    int64_t now = now_ms();
+    int64_t now = vc_monotonic_ms();
     for (long i = 0; i < n && !interrupts; i++) {
         struct member *m = find(r, pids[i]);
         if (m != NULL) {
@@ -753,7 +747,7 @@ int run_tree(const struct cli_options *opt)
     plan_budget(&r);
 
     /* Attach: the root, then every descendant there is now. */
-    int64_t t_attach = now_ms();
+    int64_t t_attach = vc_monotonic_ms();
     struct member *root = add(&r, opt->pid);
     if (root == NULL)
         goto out;
@@ -775,7 +769,7 @@ int run_tree(const struct cli_options *opt)
         pump(&r, TREE_POLL_MS, buf, VC_MSG_MAX + 1);
         check_waits(&r);
     }
-    r.t0 = now_ms();
+    r.t0 = vc_monotonic_ms();
     if (opt->verbose)
         fprintf(stderr, "%s: %zu processes attached in %lld ms\n", cmd, traced_count(&r),
                 (long long)(r.t0 - t_attach));
@@ -784,13 +778,13 @@ int run_tree(const struct cli_options *opt)
     int64_t last_scan = 0;
     int show = !opt->quiet && isatty(STDERR_FILENO);
     while (!interrupts) {
-        int64_t el = now_ms() - r.t0;
+        int64_t el = vc_monotonic_ms() - r.t0;
         if (opt->duration_ms && el >= (int64_t)opt->duration_ms)
             break;
         pump(&r, TREE_POLL_MS / 2, buf, VC_MSG_MAX + 1);
         check_waits(&r);
-        if (now_ms() - last_scan >= TREE_POLL_MS) {
-            last_scan = now_ms();
+        if (vc_monotonic_ms() - last_scan >= TREE_POLL_MS) {
+            last_scan = vc_monotonic_ms();
             discover(&r, 0);
         }
         if (show) {
@@ -810,15 +804,15 @@ int run_tree(const struct cli_options *opt)
     }
     if (show)
         fprintf(stderr, "\r\033[K");
-    int64_t traced = now_ms() - r.t0;
+    int64_t traced = vc_monotonic_ms() - r.t0;
 
     /* Stop: STOP to every running session, then collect until every trace is in. */
     r.stopping = 1;
     for (size_t i = 0; i < r.n; i++)
         if (r.m[i].st == M_RUNNING && vc_msg_send(r.m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
             set_state(&r.m[i], M_STOPPING);
-    int64_t collect_end = now_ms() + (int64_t)opt->collect_timeout_ms; /* --collect-timeout */
-    while (!abandon && now_ms() < collect_end) {
+    int64_t collect_end = vc_monotonic_ms() + (int64_t)opt->collect_timeout_ms; /* --collect-timeout */
+    while (!abandon && vc_monotonic_ms() < collect_end) {
         int any = 0;
         for (size_t i = 0; i < r.n; i++)
             any |= active(&r.m[i]) && r.m[i].st != M_RETRY;

@@ -10,6 +10,7 @@
  * bounded (deadlines per phase, a byte cap) and its text sanitized before it is printed.
  */
 #include "control_client.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,13 +31,6 @@
 
 /* Poll slice while waiting: how quickly a Ctrl-C or a dead target is noticed. */
 #define SLICE_MS 100
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t deadline,
                        volatile sig_atomic_t *cancel);
@@ -160,7 +154,7 @@ static int peer_pid(int fd, pid_t *pid)
 int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = vc_monotonic_ms() + timeout_ms;
     while (s->fd < 0) {
         if (cancel && *cancel) {
             snprintf(err, errlen, "interrupted while waiting for the agent to connect");
@@ -170,7 +164,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
             snprintf(err, errlen, "pid %d exited before the agent connected", (int)s->pid);
             return -1;
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_monotonic_ms();
         if (left <= 0) {
             snprintf(err, errlen,
                      "agent did not connect within %d s: it may have failed to load in pid %d "
@@ -200,7 +194,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
     s->listen_fd = -1;
     s->target_path[0] = '\0';
     uint32_t type;
-    long n = recv_frame(s->fd, &type, s->hello, sizeof s->hello, now_ms() + 5000, cancel);
+    long n = recv_frame(s->fd, &type, s->hello, sizeof s->hello, vc_monotonic_ms() + 5000, cancel);
     if (n < 0 || type != VC_MSG_HELLO) {
         snprintf(err, errlen, "agent connected but sent no greeting: %s",
                  n < 0 ? strerror(errno) : "unexpected message");
@@ -235,7 +229,7 @@ void session_sanitize(char *t, size_t len)
     t[len] = '\0';
 }
 
-/* Receives one frame before the absolute deadline (now_ms() clock), waiting in slices so
+/* Receives one frame before the absolute deadline (vc_monotonic_ms() clock), waiting in slices so
  * that *cancel is honoured; the deadline does not move when frames keep arriving.  Text
  * frames (all but DATA) come back sanitized.  Returns the payload length, or -1 with errno
  * (ECANCELED when cancelled, ETIMEDOUT past the deadline). */
@@ -247,7 +241,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t de
             errno = ECANCELED;
             return -1;
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_monotonic_ms();
         if (left <= 0) {
             errno = ETIMEDOUT;
             return -1;
@@ -255,7 +249,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t de
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, left < SLICE_MS ? (int)left : SLICE_MS) <= 0)
             continue;
-        left = deadline - now_ms();
+        left = deadline - vc_monotonic_ms();
         long n = vc_msg_recv(fd, type, buf, cap, (int)(left > 0 ? left : 1));
         if (n >= 0 && *type != VC_MSG_DATA && cap > 0)
             session_sanitize(buf, (size_t)n < cap ? (size_t)n : cap - 1);
@@ -282,7 +276,7 @@ int session_configure(struct session *s, const char *config, char *reply, size_t
 {
     /* One deadline for the whole phase: an agent sending other frames meanwhile (any number
      * of STATUS answers) must not keep us here. */
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = vc_monotonic_ms() + timeout_ms;
     if (vc_msg_send(s->fd, VC_MSG_CONFIG, config, strlen(config), 5000) < 0) {
         describe_recv_error(err, errlen, "while sending the config", s->pid);
         return -1;
@@ -310,7 +304,7 @@ int session_receive(struct session *s,
                     void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen)
 {
-    int64_t end_by = now_ms() + lim->total_timeout_ms;
+    int64_t end_by = vc_monotonic_ms() + lim->total_timeout_ms;
     uint64_t received = 0; /* every frame counts, with its header: a flood of any kind */
     char *buf = malloc(VC_MSG_MAX + 1);
     if (!buf) {
@@ -320,10 +314,10 @@ int session_receive(struct session *s,
     int rc = -1;
     for (;;) {
         uint32_t type;
-        int64_t frame_by = now_ms() + lim->frame_timeout_ms;
+        int64_t frame_by = vc_monotonic_ms() + lim->frame_timeout_ms;
         long n = recv_frame(s->fd, &type, buf, VC_MSG_MAX + 1, frame_by < end_by ? frame_by : end_by,
                             cancel);
-        if (n < 0 && errno == ETIMEDOUT && now_ms() >= end_by) {
+        if (n < 0 && errno == ETIMEDOUT && vc_monotonic_ms() >= end_by) {
             snprintf(err, errlen, "the agent was still sending after %lld s (--collect-timeout)",
                      (long long)(lim->total_timeout_ms / 1000));
             break;
@@ -453,7 +447,7 @@ out:
 int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = vc_monotonic_ms() + timeout_ms;
     char base[64];
     snprintf(base, sizeof base, VC_AGENT_SOCKET_FMT, (int)own_view_pid(pid));
     int r = query_name(pid, base, request, reply, cap, deadline, err, errlen);

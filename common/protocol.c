@@ -2,6 +2,7 @@
  * Used by both the injector and the agent, so it touches only libc: no allocation, and every
  * blocking step is bounded by poll() with the caller's timeout. */
 #include "protocol.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,20 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until fd is ready for `events`, at most until `deadline` (ms; < 0 = forever). */
 static int wait_ready(int fd, short events, int64_t deadline)
 {
     for (;;) {
         int timeout = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - monotonic_ms();
+            int64_t left = deadline - vc_monotonic_ms();
             if (left <= 0) {
                 errno = ETIMEDOUT;
                 return -1;
@@ -86,7 +80,7 @@ int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int time
         errno = EMSGSIZE;
         return -1;
     }
-    int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : vc_monotonic_ms() + timeout_ms;
     uint32_t head[2] = {type, (uint32_t)len};
     /* Header and payload leave in one sendmsg when the socket takes them whole (a small
      * message on a Unix stream socket always does): a peer that exits right after sending
@@ -116,7 +110,7 @@ int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int time
 
 long vc_msg_recv(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : vc_monotonic_ms() + timeout_ms;
     uint32_t head[2];
     if (read_all(fd, head, sizeof head, deadline) < 0)
         return -1;

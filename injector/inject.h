@@ -66,4 +66,8 @@ typedef int (*inject_wait_fn)(void *ctx, int wait_ms);
 int inject_remote_exec(const struct inject_request *req, const char *script_path,
                        inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen);
 
+/* For the methods (method_err.c): fills err with one formatted line, always terminated. */
+void inject_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif /* VC_INJECT_H */

@@ -34,6 +34,7 @@
  * run_gdb); gdb is killed only if it does not exit after that (the kernel then detaches it
  * from every thread; only a call still in progress at that moment is at risk). */
 #include "inject.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,23 +57,6 @@
 #define OUTPUT_MAX 65536
 /* After the timeout, how long gdb gets to interrupt and unwind a running call before SIGKILL. */
 #define GDB_UNWIND_GRACE_MS 5000
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* gdb's absolute path from PATH, or -ENOENT. */
 static int find_gdb(char *out, size_t len)
@@ -178,10 +162,10 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
     if (child < 0)
         return (int)child;
     size_t used = 0;
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = vc_monotonic_ms() + timeout_ms;
     int timed_out = 0, interrupted = 0;
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_monotonic_ms();
         const char *chosen;
         if (left <= 0 && !interrupted && (out[used] = 0, chosen = marker(out, "VC_CHOSEN")) &&
             strchr(chosen, '\n')) { /* the whole line, tid included, has arrived */
@@ -196,7 +180,7 @@ static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_m
             if (tid > 0)
                 syscall(SYS_tgkill, pid, tid, SIGURG);
             interrupted = 1;
-            deadline = now_ms() + GDB_UNWIND_GRACE_MS;
+            deadline = vc_monotonic_ms() + GDB_UNWIND_GRACE_MS;
             continue;
         }
         if (left <= 0) {
@@ -297,11 +281,11 @@ static int check_request(const struct inject_request *req, char *gdb, size_t gdb
     if (!req->agent_path || !req->control_path || !valid_path(req->agent_path) ||
         !valid_path(req->control_path) || strlen(req->agent_path) > 4096 ||
         strlen(req->control_path) > 4096) {
-        set_err(err, errlen, "agent or control path missing, too long or with control characters");
+        inject_set_err(err, errlen, "agent or control path missing, too long or with control characters");
         return -1;
     }
     if (find_gdb(gdb, gdblen) < 0) {
-        set_err(err, errlen, "gdb not found: install gdb or use --method ptrace");
+        inject_set_err(err, errlen, "gdb not found: install gdb or use --method ptrace");
         return -1;
     }
     if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
@@ -312,7 +296,7 @@ static int check_request(const struct inject_request *req, char *gdb, size_t gdb
     int has_libc = proc_find_module(&maps, is_libc_name) != NULL;
     proc_free_maps(&maps);
     if (!has_libc) {
-        set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
+        inject_set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
                 "native process): it cannot load the agent", (int)pid);
         return -1;
     }
@@ -345,7 +329,7 @@ static int write_script(const struct inject_request *req, char *path, int *made,
     int rc = -1;
     *made = 0;
     if (!head || !ahex || !chex) {
-        set_err(err, errlen, "out of memory");
+        inject_set_err(err, errlen, "out of memory");
         goto out;
     }
     hex_encode(req->agent_path, ahex);
@@ -356,13 +340,13 @@ static int write_script(const struct inject_request *req, char *path, int *made,
         *made = 1;
     if (fd < 0 || write_all(fd, head, (size_t)n) < 0 ||
         write_all(fd, vc_gdb_script, strlen(vc_gdb_script)) < 0) {
-        set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
+        inject_set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
         goto out;
     }
     if (close(fd) < 0) {
-        set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
+        inject_set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
         goto out;
     }
     rc = 0;
@@ -385,30 +369,30 @@ static int interpret_run(const struct inject_request *req, const char *gdb, int 
     *no_safe_point = 0;
     first_gdb_error(out, gerr, sizeof gerr);
     if (r == -ETIMEDOUT && strstr(out, "GDB has restored the context")) {
-        set_err(err, errlen, "the call into the target did not return within the timeout "
+        inject_set_err(err, errlen, "the call into the target did not return within the timeout "
                 "(%d ms); gdb unwound it (registers restored) and detached", timeout_ms);
         return marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
     }
     if (r == -ETIMEDOUT) {
         int status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
-        set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel detached "
+        inject_set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel detached "
                 "it)%s", timeout_ms, status == INJECT_FAILED ? " during the call" : "");
         return status;
     }
     if (r < 0) {
-        set_err(err, errlen, "cannot run %s: %s", gdb, strerror(-r));
+        inject_set_err(err, errlen, "cannot run %s: %s", gdb, strerror(-r));
         return INJECT_UNTOUCHED;
     }
     if ((p = marker(out, "VC_CONNECT"))) {
         int rc = atoi(p);
         if (rc)
-            set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
+            inject_set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
                     req->control_path, rc, rc < 0 ? strerror(-rc) : "error");
         return rc == 0 ? INJECT_OK : INJECT_FAILED;
     }
     if ((p = marker(out, "VC_DLERROR"))) {
         line_at(p, line, sizeof line);
-        set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
+        inject_set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
                 line[0] ? line : "(no dlerror text)");
         return INJECT_FAILED;
     }
@@ -419,48 +403,48 @@ static int interpret_run(const struct inject_request *req, const char *gdb, int 
         if (sig)
             sscanf(sig + 16, "%63[A-Z0-9]", signame);
         if (strstr(line, "signaled while in a function called from GDB"))
-            set_err(err, errlen, "the injected call crashed with %s; gdb restored the "
+            inject_set_err(err, errlen, "the injected call crashed with %s; gdb restored the "
                     "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
         else
-            set_err(err, errlen, "gdb: the call failed: %s", line);
+            inject_set_err(err, errlen, "gdb: the call failed: %s", line);
         return INJECT_FAILED;
     }
     if ((p = marker(out, "VC_WRONGLIB"))) {
         line_at(p, line, sizeof line);
-        set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
+        inject_set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
                 "mount namespace hides its own files from gdb; use --method ptrace)", line);
         return INJECT_UNTOUCHED;
     }
     if ((p = marker(out, "VC_PREPFAIL"))) {
         line_at(p, line, sizeof line);
-        set_err(err, errlen, "gdb: could not prepare the call: %s", line);
+        inject_set_err(err, errlen, "gdb: could not prepare the call: %s", line);
         return INJECT_UNTOUCHED;
     }
     if (marker(out, "VC_UNSAFE")) {
         *no_safe_point = 1;
-        set_err(err, errlen, "no thread reached a safe point");
+        inject_set_err(err, errlen, "no thread reached a safe point");
         return INJECT_UNTOUCHED;
     }
     if (strstr(out, "ptrace: Operation not permitted")) {
-        set_err(err, errlen, "gdb: ptrace: Operation not permitted on pid %d (another "
+        inject_set_err(err, errlen, "gdb: ptrace: Operation not permitted on pid %d (another "
                 "user's process? run as its user or with CAP_SYS_PTRACE; check "
                 "kernel.yama.ptrace_scope)", (int)req->pid);
         return INJECT_UNTOUCHED;
     }
     if (strstr(out, "ptrace: No such process")) {
-        set_err(err, errlen, "gdb: no process with pid %d", (int)req->pid);
+        inject_set_err(err, errlen, "gdb: no process with pid %d", (int)req->pid);
         return INJECT_UNTOUCHED;
     }
     if (strstr(out, "Python scripting is not supported")) {
-        set_err(err, errlen, "this gdb has no Python support: install Debian's gdb or use "
+        inject_set_err(err, errlen, "this gdb has no Python support: install Debian's gdb or use "
                 "--method ptrace");
         return INJECT_UNTOUCHED;
     }
     if (marker(out, "VC_CALLING")) {
-        set_err(err, errlen, "gdb stopped during the call: %s", gerr[0] ? gerr : "no output");
+        inject_set_err(err, errlen, "gdb stopped during the call: %s", gerr[0] ? gerr : "no output");
         return INJECT_FAILED;
     }
-    set_err(err, errlen, "gdb failed before the call: %s",
+    inject_set_err(err, errlen, "gdb failed before the call: %s",
             gerr[0] ? gerr : "no recognizable output (run with -v)");
     return INJECT_UNTOUCHED;
 }
@@ -482,7 +466,7 @@ static int run_attempts(const struct inject_request *req, const char *gdb,
     sigprocmask(SIG_BLOCK, &block, &old_mask);
     int status;
     for (int attempt = 1;; attempt++) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_monotonic_ms();
         int r = left > 0 ? run_gdb(gdb, req->pid, script_path, (int)left, out, OUTPUT_MAX)
                          : -ETIMEDOUT;
         if (req->verbose)
@@ -491,8 +475,8 @@ static int run_attempts(const struct inject_request *req, const char *gdb,
         status = interpret_run(req, gdb, r, out, timeout_ms, &no_safe_point, err, errlen);
         if (!no_safe_point)
             break;
-        if (now_ms() >= search_until) {
-            set_err(err, errlen, "no thread reached a safe point in %d gdb attempts; nothing "
+        if (vc_monotonic_ms() >= search_until) {
+            inject_set_err(err, errlen, "no thread reached a safe point in %d gdb attempts; nothing "
                     "was run, retry later", attempt);
             break;
         }
@@ -505,7 +489,7 @@ static int run_attempts(const struct inject_request *req, const char *gdb,
 
 int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = vc_monotonic_ms();
     char gdb[4096];
     err[0] = 0;
     if (check_request(req, gdb, sizeof gdb, err, errlen) < 0)
@@ -514,7 +498,7 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
     int script_made = 0, status = INJECT_UNTOUCHED;
     char *out = malloc(OUTPUT_MAX);
     if (!out)
-        set_err(err, errlen, "out of memory");
+        inject_set_err(err, errlen, "out of memory");
     else if (write_script(req, script_path, &script_made, err, errlen) == 0)
         status = run_attempts(req, gdb, script_path, t0, out, err, errlen);
     if (script_made) /* after a failed mkstemps the name may be someone else's file */

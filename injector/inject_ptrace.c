@@ -49,16 +49,6 @@ struct libc_syms {
     int internal_dlopen;            /* dlopen is __libc_dlopen_mode */
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int is_libc_name(const char *b)
 {
     return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && strstr(b, ".so")) ||
@@ -79,20 +69,20 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
 {
     const struct proc_map *m = proc_find_module(maps, is_libc_name);
     if (!m) {
-        set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
+        inject_set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
                 "native process): it cannot load the agent", (int)pid);
         return -ENOENT;
     }
     int fd = proc_open_mapped(pid, m);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open the target's libc %s: %s", m->path, strerror(-fd));
+        inject_set_err(err, errlen, "cannot open the target's libc %s: %s", m->path, strerror(-fd));
         return fd;
     }
     struct elf_file ef;
     int r = elf_open_fd(fd, &ef);
     close(fd);
     if (r < 0) {
-        set_err(err, errlen, "cannot read the target's libc %s: %s", m->path, strerror(-r));
+        inject_set_err(err, errlen, "cannot read the target's libc %s: %s", m->path, strerror(-r));
         return r;
     }
     uint64_t bias = elf_load_bias(&ef, m->start), v;
@@ -113,11 +103,11 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
                                        ls->gadgets.restorer_end - ls->gadgets.restorer);
     elf_close(&ef);
     if (!ls->dlopen) {
-        set_err(err, errlen, "neither dlopen nor __libc_dlopen_mode found in %s", m->path);
+        inject_set_err(err, errlen, "neither dlopen nor __libc_dlopen_mode found in %s", m->path);
         return -ENOENT;
     }
     if (!have_gadgets) {
-        set_err(err, errlen, "%s has no `syscall; ret` or rt_sigreturn restorer code to borrow: "
+        inject_set_err(err, errlen, "%s has no `syscall; ret` or rt_sigreturn restorer code to borrow: "
                 "not a supported libc; use --method gdb", m->path);
         return -ENOEXEC;
     }
@@ -134,7 +124,7 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
     struct proc_maps maps;
     int r = proc_read_maps(pid, &maps);
     if (r < 0) {
-        set_err(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-r));
+        inject_set_err(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-r));
         return r;
     }
     const struct proc_map *m = have_stat ? proc_find_inode(&maps, sb.st_dev, sb.st_ino) : NULL;
@@ -150,7 +140,7 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
     }
     if (!m) {
         proc_free_maps(&maps);
-        set_err(err, errlen, "dlopen succeeded but %s is not mapped in the target", agent_path);
+        inject_set_err(err, errlen, "dlopen succeeded but %s is not mapped in the target", agent_path);
         return -ENOENT;
     }
     int fd = proc_open_mapped(pid, m);
@@ -160,7 +150,7 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
         close(fd);
     if (r < 0) {
         proc_free_maps(&maps);
-        set_err(err, errlen, "cannot read the agent %s: %s", agent_path, strerror(-r));
+        inject_set_err(err, errlen, "cannot read the agent %s: %s", agent_path, strerror(-r));
         return r;
     }
     uint64_t v;
@@ -168,7 +158,7 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
     if (r == 0)
         *addr = elf_load_bias(&ef, m->start) + v;
     else
-        set_err(err, errlen, "%s does not export vc_agent_connect: not a vcattach agent",
+        inject_set_err(err, errlen, "%s does not export vc_agent_connect: not a vcattach agent",
                 agent_path);
     elf_close(&ef);
     proc_free_maps(&maps);
@@ -249,12 +239,12 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
     uint64_t data = 0, ret = 0;
     int r = remote_map_scratch(rc, SCRATCH_DATA, &data, deadline);
     if (r == -ENOSPC) {
-        set_err(err, errlen, "no room for a signal frame on the stack of thread %d (near its "
+        inject_set_err(err, errlen, "no room for a signal frame on the stack of thread %d (near its "
                 "guard page); nothing was run, retry later", (int)tid);
         return INJECT_UNTOUCHED;
     }
     if (r < 0) {
-        set_err(err, errlen, "cannot map the call stub in the target: %s",
+        inject_set_err(err, errlen, "cannot map the call stub in the target: %s",
                 r == -ENOSYS ? "blocked by seccomp" : strerror(-r));
         return INJECT_UNTOUCHED;
     }
@@ -263,11 +253,11 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
     uint64_t agent_str = data, control_str = data + alen;
     if (pt_write(tid, agent_str, req->agent_path, alen) < 0 ||
         pt_write(tid, control_str, req->control_path, clen) < 0) {
-        set_err(err, errlen, "cannot write into the target's memory");
+        inject_set_err(err, errlen, "cannot write into the target's memory");
         return INJECT_UNTOUCHED;
     }
     if (termination_pending()) {
-        set_err(err, errlen, "interrupted by a signal before anything ran in the target");
+        inject_set_err(err, errlen, "interrupted by a signal before anything ran in the target");
         return INJECT_UNTOUCHED;
     }
 
@@ -281,7 +271,7 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
         uint64_t s = 0;
         if (ls->dlerror && remote_call(rc, ls->dlerror, 0, 0, &s, deadline) == 0 && s)
             read_remote_string(tid, s, msg, sizeof msg);
-        set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
+        inject_set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
                 msg[0] ? msg : "(no dlerror text)");
         return INJECT_FAILED;
     }
@@ -294,7 +284,7 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
         goto call_failed;
     if ((int32_t)ret != 0) {
         int e = (int32_t)ret;
-        set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
+        inject_set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
                 req->control_path, e, e < 0 ? strerror(-e) : "error");
         return INJECT_FAILED;
     }
@@ -302,18 +292,18 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
 
 call_failed:
     if (r == -ETIMEDOUT)
-        set_err(err, errlen, "the call into the target did not return within the timeout (%d ms); "
+        inject_set_err(err, errlen, "the call into the target did not return within the timeout (%d ms); "
                 "registers restored, the call was abandoned", req->timeout_ms);
     else if (r == -ENOSYS)
-        set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); registers "
+        inject_set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); registers "
                 "restored");
     else if (r == -EFAULT)
-        set_err(err, errlen, "the injected call crashed with %s; registers restored",
+        inject_set_err(err, errlen, "the injected call crashed with %s; registers restored",
                 strsignal(rc->fault_sig));
     else if (r == -ESRCH)
-        set_err(err, errlen, "the target thread exited during the injected call");
+        inject_set_err(err, errlen, "the target thread exited during the injected call");
     else
-        set_err(err, errlen, "remote call failed: %s", strerror(-r));
+        inject_set_err(err, errlen, "remote call failed: %s", strerror(-r));
     return INJECT_FAILED;
 }
 
@@ -326,7 +316,7 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
     err[0] = 0;
     if (!req->control_path || strlen(req->control_path) >= SCRATCH_DATA / 2 ||
         !req->agent_path || strlen(req->agent_path) >= SCRATCH_DATA / 2) {
-        set_err(err, errlen, "agent or control path missing or too long");
+        inject_set_err(err, errlen, "agent or control path missing or too long");
         return INJECT_UNTOUCHED;
     }
     if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
@@ -359,27 +349,27 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
         note(req, t0, "seize+interrupt: %d (%zu threads)", r, g.n);
         if (r < 0) {
             if (r == -EPERM)
-                set_err(err, errlen, "ptrace: Operation not permitted on pid %d (another "
+                inject_set_err(err, errlen, "ptrace: Operation not permitted on pid %d (another "
                         "user's process? run as its user or with CAP_SYS_PTRACE; check "
                         "kernel.yama.ptrace_scope)", (int)pid);
             else if (r == -EBUSY)
-                set_err(err, errlen, "a thread of process %d is already traced by another tool "
+                inject_set_err(err, errlen, "a thread of process %d is already traced by another tool "
                         "(a debugger, a profiler, another vcattach?): detach it first", (int)pid);
             else if (r == -ESRCH)
-                set_err(err, errlen, "process %d exited", (int)pid);
+                inject_set_err(err, errlen, "process %d exited", (int)pid);
             else if (r == -ETIMEDOUT)
-                set_err(err, errlen, "a thread of process %d did not stop within %d ms (in an "
+                inject_set_err(err, errlen, "a thread of process %d did not stop within %d ms (in an "
                         "uninterruptible wait: vfork, disk or NFS I/O?); nothing was run, retry "
                         "later", (int)pid, SEIZE_STOP_MS);
             else
-                set_err(err, errlen, "cannot stop the threads of %d: %s", (int)pid,
+                inject_set_err(err, errlen, "cannot stop the threads of %d: %s", (int)pid,
                         strerror(-r));
             goto out;
         }
         /* the map may have changed while the threads ran */
         proc_free_maps(&maps);
         if (proc_read_maps(pid, &maps) < 0) {
-            set_err(err, errlen, "process %d exited", (int)pid);
+            inject_set_err(err, errlen, "process %d exited", (int)pid);
             goto out;
         }
         chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why);
@@ -388,11 +378,11 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
             break;
         pt_release(&g);
         if (termination_pending()) {
-            set_err(err, errlen, "interrupted by a signal before anything ran in the target");
+            inject_set_err(err, errlen, "interrupted by a signal before anything ran in the target");
             goto out;
         }
         if (pt_now_ns() >= search_deadline) {
-            set_err(err, errlen, "no thread reached a safe point in %d attempts (%s); nothing "
+            inject_set_err(err, errlen, "no thread reached a safe point in %d attempts (%s); nothing "
                     "was run, retry later", attempts, why);
             goto out;
         }
@@ -410,19 +400,19 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
     struct remote rc;
     r = remote_begin(&rc, t, &ls.gadgets);
     if (r == -EOPNOTSUPP) {
-        set_err(err, errlen, "thread %d runs with an x86 shadow stack (CET), which the ptrace "
+        inject_set_err(err, errlen, "thread %d runs with an x86 shadow stack (CET), which the ptrace "
                 "method cannot call into; nothing was run (use --method gdb)", (int)t->tid);
         goto out;
     }
     if (r < 0) {
-        set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
+        inject_set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
         goto out;
     }
     status = run_calls(req, &rc, &ls, deadline, t0, err, errlen);
     int rr = remote_end(&rc);
     if (rr < 0 && t->state != TRACEE_GONE) {
         status = INJECT_FAILED;
-        set_err(err, errlen, "could not restore thread %d: %s", (int)t->tid, strerror(-rr));
+        inject_set_err(err, errlen, "could not restore thread %d: %s", (int)t->tid, strerror(-rr));
     }
 
 out:

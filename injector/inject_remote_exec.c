@@ -28,6 +28,7 @@
  * running: the caller keeps the script file and keeps waiting a little after every cancel.
  */
 #include "inject.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -46,23 +47,6 @@
 #define SLICE_MS 50               /* how often the choice of thread is revisited */
 #define CANCEL_GRACE_MS 200       /* after a cancel: a request taken meanwhile still connects */
 #define SCRIPT_RUN_MS 10000       /* taken: import ctypes + dlopen + connect, on a busy target */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct target {
     pid_t pid;
@@ -97,18 +81,18 @@ static int open_target(pid_t pid, int verbose, struct target *t, char *err, size
         interp = next;
     }
     if (rc < 0 || !t->interp) {
-        set_err(err, errlen, "pid %d has no main interpreter (starting or exiting): %s",
+        inject_set_err(err, errlen, "pid %d has no main interpreter (starting or exiting): %s",
                 (int)pid, rc < 0 ? strerror(-rc) : "not in the interpreter list");
         return INJECT_UNTOUCHED;
     }
     int32_t enabled = 0;
     rc = dbg_read(pid, t->interp + t->o.remote_debug_enabled, &enabled, sizeof enabled);
     if (rc < 0) {
-        set_err(err, errlen, "cannot read pid %d's interpreter: %s", (int)pid, strerror(-rc));
+        inject_set_err(err, errlen, "cannot read pid %d's interpreter: %s", (int)pid, strerror(-rc));
         return INJECT_UNTOUCHED;
     }
     if (enabled != 1) {
-        set_err(err, errlen,
+        inject_set_err(err, errlen,
                 "pid %d disabled remote debugging (PYTHON_DISABLE_REMOTE_DEBUG, "
                 "-X disable-remote-debug, or a build --without-remote-debug): use "
                 "--method ptrace", (int)pid);
@@ -212,7 +196,7 @@ static int pick_thread(const struct target *t, struct candidate *best, uint64_t 
         dbg_read(t->pid, t->interp + o->threads_main, &main_ts, 8) < 0 ||
         dbg_read(t->pid, t->interp + o->gil_locked, &locked, 4) < 0 ||
         dbg_read(t->pid, t->interp + o->gil_holder, &holder, 8) < 0) {
-        set_err(err, errlen, "cannot read pid %d's interpreter state", (int)t->pid);
+        inject_set_err(err, errlen, "cannot read pid %d's interpreter state", (int)t->pid);
         return -1;
     }
     memset(best, 0, sizeof *best);
@@ -226,7 +210,7 @@ static int pick_thread(const struct target *t, struct candidate *best, uint64_t 
         if (dbg_read(t->pid, ts + o->tstate_interp, &interp, 8) < 0 ||
             dbg_read(t->pid, ts + o->tstate_native_id, &native, 8) < 0 ||
             dbg_read(t->pid, ts + o->tstate_next, &next, 8) < 0) {
-            set_err(err, errlen, "cannot read a thread state of pid %d", (int)t->pid);
+            inject_set_err(err, errlen, "cannot read a thread state of pid %d", (int)t->pid);
             return -1;
         }
         size_t at = 0;
@@ -249,7 +233,7 @@ static int pick_thread(const struct target *t, struct candidate *best, uint64_t 
         ts = next;
     }
     if (best->score < 0 || foreign > n / 2) {
-        set_err(err, errlen, "pid %d's thread states do not match its threads (%d of %d "
+        inject_set_err(err, errlen, "pid %d's thread states do not match its threads (%d of %d "
                              "unknown): its debug offsets are not usable; use --method ptrace",
                 (int)t->pid, foreign, n);
         return -1;
@@ -294,7 +278,7 @@ static int post(const struct target *t, struct request *r, const struct candidat
         rc = dbg_write(t->pid, c->addr + o->eval_breaker, &low, 1);
     }
     if (rc < 0) {
-        set_err(err, errlen, "cannot write pid %d's thread state: %s", (int)t->pid,
+        inject_set_err(err, errlen, "cannot write pid %d's thread state: %s", (int)t->pid,
                 strerror(-rc));
         return -1;
     }
@@ -359,7 +343,7 @@ static int await_script(const struct target *t, const struct request *r, inject_
         fprintf(stderr, "vcattach: remote-exec: thread %d runs the script\n", (int)r->tid);
     if (wait(ctx, SCRIPT_RUN_MS) == 1)
         return INJECT_OK;
-    set_err(err, errlen, "thread %d of pid %d ran the remote-exec script but the agent did "
+    inject_set_err(err, errlen, "thread %d of pid %d ran the remote-exec script but the agent did "
                          "not connect within %d s (see the target's stderr)",
             (int)r->tid, (int)t->pid, SCRIPT_RUN_MS / 1000);
     return INJECT_FAILED;
@@ -373,7 +357,7 @@ int inject_remote_exec(const struct inject_request *req, const char *script_path
     if (st != INJECT_OK)
         return st;
     if (strlen(script_path) >= t.o.script_path_size || strlen(script_path) >= 4096) {
-        set_err(err, errlen, "script path %s is longer than pid %d's buffer (%llu bytes)",
+        inject_set_err(err, errlen, "script path %s is longer than pid %d's buffer (%llu bytes)",
                 script_path, (int)req->pid, (unsigned long long)t.o.script_path_size);
         return INJECT_UNTOUCHED;
     }
@@ -386,7 +370,7 @@ int inject_remote_exec(const struct inject_request *req, const char *script_path
     struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
     if (first.score < 4) /* no GIL holder to ask: see which threads get scheduled */
         nanosleep(&gap, NULL);
-    int64_t deadline = now_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
+    int64_t deadline = vc_monotonic_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
     for (;;) {
         struct candidate c;
         int current_score = -1;
@@ -414,13 +398,13 @@ int inject_remote_exec(const struct inject_request *req, const char *script_path
         if (w < 0) {
             if (took == 1 || !cancel(&t, &r))
                 return await_script(&t, &r, wait_connected, ctx, err, errlen);
-            set_err(err, errlen, "interrupted, or pid %d exited, while waiting for a thread "
+            inject_set_err(err, errlen, "interrupted, or pid %d exited, while waiting for a thread "
                                  "to take the remote-exec request (withdrawn)", (int)req->pid);
             return INJECT_UNTOUCHED;
         }
         if (took == 1)
             return await_script(&t, &r, wait_connected, ctx, err, errlen);
-        if (now_ms() >= deadline)
+        if (vc_monotonic_ms() >= deadline)
             break;
     }
     pid_t tid = r.tid;
@@ -428,7 +412,7 @@ int inject_remote_exec(const struct inject_request *req, const char *script_path
         return await_script(&t, &r, wait_connected, ctx, err, errlen);
     if (wait_connected(ctx, CANCEL_GRACE_MS) == 1)
         return INJECT_OK;
-    set_err(err, errlen,
+    inject_set_err(err, errlen,
             "no thread of pid %d reached an evaluation breaker within %.1f s (the last one "
             "asked, thread %d, is blocked in C code: accept(), a long sleep, a lock); the "
             "request was withdrawn", (int)req->pid, (double)req->timeout_ms / 1000.0, (int)tid);
