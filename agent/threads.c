@@ -39,6 +39,11 @@ static pid_t own_tid(unsigned long native)
 {
     if (native == 0 || native > 0x7fffffffu)
         return 0;
+    /* Without /proc (a chroot or container that does not mount it) nothing can be checked:
+     * trust CPython, which is right everywhere but in a fork child's inherited main thread
+     * (that one is corrected by gettid() when it is the current thread, vc_thread_new). */
+    if (access("/proc/self/task", F_OK) != 0)
+        return (pid_t)native;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%lu", native);
     return access(path, F_OK) == 0 ? (pid_t)native : 0;

@@ -38,9 +38,26 @@ def py_params():
     return [pytest.param(p, id=p["id"]) for p in CHROOT_PYTHONS]
 
 
+_RX_BEFORE = set()
+
+
+def _rx_dirs(tmp):
+    return {d for d in os.listdir(tmp) if d.startswith(".vcattach-rx-")}
+
+
+@pytest.fixture(autouse=True)
+def rx_baseline():
+    """The loader-script directories already in the test root's /tmp before this test (left by
+    an earlier run that was killed, say): not this test's to answer for."""
+    _RX_BEFORE.clear()
+    if TEST_ROOT:
+        _RX_BEFORE.update(_rx_dirs(os.path.join(TEST_ROOT, "tmp")))
+    yield
+
+
 def rx_leftovers(pid):
-    """The loader scripts' directories still in the target's /tmp."""
-    return [d for d in os.listdir("/proc/%d/root/tmp" % pid) if d.startswith(".vcattach-rx-")]
+    """The loader scripts' directories this test left in the target's /tmp."""
+    return sorted(_rx_dirs("/proc/%d/root/tmp" % pid) - _RX_BEFORE)
 
 
 def agent_mapped(pid, minor):
