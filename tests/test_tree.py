@@ -29,6 +29,21 @@ def by_minor(*minors):
             if p["minor"] in minors and p["kind"] != "static"]
 
 
+def pick(minor, other_than=None):
+    """The interpreter for a test that needs one: a shared build of that minor, else any
+    shared build, else any (a fresh Debian 12 has only its static 3.11).  With other_than, one
+    of another minor, or a skip saying why."""
+    rows = [p for p in PYTHONS if other_than is None or p["minor"] != other_than["minor"]]
+    if not rows:
+        pytest.skip("needs two CPython minors on this machine; it has only %s"
+                    % other_than["version"])
+    for ok in (lambda p: p["minor"] == minor and p["kind"] != "static",
+               lambda p: p["kind"] != "static", lambda p: True):
+        for p in rows:
+            if ok(p):
+                return p
+
+
 class Tree:
     """A target tree in its own session, killed as a group at the end."""
 
@@ -193,7 +208,7 @@ def test_multiprocessing_pools_born_during_trace(py, method, tmp_path):
 
 
 def test_subprocess_python_child_traced_shell_skipped(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "subprocess"])
     try:
         out = str(tmp_path / "sub.cvf")
@@ -209,8 +224,8 @@ def test_subprocess_python_child_traced_shell_skipped(tmp_path):
 
 def test_mixed_python_versions(tmp_path):
     """A 3.12 parent whose Python children are 3.8: each gets the agent of its version."""
-    parent = by_minor(312)[0].values[0]
-    child = by_minor(308)[0].values[0]
+    parent = pick(312)
+    child = pick(308, other_than=parent)
     tree = Tree([parent["path"], TARGET, "subprocess", child["path"]])
     try:
         out = str(tmp_path / "mixed.cvf")
@@ -225,7 +240,7 @@ def test_mixed_python_versions(tmp_path):
 
 
 def test_stopped_process_reported_rest_traced(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     stopped = None
     try:
@@ -248,7 +263,7 @@ def test_stopped_process_reported_rest_traced(tmp_path):
 
 
 def test_start_status_stop_on_a_tree(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     try:
         time.sleep(0.3)
@@ -280,7 +295,7 @@ def test_start_status_stop_on_a_tree(tmp_path):
 
 
 def test_max_processes_bounds_the_tree(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     try:
         time.sleep(0.3)
@@ -299,7 +314,7 @@ def test_max_processes_bounds_the_tree(tmp_path):
 
 def test_summary_and_convert_take_several_files(tmp_path):
     """Traces of two processes taken separately are read as one trace."""
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     try:
         time.sleep(0.3)
@@ -327,7 +342,7 @@ def test_summary_and_convert_take_several_files(tmp_path):
 
 
 def test_filters_reach_every_process(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     try:
         time.sleep(0.3)
@@ -343,7 +358,7 @@ def test_filters_reach_every_process(tmp_path):
 
 
 def test_hint_without_subprocesses(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     try:
         out = str(tmp_path / "one.cvf")
@@ -358,7 +373,7 @@ def test_hint_without_subprocesses(tmp_path):
 
 
 def test_kill9_of_vcattach_unhooks_every_process(tmp_path):
-    py = by_minor(312)[0].values[0]
+    py = pick(312)
     tree = Tree([py["path"], TARGET, "fork"])
     try:
         time.sleep(0.3)
