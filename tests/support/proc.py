@@ -65,7 +65,7 @@ def task_states(pid):
         try:
             with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
                 states.append(f.read().rsplit(")", 1)[1].split()[0])
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             pass
     return states
 
@@ -86,8 +86,8 @@ def assert_running_untraced(pid):
                 state = f.read().rsplit(")", 1)[1].split()[0]
             with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
                 tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
-        except FileNotFoundError:
-            continue  # a thread that ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile (ESRCH once its entry is being torn down)
         assert state not in ("T", "t"), "thread %s of %d left stopped (%s)" % (tid, pid, state)
         assert tracer == "0", "thread %s of %d still traced by %s" % (tid, pid, tracer)
 
