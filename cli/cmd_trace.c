@@ -213,22 +213,32 @@ static void status_line_clear(int show)
  * buffer?  When, at that rate, it fills before -t ends (or, without -t, within the first
  * minute), say so now, with the --buffer-mb that would hold the whole trace: the agent keeps
  * the newest calls and drops the oldest, which the operator should not learn only at the end.
- * Best effort: a session that does not answer is not an error here. */
+ * Best effort: a session that does not answer in time (its agent thread waits for the GIL of
+ * a busy target, or the machine is loaded) is asked again each status tick until
+ * BUFFER_PROBE_LAST_MS; it is never an error.  Returns 1 when the question is settled (warned,
+ * or no need to), 0 to ask again later. */
 #define BUFFER_PROBE_MS 1000
-static void warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int show)
+#define BUFFER_PROBE_LAST_MS 10000
+#define BUFFER_PROBE_TIMEOUT_MS 500
+static int warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int show)
 {
     char reply[1024], err[256];
-    if (session_query(pid, VC_MSG_STATUS, reply, sizeof reply, 1000, err, sizeof err) != 1)
-        return;
+    int r = session_query(pid, VC_MSG_STATUS, reply, sizeof reply, BUFFER_PROBE_TIMEOUT_MS, err,
+                          sizeof err);
+    if (r != 1)
+        return 0;
+    char probe[32];
+    if (vc_kv_get(reply, "buffer_chunks", probe, sizeof probe) < 0)
+        return 1; /* an agent without these fields */
     unsigned long long used = kv_u64(reply, "buffer_chunks_used"),
                        total = kv_u64(reply, "buffer_chunks"), mb = kv_u64(reply, "buffer_mb"),
                        elapsed = kv_u64(reply, "elapsed_ms");
     if (!used || !total || !mb || !elapsed)
-        return; /* an agent without these fields, or nothing recorded yet */
+        return 0; /* nothing recorded yet: no rate to judge by */
     double fill_ms = (double)elapsed * (double)total / (double)used;
     double horizon = opt->duration_ms ? (double)opt->duration_ms : 60000.0;
     if (fill_ms >= horizon)
-        return;
+        return 1;
     double need_mb = (double)mb * horizon / fill_ms * 1.25; /* a margin: rates vary */
     char f[32], d[32];
     cli_format_duration((uint64_t)fill_ms, f, sizeof f);
@@ -244,6 +254,7 @@ static void warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int s
                         "before %s%s; then the oldest calls are dropped (trace for less time, "
                         "or raise --buffer-mb up to 65536)\n", mb, f,
                 opt->duration_ms ? "-t " : "the first ", d);
+    return 1;
 }
 
 /* Waits for the duration (0: until Ctrl-C).  Returns 0 when it is time to stop (deadline or
@@ -252,17 +263,15 @@ static void warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int s
 static int wait_while_tracing(struct session *s, const struct cli_options *opt, int show,
                               int64_t t0, char *err, size_t errlen)
 {
-    int probed = 0;
+    int probe_settled = 0;
     for (;;) {
         int64_t elapsed = vc_monotonic_ms() - t0;
         if (interrupts)
             return 0;
         if (opt->duration_ms && elapsed >= (int64_t)opt->duration_ms)
             return 0;
-        if (!probed && elapsed >= BUFFER_PROBE_MS) {
-            probed = 1;
-            warn_if_buffer_fills(s->pid, opt, show);
-        }
+        if (!probe_settled && elapsed >= BUFFER_PROBE_MS)
+            probe_settled = warn_if_buffer_fills(s->pid, opt, show) || elapsed >= BUFFER_PROBE_LAST_MS;
         status_line(show, s->pid, elapsed, opt->duration_ms);
         int slice = STATUS_LINE_MS;
         if (opt->duration_ms && (int64_t)opt->duration_ms - elapsed < slice)

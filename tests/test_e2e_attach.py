@@ -7,6 +7,7 @@ blocked accept() and Lock.acquire() completed normally at the end; the process i
 stopped or traced; attaching again after a detach works."""
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -53,6 +54,23 @@ def wait_session(pid, running=True, timeout=15, proc=None):
         time.sleep(0.05)
     raise AssertionError("session in %d did not become %s" % (
         pid, "running" if running else "idle"))
+
+
+def read_until(stream, pattern, timeout):
+    """Reads the pipe `stream` until `pattern` (bytes regex) matches what was read, the pipe
+    ends or `timeout` seconds pass; returns all that was read."""
+    deadline = time.monotonic() + timeout
+    got = b""
+    fd = stream.fileno()
+    while not pattern.search(got):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        got += chunk
+    return got
 
 
 def assert_unharmed(svc, report):
@@ -503,20 +521,24 @@ def test_buffer_that_will_overflow_is_warned_about_early(python, service, tmp_pa
     out = tmp_path / "small.cvf"
     proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "30s", "-o", str(out),
                              "--buffer-mb", "1"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE)
+    warning = re.compile(rb"warning: at this call rate the 1 MiB buffer fills after ~\S+, before "
+                         rb"-t 30\.0s; then the oldest calls are dropped \(--buffer-mb (\d+) "
+                         rb"would hold them\)")
     try:
-        wait_session(svc.pid, proc=proc)
-        time.sleep(2.0)  # past the probe at 1 s
+        # The warning is printed while tracing (asked from 1 s on, again while the session
+        # does not answer): wait for it, then end the session early with Ctrl-C.  The bound is
+        # well below -t, so a warning that only came with the final line would fail here.
+        early = read_until(proc.stderr, warning, timeout=20)
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, rest = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    stderr = (early + rest).decode(errors="replace")
     assert proc.returncode == 0, stderr
-    m = re.search(r"warning: at this call rate the 1 MiB buffer fills after ~\S+, before -t "
-                  r"30\.0s; then the oldest calls are dropped \(--buffer-mb (\d+) would hold "
-                  r"them\)", stderr)
+    m = warning.search(early)
     assert m, stderr
     assert int(m.group(1)) > 1
     wait_session(svc.pid, running=False)
