@@ -33,4 +33,19 @@ extern const vc_backend_ops vc_backend_profile;
 extern const vc_backend_ops vc_backend_monitoring;
 extern const vc_backend_ops vc_backend_eval;
 
+/* The rest of the table of a backend this interpreter does not have (backend.c): nothing is
+ * foreign, nothing to remove or scan, no thread is bound. */
+int vc_backend_absent_foreign(vc_session *s, char *err, size_t errlen);
+void vc_backend_absent_remove(vc_session *s);
+void vc_backend_scan_nothing(vc_session *s); /* also for backends with one hook for all threads */
+vc_thread *vc_backend_absent_on_new_thread(vc_session *s, PyThreadState *ts);
+/* The table of such a backend: its own install (which refuses, saying why), the rest absent. */
+#define VC_BACKEND_ABSENT(NAME, REFUSING_INSTALL)                                               \
+    {                                                                                         \
+        .name = (NAME), .foreign = vc_backend_absent_foreign, .install = (REFUSING_INSTALL),  \
+        .remove = vc_backend_absent_remove,                                                   \
+        .scan_new_threads = vc_backend_scan_nothing,                                          \
+        .on_new_thread = vc_backend_absent_on_new_thread,                                     \
+    }
+
 #endif /* VC_AGENT_BACKEND_H */

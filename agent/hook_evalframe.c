@@ -162,23 +162,22 @@ static void eval_remove(vc_session *s)
         vc_compat_eval_set(interp, NULL);
 }
 
-static void eval_scan_new_threads(vc_session *s)
-{
-    (void)s; /* one evaluator serves every thread */
-}
-
 static vc_thread *eval_on_new_thread(vc_session *s, PyThreadState *ts)
 {
     vc_thread *t = current_thread(&g_vc, ts);
     return t == &vc_ignored_thread ? NULL : t;
 }
 
-#else /* !VC_HAVE_EVAL_HOOK */
+const vc_backend_ops vc_backend_eval = {
+    .name = "eval",
+    .foreign = eval_foreign,
+    .install = eval_install,
+    .remove = eval_remove,
+    .scan_new_threads = vc_backend_scan_nothing, /* one hook serves every thread */
+    .on_new_thread = eval_on_new_thread,
+};
 
-static int eval_foreign(vc_session *s, char *err, size_t errlen)
-{
-    return 0;
-}
+#else /* !VC_HAVE_EVAL_HOOK */
 
 static int eval_install(vc_session *s, char *err, size_t errlen)
 {
@@ -187,28 +186,7 @@ static int eval_install(vc_session *s, char *err, size_t errlen)
     return -1;
 }
 
-static void eval_remove(vc_session *s)
-{
-    (void)s;
-}
-
-static void eval_scan_new_threads(vc_session *s)
-{
-    (void)s;
-}
-
-static vc_thread *eval_on_new_thread(vc_session *s, PyThreadState *ts)
-{
-    return NULL;
-}
+const vc_backend_ops vc_backend_eval = VC_BACKEND_ABSENT("eval", eval_install);
 
 #endif
 
-const vc_backend_ops vc_backend_eval = {
-    .name = "eval",
-    .foreign = eval_foreign,
-    .install = eval_install,
-    .remove = eval_remove,
-    .scan_new_threads = eval_scan_new_threads,
-    .on_new_thread = eval_on_new_thread,
-};

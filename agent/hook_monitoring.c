@@ -429,11 +429,6 @@ static int monitoring_foreign(vc_session *s, char *err, size_t errlen)
     return foreign;
 }
 
-static void monitoring_scan_new_threads(vc_session *s)
-{
-    (void)s; /* one tool id serves every thread: nothing to install per thread */
-}
-
 /* A thread threading just started: bound to a state now (it is named at once). */
 static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
 {
@@ -442,6 +437,15 @@ static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
     vc_thread *t = current_thread(&g_vc);
     return t == &vc_ignored_thread ? NULL : t;
 }
+
+const vc_backend_ops vc_backend_monitoring = {
+    .name = "monitoring",
+    .foreign = monitoring_foreign,
+    .install = monitoring_install,
+    .remove = monitoring_remove,
+    .scan_new_threads = vc_backend_scan_nothing, /* one hook serves every thread */
+    .on_new_thread = monitoring_on_new_thread,
+};
 
 #else /* !VC_HAVE_MONITORING */
 
@@ -452,33 +456,7 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
     return -1;
 }
 
-static void monitoring_remove(vc_session *s)
-{
-    (void)s;
-}
-
-static int monitoring_foreign(vc_session *s, char *err, size_t errlen)
-{
-    return 0;
-}
-
-static void monitoring_scan_new_threads(vc_session *s)
-{
-    (void)s;
-}
-
-static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
-{
-    return NULL;
-}
+const vc_backend_ops vc_backend_monitoring = VC_BACKEND_ABSENT("monitoring", monitoring_install);
 
 #endif
 
-const vc_backend_ops vc_backend_monitoring = {
-    .name = "monitoring",
-    .foreign = monitoring_foreign,
-    .install = monitoring_install,
-    .remove = monitoring_remove,
-    .scan_new_threads = monitoring_scan_new_threads,
-    .on_new_thread = monitoring_on_new_thread,
-};

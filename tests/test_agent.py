@@ -7,7 +7,6 @@ foreign profilers — and reports what it saw (results, hooks left behind) as JS
 .cvf is decoded by both readers (the C decoder through `vcattach convert`, and
 vcattach.cvf, support.traces.decode), which must agree; the assertions run on the decoded events.
 """
-import json
 import os
 import re
 import subprocess
@@ -15,8 +14,8 @@ import textwrap
 
 import pytest
 
-from support.paths import (ALL_PYTHONS, PYTHON_SRC, agent_path, copy_vcattach_into,
-                           python_env, python_params, root_workdir)
+from support.agent_scripts import run_script_once
+from support.paths import ALL_PYTHONS, agent_path, python_params
 from support.traces import check_nesting, count, decode, named, x_events
 
 N_LEAF = 100000
@@ -186,25 +185,10 @@ _RUNS = {}
 @pytest.fixture(params=python_params(chroot=True))
 def run(request, tmp_path_factory):
     py = request.param
-    if not os.path.exists(agent_path(py["minor"])):
-        pytest.fail("agent not built for %s: run make" % py["id"])
     if py["id"] not in _RUNS:
-        # a chroot interpreter sees only its root: the script, the python/ package and the
-        # agent are copied into a fresh directory under ROOT/tmp (outside/inside paths)
-        outside, inside = root_workdir(py, tmp_path_factory.mktemp("agent-" + py["id"]))
-        pypath = PYTHON_SRC
-        if py["root"]:
-            copy_vcattach_into(outside, py["minor"])
-            pypath = os.path.join(inside, "python")
-        with open(os.path.join(outside, "target.py"), "w") as f:
-            f.write(TARGET)
-        env = python_env(PYTHONPATH=pypath)
-        p = subprocess.run(py["argv"] + [os.path.join(inside, "target.py"),
-                                         os.path.join(inside, "trace")],
-                           capture_output=True, text=True, timeout=300, env=env, cwd=outside)
-        assert p.returncode == 0, "target failed on %s:\n%s\n%s" % (py["id"], p.stdout, p.stderr)
-        rep = json.loads(p.stdout.strip().splitlines()[-1])
-        _RUNS[py["id"]] = (py, os.path.join(outside, "trace"), rep, {})
+        base, rep = run_script_once(py, tmp_path_factory.mktemp("agent-" + py["id"]),
+                                    {"target.py": TARGET})
+        _RUNS[py["id"]] = (py, base, rep, {})
     py, base, rep, cache = _RUNS[py["id"]]
 
     def events(kind):

@@ -21,7 +21,8 @@ import pytest
 from support.paths import (ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH, agent_name, agent_path,
                            world_readable)
 from support.proc import PRIVATE_TMP, assert_untouched, run_vcattach
-from support.service import SUMMARY, THREADS, check_summary, thread_names, x_events
+from support.service import (SUMMARY, THREADS, assert_unharmed, check_service_threads,
+                             check_summary, thread_names, trace_with_late_thread)
 from support.targets import Idle, Service
 
 from vcattach import cvf
@@ -73,14 +74,6 @@ def read_until(stream, pattern, timeout):
     return got
 
 
-def assert_unharmed(svc, report):
-    assert report["exceptions"] == [], report["exceptions"]
-    assert report["early_sleeps"] == 0, report
-    assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
-    assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
-        "computation differs from an untraced run"
-
-
 def method_params():
     """Both methods on every interpreter of the matrix."""
     return [pytest.param(p, m, id="%s-%s" % (p["id"], m))
@@ -91,36 +84,13 @@ def method_params():
 def test_trace_service(python, method, service, tmp_path):
     svc = service(python)
     out = tmp_path / "trace.cvf"
-    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "1.5s", "-o", str(out),
-                             "--method", method], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_session(svc.pid, proc=proc)
-        svc.start_late_thread()  # a thread born while the hooks are installed
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    r = trace_with_late_thread(svc, out, "--method", method)
     events, threads, drops = check_summary(r, out)
     assert not os.path.exists(str(out) + ".tmp")
     assert oct(os.stat(out).st_mode & 0o777) == oct(0o644)
     assert_untouched(svc.pid)
 
-    trace = cvf.load(str(out))
-    names = thread_names(trace)
-    assert THREADS <= set(names.values()), names
-    xs = x_events(trace)
-    assert len(xs) == events and events > 0
-    by_name = {}
-    for e in xs:
-        by_name.setdefault(names.get(e["tid"]), []).append(e["name"])
-    for t in ("MainThread", "sleeper", "late-starter"):
-        assert by_name.get(t), "no events on thread %s" % t
-    assert any("one_round" in n for n in by_name["MainThread"])
-    assert any("fib" in n for n in by_name["late-starter"])
-    assert any("sleep" in n for n in by_name["sleeper"])
+    check_service_threads(cvf.load(str(out)), events)
 
     # A second attach after the detach: the agent is reused, the trace is complete again.
     out2 = tmp_path / "again.cvf"

@@ -10,14 +10,13 @@ unharmed: the computation equals an untraced run, no early sleep return, the blo
 and lock wait complete, nothing left stopped or traced.  Skipped, with the reason, only when
 the root cannot be created on this machine."""
 import os
-import subprocess
-import time
 
 import pytest
 
-from support.paths import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, agent_path
+from support.paths import CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path
 from support.proc import proc_state, run_vcattach, tracer_pid
-from support.service import THREADS, check_summary, thread_names, x_events
+from support.service import (assert_unharmed, check_service_threads, check_summary,
+                             trace_with_late_thread)
 from support.targets import CONTAINER
 from vcattach import cvf
 
@@ -44,22 +43,7 @@ def test_trace_chrooted_service(python, method, wrap, chroot_service, tmp_path):
     svc = chroot_service(python, wrap)
     assert os.readlink("/proc/%d/root" % svc.pid) == python["root"]
     out = tmp_path / "trace.cvf"
-    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "1.5s", "-o", str(out),
-                             "--method", method, "-v"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            if run_vcattach("status", "--pid", svc.pid, "-q").returncode == 0:
-                break
-            time.sleep(0.05)
-        svc.start_late_thread()
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    r = trace_with_late_thread(svc, out, "--method", method, "-v")
     events, threads, drops = check_summary(r, out)
     assert "agent copied into the target's mount namespace as /tmp/.vcattach-" in r.stderr
     assert_alive_and_running(svc.pid)
@@ -72,25 +56,10 @@ def test_trace_chrooted_service(python, method, wrap, chroot_service, tmp_path):
                for m in mapped), mapped
     assert all("/tmp/.vcattach-" in m or "libc.so" in m for m in mapped), mapped
 
-    trace = cvf.load(str(out))
-    names = thread_names(trace)
-    assert THREADS <= set(names.values()), names
-    xs = x_events(trace)
-    assert len(xs) == events and events > 0
-    by_name = {}
-    for e in xs:
-        by_name.setdefault(names.get(e["tid"]), []).append(e["name"])
-    assert any("one_round" in n for n in by_name["MainThread"])
-    assert any("fib" in n for n in by_name["late-starter"])
-    assert any("sleep" in n for n in by_name["sleeper"])
+    check_service_threads(cvf.load(str(out)), events)
 
     out2 = tmp_path / "again.cvf"
     check_summary(run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2, "--method", method),
                   out2)
     assert_alive_and_running(svc.pid)
-    report = svc.finish()
-    assert report["exceptions"] == [], report["exceptions"]
-    assert report["early_sleeps"] == 0, report
-    assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
-    assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
-        "computation differs from an untraced run"
+    assert_unharmed(svc, svc.finish())

@@ -22,7 +22,8 @@ import pytest
 from support.paths import (CHROOT_PYTHONS, PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH,
                            agent_path, root_workdir)
 from support.proc import assert_running_untraced, run_vcattach
-from support.service import THREADS, check_summary, thread_names, x_events
+from support.service import (assert_unharmed, check_service_threads, check_summary,
+                             thread_names, trace_with_late_thread, x_events)
 from support.targets import CONTAINER, Idle
 from support.traces import convert, load_json
 from vcattach import cvf
@@ -72,38 +73,13 @@ def test_remote_exec_busy_service(python, wrap, chroot_service, tmp_path):
     assert os.path.exists(agent_path(python["minor"])), "agent for %s not built" % python["id"]
     svc = chroot_service(python, wrap)
     out = tmp_path / "trace.cvf"
-    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "1.5s", "-o", str(out),
-                             "--method", "remote-exec", "-v"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            if run_vcattach("status", "--pid", svc.pid, "-q").returncode == 0:
-                break
-            time.sleep(0.05)
-        svc.start_late_thread()
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    r = trace_with_late_thread(svc, out, "--method", "remote-exec", "-v")
     events, threads, drops = check_summary(r, out)
     assert re.search(r"remote-exec: request posted to thread \d+", r.stderr), r.stderr
     assert "falling back" not in r.stderr and "withdrawn" not in r.stderr, r.stderr
     assert_running_untraced(svc.pid)
     assert rx_leftovers(svc.pid) == []
-    trace = cvf.load(str(out))
-    names = thread_names(trace)
-    assert THREADS <= set(names.values()), names
-    xs = x_events(trace)
-    assert len(xs) == events and events > 0
-    by_name = {}
-    for e in xs:
-        by_name.setdefault(names.get(e["tid"]), []).append(e["name"])
-    assert any("one_round" in n for n in by_name["MainThread"])
-    assert any("fib" in n for n in by_name["late-starter"])
-    assert any("sleep" in n for n in by_name["sleeper"])
+    check_service_threads(cvf.load(str(out)), events)
     # summary and convert read it
     summ = run_vcattach("summary", out, "--thread", "MainThread")
     assert summ.returncode == 0 and "one_round" in summ.stdout, summ.stderr
@@ -117,12 +93,7 @@ def test_remote_exec_busy_service(python, wrap, chroot_service, tmp_path):
     assert "remote-exec: request posted" in r2.stderr, r2.stderr
     assert_running_untraced(svc.pid)
     assert rx_leftovers(svc.pid) == []
-    report = svc.finish()
-    assert report["exceptions"] == [], report["exceptions"]
-    assert report["early_sleeps"] == 0, report
-    assert report["sleeps"] > 0 and report["accepted"] and report["locked"], report
-    assert report["checksum"] == svc.expected_checksum(report["rounds"]), \
-        "computation differs from an untraced run"
+    assert_unharmed(svc, svc.finish())
     with open(os.path.join(svc.outside, "service.log")) as f:
         assert "debugger script" not in f.read()
 

@@ -17,8 +17,8 @@ import textwrap
 
 import pytest
 
-from support.paths import (PYTHON_SRC, PYTHONS, VCATTACH, agent_path, copy_vcattach_into,
-                           python_env, python_params, root_workdir)
+from support.agent_scripts import run_script_once
+from support.paths import PYTHONS, VCATTACH, python_env, python_params
 from support.proc import run_vcattach
 from support.targets import Target
 
@@ -183,24 +183,10 @@ _RUNS = {}
 @pytest.fixture(params=python_params(chroot=True))
 def run(request, tmp_path_factory):
     py = request.param
-    if not os.path.exists(agent_path(py["minor"])):
-        pytest.fail("agent not built for %s: run make" % py["id"])
     if py["id"] not in _RUNS:
-        outside, inside = root_workdir(py, tmp_path_factory.mktemp("filters-" + py["id"]))
-        pypath = PYTHON_SRC
-        if py["root"]:
-            copy_vcattach_into(outside, py["minor"])
-            pypath = os.path.join(inside, "python")
-        with open(os.path.join(outside, "target.py"), "w") as f:
-            f.write(TARGET)
-        with open(os.path.join(outside, "libx.py"), "w") as f:
-            f.write(LIBX)
-        p = subprocess.run(py["argv"] + [os.path.join(inside, "target.py"),
-                                         os.path.join(inside, "trace")],
-                           capture_output=True, text=True, timeout=300,
-                           env=python_env(PYTHONPATH=pypath), cwd=outside)
-        assert p.returncode == 0, "target failed on %s:\n%s\n%s" % (py["id"], p.stdout, p.stderr)
-        _RUNS[py["id"]] = (py, json.loads(p.stdout.strip().splitlines()[-1]))
+        _, rep = run_script_once(py, tmp_path_factory.mktemp("filters-" + py["id"]),
+                                 {"target.py": TARGET, "libx.py": LIBX})
+        _RUNS[py["id"]] = (py, rep)
     return _RUNS[py["id"]]
 
 

@@ -45,14 +45,26 @@ def pick(minor, other_than=None):
 
 
 class Tree:
-    """A target tree in its own session, killed as a group at the end."""
+    """A target tree in its own session (`with Tree(argv) as tree:`), killed as a group at the
+    end.  settle: seconds to let it run after "ready" (children forked, first calls made)."""
 
-    def __init__(self, argv, **kw):
+    def __init__(self, argv, settle=0, **kw):
         self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, start_new_session=True, **kw)
-        line = self.p.stdout.readline()
-        assert line.strip() == "ready", self.p.stderr.read()
         self.pid = self.p.pid
+        try:
+            line = self.p.stdout.readline()
+            assert line.strip() == "ready", self.p.stderr.read()
+        except BaseException:
+            self.close()
+            raise
+        time.sleep(settle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def close(self):
         try:
@@ -98,9 +110,7 @@ def names_of(events, ph_name):
 
 @pytest.mark.parametrize("py", by_minor(308, 312))
 def test_fork_tree_one_trace(py, tmp_path):
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         at_attach = [tree.pid] + descendants(tree.pid)
         out = str(tmp_path / "tree.cvf")
         r = trace_tree(tree.pid, out, 2)
@@ -136,17 +146,13 @@ def test_fork_tree_one_trace(py, tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert s.returncode == 0 and "child_work" in s.stdout and "clock_wait" not in s.stdout
         check_alive(at_attach)
-    finally:
-        tree.close()
 
 
 @pytest.mark.parametrize("py", by_minor(312))
 def test_one_clock_across_processes(py, tmp_path):
     """A pipe ping-pong between the parent and a child bounds the clock offset between their
     traces from both sides: a read cannot return before the matching write started."""
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         child = descendants(tree.pid)[0]  # the first fork: the ping-pong child
         out = str(tmp_path / "clock.cvf")
         r = trace_tree(tree.pid, out, 2)
@@ -184,16 +190,12 @@ def test_one_clock_across_processes(py, tmp_path):
         print("clock slack forward %s µs, back %s µs" % (worst_fwd, worst_back))
         assert worst_fwd is not None and worst_fwd >= -5, worst_fwd
         assert worst_back is not None and worst_back >= -5, worst_back
-    finally:
-        tree.close()
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 @pytest.mark.parametrize("py", by_minor(308, 312))
 def test_multiprocessing_pools_born_during_trace(py, method, tmp_path):
-    tree = Tree([py["path"], TARGET, "mp", method])
-    try:
-        time.sleep(0.5)
+    with Tree([py["path"], TARGET, "mp", method], settle=0.5) as tree:
         before = set([tree.pid] + descendants(tree.pid))
         out = str(tmp_path / "mp.cvf")
         r = trace_tree(tree.pid, out, 3)
@@ -203,14 +205,11 @@ def test_multiprocessing_pools_born_during_trace(py, method, tmp_path):
                    and any(e["name"].startswith("mp_work") for e in pids[p])]
         assert workers, (method, r.stdout, sorted(pids))
         check_alive([tree.pid] + descendants(tree.pid))
-    finally:
-        tree.close()
 
 
 def test_subprocess_python_child_traced_shell_skipped(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "subprocess"])
-    try:
+    with Tree([py["path"], TARGET, "subprocess"]) as tree:
         out = str(tmp_path / "sub.cvf")
         r = trace_tree(tree.pid, out, 3, "-v")
         assert r.returncode == 0, r.stderr
@@ -218,16 +217,13 @@ def test_subprocess_python_child_traced_shell_skipped(tmp_path):
         assert any(any(e["name"].startswith("sub_child_fn") for e in evs)
                    for p, evs in pids.items() if p != tree.pid), r.stdout
         assert "skipped: /bin/sh -c sleep 0.4" in r.stdout, r.stdout
-    finally:
-        tree.close()
 
 
 def test_mixed_python_versions(tmp_path):
     """A 3.12 parent whose Python children are 3.8: each gets the agent of its version."""
     parent = pick(312)
     child = pick(308, other_than=parent)
-    tree = Tree([parent["path"], TARGET, "subprocess", child["path"]])
-    try:
+    with Tree([parent["path"], TARGET, "subprocess", child["path"]]) as tree:
         out = str(tmp_path / "mixed.cvf")
         r = trace_tree(tree.pid, out, 3, "-v")
         assert r.returncode == 0, r.stderr
@@ -235,38 +231,29 @@ def test_mixed_python_versions(tmp_path):
         pids = per_pid(decode(out))
         assert any(any(e["name"].startswith("sub_child_fn") for e in evs)
                    for p, evs in pids.items() if p != tree.pid), r.stdout
-    finally:
-        tree.close()
 
 
 def test_stopped_process_reported_rest_traced(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    stopped = None
-    try:
-        time.sleep(0.3)
-        kids = descendants(tree.pid)
-        stopped = kids[-1]  # the long-lived worker child (not the ping-pong one)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
+        stopped = descendants(tree.pid)[-1]  # the long-lived worker child (not the ping-pong)
         os.kill(stopped, signal.SIGSTOP)
-        out = str(tmp_path / "stopped.cvf")
-        r = trace_tree(tree.pid, out, 1)
-        assert r.returncode == 0, r.stderr
-        assert "pid %d not traced" % stopped in r.stdout and "stopped" in r.stdout, r.stdout
-        pids = per_pid(decode(out))
-        assert tree.pid in pids and stopped not in pids
-        assert subprocess.run(["ps", "-o", "stat=", "-p", str(stopped)], capture_output=True,
-                              text=True).stdout.strip().startswith("T")  # left as it was
-    finally:
-        if stopped:
+        try:
+            out = str(tmp_path / "stopped.cvf")
+            r = trace_tree(tree.pid, out, 1)
+            assert r.returncode == 0, r.stderr
+            assert "pid %d not traced" % stopped in r.stdout and "stopped" in r.stdout, r.stdout
+            pids = per_pid(decode(out))
+            assert tree.pid in pids and stopped not in pids
+            assert subprocess.run(["ps", "-o", "stat=", "-p", str(stopped)], capture_output=True,
+                                  text=True).stdout.strip().startswith("T")  # left as it was
+        finally:
             os.kill(stopped, signal.SIGCONT)
-        tree.close()
 
 
 def test_start_status_stop_on_a_tree(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         members = [tree.pid] + descendants(tree.pid)
         out = str(tmp_path / "detached.cvf")
         r = subprocess.run([VCATTACH, "start", "--pid", str(tree.pid), "--subprocesses", "-t",
@@ -290,15 +277,11 @@ def test_start_status_stop_on_a_tree(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert s.returncode == 1
         check_alive(members)
-    finally:
-        tree.close()
 
 
 def test_max_processes_bounds_the_tree(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         out = str(tmp_path / "bounded.cvf")
         r = trace_tree(tree.pid, out, 1, "--max-processes", "2")
         assert r.returncode == 0, r.stderr
@@ -308,16 +291,12 @@ def test_max_processes_bounds_the_tree(tmp_path):
         bad = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--max-processes", "2"],
                              capture_output=True, text=True, timeout=30)
         assert bad.returncode == 2 and "add --subprocesses" in bad.stderr
-    finally:
-        tree.close()
 
 
 def test_summary_and_convert_take_several_files(tmp_path):
     """Traces of two processes taken separately are read as one trace."""
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         child = descendants(tree.pid)[-1]
         a, b = str(tmp_path / "a.cvf"), str(tmp_path / "b.cvf")
         for pid, out in ((tree.pid, a), (child, b)):
@@ -337,15 +316,11 @@ def test_summary_and_convert_take_several_files(tmp_path):
         c = subprocess.run([VCATTACH, "convert", a, b], capture_output=True, text=True,
                            timeout=60)
         assert c.returncode == 2 and "-o OUT" in c.stderr
-    finally:
-        tree.close()
 
 
 def test_filters_reach_every_process(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         out = str(tmp_path / "filtered.cvf")
         r = trace_tree(tree.pid, out, 1, "--no-c-calls")
         assert r.returncode == 0, r.stderr
@@ -353,14 +328,11 @@ def test_filters_reach_every_process(tmp_path):
         assert len(pids) >= 3, r.stdout
         for p, evs in pids.items():  # forked children too: their CONFIG has the filters
             assert not [e for e in evs if e["name"].startswith(("posix.", "time."))], p
-    finally:
-        tree.close()
 
 
 def test_hint_without_subprocesses(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
+    with Tree([py["path"], TARGET, "fork"]) as tree:
         out = str(tmp_path / "one.cvf")
         r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "-t", "0.5", "-o", out],
                            capture_output=True, text=True, timeout=60)
@@ -368,15 +340,11 @@ def test_hint_without_subprocesses(tmp_path):
         assert "Python child process" in r.stdout and "--subprocesses traces them all" in r.stdout
         pids = per_pid(decode(out))
         assert list(pids) == [tree.pid]
-    finally:
-        tree.close()
 
 
 def test_kill9_of_vcattach_unhooks_every_process(tmp_path):
     py = pick(312)
-    tree = Tree([py["path"], TARGET, "fork"])
-    try:
-        time.sleep(0.3)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         members = [tree.pid] + descendants(tree.pid)
         out = str(tmp_path / "killed.cvf")
         v = subprocess.Popen([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-o", out],
@@ -401,8 +369,6 @@ def test_kill9_of_vcattach_unhooks_every_process(tmp_path):
                                    text=True, timeout=30)
                 assert s.returncode == 1, s.stdout
         assert not os.path.exists(out)
-    finally:
-        tree.close()
 
 
 # ---- gunicorn ------------------------------------------------------------------------------

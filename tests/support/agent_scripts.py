@@ -1,6 +1,12 @@
 """Python source run inside in-process agent targets (test_agent_control, test_agent_chroot):
-a prelude that loads the in-tree vcattach package and the helpers those scripts use."""
+a prelude that loads the in-tree vcattach package and the helpers those scripts use; and the
+one-shot run of a target script that test_agent and test_filters read their report from."""
+import json
+import os
+import subprocess
 import textwrap
+
+from .paths import PYTHON_SRC, agent_path, copy_vcattach_into, python_env, root_workdir
 
 PRELUDE = textwrap.dedent(r'''
     import ctypes, json, os, sys, threading, time
@@ -20,3 +26,26 @@ PRELUDE = textwrap.dedent(r'''
             leaf()
             time.sleep(0.001)
 ''')
+
+
+def run_script_once(py, host_dir, files):
+    """Runs `target.py` of files ({name: source}) with py as `target.py OUT_BASE`, where py can
+    see it: on the host in host_dir, for a chroot interpreter in a fresh directory under its
+    root with the python/ package and the agent copied beside (a chroot sees only its root).
+    (the host path of OUT_BASE, the report: the JSON object the script printed last)."""
+    if not os.path.exists(agent_path(py["minor"])):
+        raise AssertionError("agent not built for %s: run make" % py["id"])
+    outside, inside = root_workdir(py, host_dir)
+    pypath = PYTHON_SRC
+    if py["root"]:
+        copy_vcattach_into(outside, py["minor"])
+        pypath = os.path.join(inside, "python")
+    for name, source in files.items():
+        with open(os.path.join(outside, name), "w") as f:
+            f.write(source)
+    p = subprocess.run(py["argv"] + [os.path.join(inside, "target.py"),
+                                     os.path.join(inside, "trace")],
+                       capture_output=True, text=True, timeout=300,
+                       env=python_env(PYTHONPATH=pypath), cwd=outside)
+    assert p.returncode == 0, "target failed on %s:\n%s\n%s" % (py["id"], p.stdout, p.stderr)
+    return os.path.join(outside, "trace"), json.loads(p.stdout.strip().splitlines()[-1])
