@@ -30,14 +30,15 @@
 #define VC_STATUS_RECV_TIMEOUT_MS 1000
 
 /* Connects to the controller's socket: "@name" is an abstract name (what vcattach uses: no
- * file anywhere, see SECURITY.md), anything else a path.  A full backlog (EAGAIN: other
+ * file anywhere, see SECURITY.md; a '#' after the name starts the session's token, not part
+ * of the name), anything else a path.  A full backlog (EAGAIN: other
  * processes may be connecting to a name they saw in /proc/net/unix, and are turned away) is
  * retried until timeout_ms. */
 static int connect_unix(const char *path, int timeout_ms)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     socklen_t alen = sizeof addr;
-    size_t n = strlen(path);
+    size_t n = path[0] == '@' ? strcspn(path, "#") : strlen(path);
     if (n >= sizeof addr.sun_path) {
         errno = ENAMETOOLONG;
         return -1;
@@ -77,12 +78,33 @@ static int connect_unix(const char *path, int timeout_ms)
     }
 }
 
+/* The token after '#' in an abstract control path ("" when there is none: a controller of
+ * our own making, e.g. the tests' or an older vcattach's, is not asked for one). */
+static const char *control_token(const vc_session *s)
+{
+    const char *hash = s->control_path[0] == '@' ? strchr(s->control_path, '#') : NULL;
+    return hash ? hash + 1 : "";
+}
+
+/* Does CONFIG carry the token we were given?  Compared in constant time: whoever is at the
+ * other end learns nothing from how fast a wrong guess is turned down. */
+static int token_matches(const char *expected, const char *got)
+{
+    size_t n = strlen(expected);
+    if (strlen(got) != n)
+        return 0;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(expected[i] ^ got[i]);
+    return diff == 0;
+}
+
 int vc_control_handshake(vc_session *s, char *err, size_t errlen)
 {
     int fd = connect_unix(s->control_path, VC_CONNECT_TIMEOUT_MS);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot connect to the control socket %s: %s", s->control_path,
-                 strerror(errno));
+        snprintf(err, errlen, "cannot connect to the control socket %.*s: %s",
+                 (int)strcspn(s->control_path, "#"), s->control_path, strerror(errno));
         return -errno;
     }
     s->control_fd = fd;
@@ -113,6 +135,13 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
     } else if (type != VC_MSG_CONFIG) {
         snprintf(err, errlen, "expected CONFIG, got message type %u", type);
         rc = -EPROTO;
+    } else if (control_token(s)[0] != '\0' &&
+               (vc_kv_get(cfg, "token", val, sizeof val) <= 0 ||
+                !token_matches(control_token(s), val))) {
+        /* Not the vcattach that loaded us: its name was free and someone else bound it. */
+        snprintf(err, errlen, "the controller's CONFIG lacks this session's token: not the "
+                              "vcattach that loaded the agent; nothing started");
+        rc = -EACCES;
     } else if (vc_kv_get(cfg, "output", s->output, sizeof s->output) <= 0) {
         snprintf(err, errlen, "CONFIG has no output");
         rc = -EINVAL;

@@ -271,7 +271,8 @@ static int wait_while_tracing(struct session *s, const struct cli_options *opt, 
         if (opt->duration_ms && elapsed >= (int64_t)opt->duration_ms)
             return 0;
         if (!probe_settled && elapsed >= BUFFER_PROBE_MS)
-            probe_settled = warn_if_buffer_fills(s->pid, opt, show) || elapsed >= BUFFER_PROBE_LAST_MS;
+            probe_settled = warn_if_buffer_fills(s->pid, opt, show) ||
+                            elapsed >= BUFFER_PROBE_LAST_MS;
         status_line(show, s->pid, elapsed, opt->duration_ms);
         int slice = STATUS_LINE_MS;
         if (opt->duration_ms && (int64_t)opt->duration_ms - elapsed < slice)

@@ -202,6 +202,7 @@ static int send_config(struct tree_run *r, struct member *m)
     int rc = attach_build_config(&one, "control", fallback, cfg, sizeof cfg);
     size_t used = strlen(cfg);
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
+    rc |= session_config_add_token(&r->ctl, cfg, sizeof cfg, &used);
     if (rc || vc_msg_send(m->fd, VC_MSG_CONFIG, cfg, used, 5000) < 0)
         return -1;
     set_state(m, M_STARTING);

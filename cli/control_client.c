@@ -115,8 +115,13 @@ int session_listen(struct session *s, pid_t pid, char *err, size_t errlen)
     /* The name: 128 random bits, fresh per attach.  Nobody can bind it first (squatting
      * needs the name before we bind it), and it is not a file: no directory, nothing in any
      * /tmp (the target's user owns its /tmp and could redirect what root does there), and
-     * nothing left behind when vcattach is killed: the name goes with the socket. */
-    unsigned char rnd[16];
+     * nothing left behind when vcattach is killed: the name goes with the socket.
+     * The token: 128 more random bits, which never appear in /proc/net/unix.  Once this
+     * vcattach is gone its name is free, and an agent that connects late (a remote-exec
+     * request taken after vcattach was killed, say) could reach whoever bound the name next,
+     * e.g. another local user watching /proc/net/unix: the agent starts only for a CONFIG
+     * that carries the token. */
+    unsigned char rnd[32];
     size_t got = 0;
     while (got < sizeof rnd) {
         ssize_t r = getrandom(rnd + got, sizeof rnd - got, 0);
@@ -131,13 +136,16 @@ int session_listen(struct session *s, pid_t pid, char *err, size_t errlen)
     }
     char name[64];
     int len = snprintf(name, sizeof name, "vcattach-ctl-");
-    for (size_t i = 0; i < sizeof rnd; i++)
+    for (size_t i = 0; i < 16; i++)
         len += snprintf(name + len, sizeof name - (size_t)len, "%02x", rnd[i]);
+    for (size_t i = 0; i < 16; i++)
+        snprintf(s->token + 2 * i, sizeof s->token - 2 * i, "%02x", rnd[16 + i]);
     s->listen_fd = listen_abstract(pid, name, err, errlen);
     if (s->listen_fd < 0)
         return -1;
-    /* What the agent is told: '@' marks an abstract name (docs/protocol.md). */
-    snprintf(s->target_path, sizeof s->target_path, "@%s", name);
+    /* What the agent is told: '@' marks an abstract name, '#' starts the token
+     * (docs/protocol.md). */
+    snprintf(s->target_path, sizeof s->target_path, "@%s#%s", name, s->token);
     return 0;
 }
 
@@ -277,7 +285,17 @@ int session_configure(struct session *s, const char *config, char *reply, size_t
     /* One deadline for the whole phase: an agent sending other frames meanwhile (any number
      * of STATUS answers) must not keep us here. */
     int64_t deadline = vc_monotonic_ms() + timeout_ms;
-    if (vc_msg_send(s->fd, VC_MSG_CONFIG, config, strlen(config), 5000) < 0) {
+    size_t used = strlen(config), size = used + sizeof s->token + 16;
+    char *full = malloc(size);
+    if (full == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(full, config, used + 1);
+    int sent = session_config_add_token(s, full, size, &used) == 0 &&
+               vc_msg_send(s->fd, VC_MSG_CONFIG, full, used, 5000) == 0;
+    free(full);
+    if (!sent) {
         describe_recv_error(err, errlen, "while sending the config", s->pid);
         return -1;
     }
@@ -296,6 +314,11 @@ int session_configure(struct session *s, const char *config, char *reply, size_t
         }
         /* anything else (a STATUS answer) is not for us here */
     }
+}
+
+int session_config_add_token(const struct session *s, char *config, size_t cap, size_t *used)
+{
+    return s->token[0] ? vc_kv_append(config, cap, used, "token", s->token) : 0;
 }
 
 int session_receive(struct session *s,

@@ -23,7 +23,11 @@
 
 struct session {
     pid_t pid;                              /* the target: the only accepted peer */
-    char target_path[64];                   /* "@vcattach-ctl-<hex>": what the agent is told */
+    char target_path[128];                  /* "@vcattach-ctl-<hex>#<token>": what the agent is
+                                               told (the name to connect to, the token) */
+    char token[33];                         /* 128 random bits in hex: CONFIG carries them, and
+                                               the agent starts only for a controller that
+                                               knows them (docs/protocol.md) */
     int listen_fd;
     int fd;                                 /* the agent's connection, -1 before accept */
     char hello[512];                        /* the agent's HELLO text */
@@ -34,6 +38,7 @@ void session_init(struct session *s);
 /* Creates the listening control socket: an abstract name with 128 random bits, in pid's
  * network namespace (entered for the socket() call when it differs from ours).  No file, no
  * directory: nothing the target's user could redirect, nothing left behind on any exit.
+ * Also draws the session's token (target_path carries both to the agent).
  * Returns 0 or -1 with err. */
 int session_listen(struct session *s, pid_t pid, char *err, size_t errlen);
 
@@ -50,6 +55,10 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
  * sanitized: no control characters reach the terminal. */
 int session_configure(struct session *s, const char *config, char *reply, size_t cap,
                       int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen);
+
+/* Appends the session's token to a CONFIG text (vc_kv_append's contract: 0, or -1 when it
+ * does not fit).  session_configure does it itself; a tree's per-process CONFIG calls it. */
+int session_config_add_token(const struct session *s, char *config, size_t cap, size_t *used);
 
 /* Makes agent text (len bytes at t) safe to print: control characters but '\n', C1 controls
  * and bytes that are not UTF-8 become '?'. */

@@ -8,16 +8,26 @@
  */
 #include "rexec_script.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
+
 #define SCRIPT_NAME "attach.py"
+#define DIR_PREFIX ".vcattach-rx-"
+/* A live vcattach keeps its script for the request's timeout, a cancel's grace and the
+ * script's run (inject_remote_exec.c: about 12 s); older ones are a killed vcattach's. */
+#define STALE_AFTER_S 30
 
 /* Appends path as a Python bytes literal.  Returns 0, or -1 when it does not fit. */
 static int put_bytes_literal(char *buf, size_t cap, size_t *used, const char *path)
@@ -69,6 +79,65 @@ static int render(char *buf, size_t cap, const char *agent, const char *control)
     return n < 0 || (size_t)n >= cap - used ? -1 : (int)(used + (size_t)n);
 }
 
+/* The directory `name` in tmp_fd, if a killed vcattach left it: named by us with a creator pid
+ * that no longer exists, ours (owner, no symlink), and older than any live script.  Its script
+ * is unlinked inside the directory opened without following links, then the directory itself
+ * (rmdir only removes an empty one, whatever was swapped in meanwhile).  Best effort. */
+static void sweep_one(int tmp_fd, const char *name)
+{
+    const char *p = name + strlen(DIR_PREFIX);
+    char *end;
+    long creator = strtol(p, &end, 10);
+    if (end == p || *end != '-' || strlen(end + 1) != 16 || creator <= 0 ||
+        creator == (long)getpid() || kill((pid_t)creator, 0) == 0 || errno != ESRCH)
+        return;
+    int fd = openat(tmp_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+        time(NULL) - st.st_mtime >= STALE_AFTER_S) {
+        unlinkat(fd, SCRIPT_NAME, 0);
+        unlinkat(tmp_fd, name, AT_REMOVEDIR);
+    }
+    close(fd);
+}
+
+/* Removes what killed vcattaches left in this /tmp (a vcattach killed between writing its
+ * script and removing it cannot clean up after itself). */
+static void sweep_stale(int tmp_fd)
+{
+    int fd = dup(tmp_fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *e;
+    int seen = 0;
+    while ((e = readdir(d)) != NULL && seen++ < 100000)
+        if (strncmp(e->d_name, DIR_PREFIX, strlen(DIR_PREFIX)) == 0)
+            sweep_one(tmp_fd, e->d_name);
+    closedir(d);
+}
+
+/* The uid and gid the target opens files with (fsuid, fsgid: the 4th field of Uid:/Gid:). */
+static int target_fs_ids(pid_t pid, uid_t *uid, gid_t *gid)
+{
+    char u[128], g[128];
+    if (proc_status_field(pid, "Uid", u, sizeof u) < 0 ||
+        proc_status_field(pid, "Gid", g, sizeof g) < 0)
+        return -1;
+    unsigned long uv[4], gv[4];
+    if (sscanf(u, "%lu %lu %lu %lu", &uv[0], &uv[1], &uv[2], &uv[3]) != 4 ||
+        sscanf(g, "%lu %lu %lu %lu", &gv[0], &gv[1], &gv[2], &gv[3]) != 4)
+        return -1;
+    *uid = (uid_t)uv[3];
+    *gid = (gid_t)gv[3];
+    return 0;
+}
+
 void rexec_script_remove(struct rexec_script *s)
 {
     if (s->dir_fd >= 0) {
@@ -109,9 +178,19 @@ int rexec_script_create(pid_t pid, const char *agent_path, const char *control_p
                  strerror(errno));
         return -1;
     }
+    uid_t uid;
+    gid_t gid;
+    if (target_fs_ids(pid, &uid, &gid) < 0) {
+        snprintf(err, errlen, "remote-exec: cannot read the ids of pid %d", (int)pid);
+        rexec_script_remove(s);
+        return -1;
+    }
+    sweep_stale(s->tmp_fd);
     char name[64];
-    snprintf(name, sizeof name, ".vcattach-rx-%016llx", (unsigned long long)nonce);
-    if (mkdirat(s->tmp_fd, name, 0755) < 0) { /* fresh: an existing name is never reused */
+    snprintf(name, sizeof name, DIR_PREFIX "%d-%016llx", (int)getpid(),
+             (unsigned long long)nonce);
+    /* 0711: the target reaches the script by its path; nobody lists the directory */
+    if (mkdirat(s->tmp_fd, name, 0711) < 0) { /* fresh: an existing name is never reused */
         snprintf(err, errlen, "remote-exec: cannot create /tmp/%s in pid %d's view: %s", name,
                  (int)pid, strerror(errno));
         rexec_script_remove(s);
@@ -120,16 +199,18 @@ int rexec_script_create(pid_t pid, const char *agent_path, const char *control_p
     snprintf(s->dir, sizeof s->dir, "%s", name);
     s->dir_fd = openat(s->tmp_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
-    if (s->dir_fd < 0 || fchmod(s->dir_fd, 0755) < 0 || fstat(s->dir_fd, &st) < 0 ||
+    if (s->dir_fd < 0 || fchmod(s->dir_fd, 0711) < 0 || fstat(s->dir_fd, &st) < 0 ||
         st.st_uid != geteuid()) {
         snprintf(err, errlen, "remote-exec: /tmp/%s in pid %d's view is not the directory "
                               "vcattach created", name, (int)pid);
         rexec_script_remove(s);
         return -1;
     }
+    /* Readable by the target's user only: it holds the session's token (control_client.h). */
     int fd = openat(s->dir_fd, SCRIPT_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    0644);
-    int ok = fd >= 0 && fchmod(fd, 0644) == 0 && write(fd, text, (size_t)len) == len;
+                    0600);
+    int ok = fd >= 0 && write(fd, text, (size_t)len) == len && fchown(fd, uid, gid) == 0 &&
+             fchmod(fd, 0400) == 0;
     int e = errno;
     if (fd >= 0)
         close(fd);

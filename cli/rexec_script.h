@@ -3,10 +3,12 @@
  *
  * It is made with the same rules as the agent copy (agent_locate.h): in the target's own /tmp,
  * reached through /proc/PID/root with every component opened O_NOFOLLOW relative to a
- * directory fd, in a fresh directory of ours (0755, owned by us) that nobody else can write,
- * the file created O_EXCL|O_NOFOLLOW, mode 0644 so that the target's user can read it.  The
- * script removes nothing itself: vcattach removes it once the agent connected, or when the
- * request was withdrawn.
+ * directory fd, in a fresh directory of ours (0711, owned by us: nobody else can write or
+ * list it) named .vcattach-rx-<our pid>-<random>, the file created O_EXCL|O_NOFOLLOW and
+ * given to the target's user, mode 0400: it holds the session's token.  The script removes
+ * nothing itself: vcattach removes it once the agent connected, or when the request was
+ * withdrawn; a vcattach killed in between leaves it, and the next one that makes a script in
+ * that /tmp removes it (its creator gone, older than any live script).
  */
 #ifndef VC_REXEC_SCRIPT_H
 #define VC_REXEC_SCRIPT_H

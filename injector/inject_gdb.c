@@ -386,8 +386,9 @@ static int interpret_run(const struct inject_request *req, const char *gdb, int 
     if ((p = marker(out, "VC_CONNECT"))) {
         int rc = atoi(p);
         if (rc)
-            inject_set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
-                    req->control_path, rc, rc < 0 ? strerror(-rc) : "error");
+            inject_set_err(err, errlen, "vc_agent_connect(%.*s) failed in the target: %d (%s)",
+                    (int)strcspn(req->control_path, "#"), req->control_path, rc,
+                    rc < 0 ? strerror(-rc) : "error");
         return rc == 0 ? INJECT_OK : INJECT_FAILED;
     }
     if ((p = marker(out, "VC_DLERROR"))) {

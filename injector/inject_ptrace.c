@@ -284,8 +284,9 @@ static int run_calls(const struct inject_request *req, struct remote *rc,
         goto call_failed;
     if ((int32_t)ret != 0) {
         int e = (int32_t)ret;
-        inject_set_err(err, errlen, "vc_agent_connect(%s) failed in the target: %d (%s)",
-                req->control_path, e, e < 0 ? strerror(-e) : "error");
+        inject_set_err(err, errlen, "vc_agent_connect(%.*s) failed in the target: %d (%s)",
+                (int)strcspn(req->control_path, "#"), req->control_path, e,
+                e < 0 ? strerror(-e) : "error");
         return INJECT_FAILED;
     }
     return INJECT_OK;

@@ -11,7 +11,9 @@ when the target disabled remote debugging; the withdrawn request when every thre
 in C, after which that request never runs; `auto` falling back to ptrace then; and CPython's
 own regression tests passing while vcattach attaches again and again."""
 import os
+import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -280,6 +282,127 @@ def test_withdrawn_when_every_thread_blocks_then_auto_falls_back(python, tmp_pat
         assert "debugger script" not in stderr and "Traceback" not in stderr, stderr
     finally:
         t.close()
+
+
+# Busy in Python, checking its own arithmetic: a wrong result or anything a stale request
+# makes the interpreter print shows on its stderr.
+CHECKER = """import sys, time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+print("ready", flush=True)
+while True:
+    if fib(15) != 610:
+        print("WRONG", file=sys.stderr, flush=True)
+    time.sleep(0.002)
+"""
+
+
+def age(pid, names, seconds):
+    """Makes these loader directories look `seconds` old (what a later run would find)."""
+    past = time.time() - seconds
+    for n in names:
+        os.utime("/proc/%d/root/tmp/%s" % (pid, n), (past, past))
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_kill_9_of_vcattach_during_remote_exec(python, tmp_path):
+    """`vcattach --method remote-exec` killed with -9 at random instants: after the script was
+    written, while the request is posted, while the agent connects, while it traces.  The
+    target runs on every time, never stopped or traced, its arithmetic right and nothing on its
+    stderr (a request taken after the kill loads the agent, which finds no controller).  What a
+    kill left in its /tmp is removed by the next run, once its creator is gone and it is older
+    than any live script (aged here instead of waited for)."""
+    t = RootTarget(python, tmp_path, CHECKER)
+    rng = random.Random(os.getpid() ^ int(time.time()))
+    phases = {}
+    try:
+        for i in range(24):
+            p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "--method", "remote-exec",
+                                  "-t", "300ms", "-o", str(tmp_path / ("k%d.cvf" % i)), "-v"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            log = ""
+            if i % 2:
+                time.sleep(rng.uniform(0.005, 0.08))
+            else:
+                for line in p.stderr:
+                    log += line
+                    if "remote-exec: script" in line:
+                        time.sleep(rng.uniform(0, 0.03))
+                        break
+            p.kill()
+            log += p.stderr.read()
+            p.wait(30)
+            p.stderr.close()
+            last = [ln for ln in log.splitlines() if ln.startswith("vcattach")]
+            phase = last[-1][len("vcattach: "):][:40] if last else "before any output"
+            phases[phase] = phases.get(phase, 0) + 1
+            assert t.proc.poll() is None, "target died after kill %d (%s)" % (i, phase)
+            assert_running_untraced(t.pid)
+        print("kills by phase (last line before the kill): %s" % phases)
+        time.sleep(1.0)  # a request taken late has run its script by now
+        left = rx_leftovers(t.pid)
+        print("loader directories left by the kills: %d" % len(left))
+        age(t.pid, left, 120)
+        out = tmp_path / "after.cvf"
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out, "--method", "remote-exec")
+        check_summary(r, out)
+        assert rx_leftovers(t.pid) == [], "not swept: %s" % rx_leftovers(t.pid)
+        assert_running_untraced(t.pid)
+    finally:
+        stderr = t.close()
+    assert stderr == "", stderr
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_only_stale_loader_directories_are_swept(python, tmp_path):
+    """Made as a killed vcattach leaves them: removed only when the creator pid is gone, the
+    directory is ours and older than any live script; never through a symlink, never another
+    user's, never a live run's."""
+    t = RootTarget(python, tmp_path, SLEEPER)
+    tmp = "/proc/%d/root/tmp" % t.pid
+    made = []
+    try:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+
+        def loader_dir(creator, owner=None, old=True):
+            name = ".vcattach-rx-%d-%016x" % (creator, random.getrandbits(64))
+            os.mkdir(os.path.join(tmp, name), 0o711)
+            with open(os.path.join(tmp, name, "attach.py"), "w") as f:
+                f.write("raise SystemExit('must not run')\n")
+            if owner is not None:
+                os.chown(os.path.join(tmp, name), owner, owner)
+            if old:
+                age(t.pid, [name], 120)
+            made.append(name)
+            return name
+        stale = loader_dir(gone.pid)
+        live = loader_dir(os.getpid())                 # its creator runs (this test)
+        fresh = loader_dir(gone.pid, old=False)        # could be a live script elsewhere
+        foreign = loader_dir(gone.pid, owner=65534)    # not ours
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "attach.py").write_text("keep")
+        link = ".vcattach-rx-%d-%016x" % (gone.pid, random.getrandbits(64))
+        os.symlink(str(victim), os.path.join(tmp, link))
+        made.append(link)
+        r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "o.cvf",
+                         "--method", "remote-exec")
+        check_summary(r, tmp_path / "o.cvf")
+        present = set(os.listdir(tmp))
+        assert stale not in present
+        assert {live, fresh, foreign, link} <= present, present
+        assert (victim / "attach.py").read_text() == "keep"
+        assert_running_untraced(t.pid)
+    finally:
+        for name in made:
+            path = os.path.join(tmp, name)
+            if os.path.islink(path):
+                os.unlink(path)
+            elif os.path.isdir(path):
+                shutil.rmtree(path)
+        stderr = t.close()
+    assert "must not run" not in stderr and "Traceback" not in stderr, stderr
 
 
 def test_remote_exec_refused_before_314(start_target, tmp_path):

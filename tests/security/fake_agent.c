@@ -83,8 +83,8 @@ static void *run(void *unused)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     socklen_t alen = sizeof a;
-    if (control_path[0] == '@') { /* an abstract name */
-        size_t n = strlen(control_path + 1);
+    if (control_path[0] == '@') { /* an abstract name, then '#' and the session's token */
+        size_t n = strcspn(control_path + 1, "#");
         memcpy(a.sun_path + 1, control_path + 1, n);
         alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
     } else {
