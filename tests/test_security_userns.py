@@ -214,3 +214,59 @@ def test_kill9_before_the_agent_connects_leaves_nothing(hostile, tmp_path):
         time.sleep(0.2)
     assert [n for n in os.listdir(home) if n.startswith("vcattach-")] == []
     assert snapshot(canary) == before
+
+
+def test_start_status_stop_in_a_user_namespace(sec_user, tmp_path):
+    """A target in its own user namespace (`unshare -Ur`, as rootless containers run) sees root
+    as the overflow uid, and its agent answers only root or its own user: `status`, `stop` and
+    the preflight's "already running" check must still find the session (they ask as the
+    target's user)."""
+    if not os.path.exists(AGENT):
+        pytest.skip("%s not built" % AGENT)
+    uid, gid = sec_user
+    base = tempfile.mkdtemp(prefix="vcuns-", dir="/var/tmp")
+    try:
+        os.chmod(base, 0o755)
+        with open(os.path.join(base, "target.py"), "w") as f:
+            f.write(TARGET)
+        out_dir = os.path.join(base, "out")           # the agent writes as the target's user
+        os.mkdir(out_dir, 0o755)
+        os.chown(out_dir, uid, gid)
+
+        def as_user():
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        t = subprocess.Popen(["unshare", "-Ur", PYTHON, os.path.join(base, "target.py")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=as_user)
+        try:
+            if t.stdout.readline().strip() != "ready":
+                t.kill()
+                pytest.skip("cannot start a user namespace target: %s" % t.communicate()[1])
+            assert os.readlink("/proc/%d/ns/user" % t.pid) != os.readlink("/proc/self/ns/user")
+            out = os.path.join(out_dir, "s.cvf")
+
+            def vc(*args):
+                return subprocess.run([VCATTACH] + [str(a) for a in args], capture_output=True,
+                                      text=True, timeout=120)
+            r = vc("start", "--pid", t.pid, "-t", "60s", "-o", out)
+            assert r.returncode == 0, r.stderr
+            st = vc("status", "--pid", t.pid)
+            assert st.returncode == 0 and "session running in pid %d" % t.pid in st.stdout, \
+                (st.stdout, st.stderr)
+            again = vc("start", "--pid", t.pid, "-t", "60s", "-o", out + ".2")
+            assert again.returncode == 2 and "already running" in again.stderr, again.stderr
+            stop = vc("stop", "--pid", t.pid)
+            assert stop.returncode == 0, stop.stderr
+            assert os.path.getsize(out) > 0 and os.stat(out).st_uid == uid
+            gone = vc("status", "--pid", t.pid)
+            assert gone.returncode == 1 and "no session" in gone.stdout, gone.stdout
+            assert t.poll() is None
+            st = proc_status(t.pid)
+            assert st["TracerPid"].strip() == "0" and st["State"][0] in "RS", st
+        finally:
+            t.kill()
+            t.wait()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
