@@ -15,7 +15,10 @@
  *                                          dlopen, dlerror come from the very files the target
  *                                          maps (inode), else refuses (VC_WRONGLIB) before
  *                                          calling anything
- *     -x   script.py (gdb's Python)        gdb_inject.py, embedded at build time with the
+ *     -ex  'python exec(…/dev/fd/3…)'      the script (gdb's Python) from a memfd that gdb
+ *                                          inherits as fd 3: no file anywhere, so a vcattach
+ *                                          killed meanwhile leaves nothing behind.  It is
+ *                                          gdb_inject.py, embedded at build time with the
  *                                          rules of safepoint_rules.def (gdb_script.h): picks
  *                                          a thread at a safe point by the same table as
  *                                          safepoint.c, preferring one blocked in a syscall;
@@ -38,6 +41,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -92,9 +96,14 @@ static const char script_head_fmt[] =
 
 static const char *marker(const char *out, const char *m);
 
-/* Starts gdb on pid with the script, its stdout and stderr into a pipe (*read_fd).  Returns
- * gdb's pid, or -errno. */
-static pid_t spawn_gdb(const char *gdb, pid_t pid, const char *script, int *read_fd)
+/* The script's fd in gdb, and how gdb runs it (as `-x file.py` would: in gdb's __main__). */
+#define GDB_SCRIPT_FD 3
+#define GDB_RUN_SCRIPT \
+    "python exec(compile(open('/dev/fd/3').read(), 'vcattach-gdb-inject', 'exec'))"
+
+/* Starts gdb on pid with the script (script_fd, a memfd: fd 3 in gdb), its stdout and stderr
+ * into a pipe (*read_fd).  Returns gdb's pid, or -errno. */
+static pid_t spawn_gdb(const char *gdb, pid_t pid, int script_fd, int *read_fd)
 {
     char pidstr[32], sysroot[64] = "set width 0", exefile[64] = "set width 0";
     snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
@@ -120,7 +129,7 @@ static pid_t spawn_gdb(const char *gdb, pid_t pid, const char *script, int *read
         "-ex", "sharedlibrary libdl",
         "-ex", "sharedlibrary libpthread",
         "-ex", "sharedlibrary libpython",
-        "-x", script,
+        "-ex", GDB_RUN_SCRIPT,
         NULL,
     };
     int fds[2];
@@ -139,11 +148,16 @@ static pid_t spawn_gdb(const char *gdb, pid_t pid, const char *script, int *read
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        int devnull = open("/dev/null", O_RDONLY);
+        /* out of the way of 0-3 first (close-on-exec: only the dup2 copies survive exec) */
+        int script = fcntl(script_fd, F_DUPFD_CLOEXEC, 10);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (script < 0)
+            _exit(127);
         if (devnull >= 0)
             dup2(devnull, 0);
         dup2(fds[1], 1);
         dup2(fds[1], 2);
+        dup2(script, GDB_SCRIPT_FD); /* lseek-free: gdb opens /dev/fd/3 anew, at offset 0 */
         execv(gdb, (char *const *)argv);
         _exit(127);
     }
@@ -154,11 +168,11 @@ static pid_t spawn_gdb(const char *gdb, pid_t pid, const char *script, int *read
 
 /* Runs gdb once; fills out (NUL-terminated, truncated to outlen).  Returns 0 when gdb exited,
  * -ETIMEDOUT when it had to be killed, -errno when it could not run. */
-static int run_gdb(const char *gdb, pid_t pid, const char *script, int timeout_ms, char *out,
+static int run_gdb(const char *gdb, pid_t pid, int script_fd, int timeout_ms, char *out,
                    size_t outlen)
 {
     int fd = -1;
-    pid_t child = spawn_gdb(gdb, pid, script, &fd);
+    pid_t child = spawn_gdb(gdb, pid, script_fd, &fd);
     if (child < 0)
         return (int)child;
     size_t used = 0;
@@ -317,17 +331,15 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Step 2: the script gdb runs, in a new file named from path (a mkstemps template, filled in):
- * the AGENT and CONTROL lines, then vc_gdb_script.  *made says whether path is now our file
- * (the caller unlinks it).  Returns 0, or -1 with err set. */
-static int write_script(const struct inject_request *req, char *path, int *made, char *err,
-                        size_t errlen)
+/* Step 2: the script gdb runs, in a memfd (no file anywhere): the AGENT and CONTROL lines,
+ * then vc_gdb_script.  Returns its fd (close-on-exec; spawn_gdb hands gdb a copy), or -1 with
+ * err set. */
+static int write_script(const struct inject_request *req, char *err, size_t errlen)
 {
     size_t alen = strlen(req->agent_path), clen = strlen(req->control_path);
     size_t cap = sizeof script_head_fmt + 2 * (alen + clen);
     char *head = malloc(cap), *ahex = malloc(2 * alen + 1), *chex = malloc(2 * clen + 1);
-    int rc = -1;
-    *made = 0;
+    int fd = -1;
     if (!head || !ahex || !chex) {
         inject_set_err(err, errlen, "out of memory");
         goto out;
@@ -335,26 +347,20 @@ static int write_script(const struct inject_request *req, char *path, int *made,
     hex_encode(req->agent_path, ahex);
     hex_encode(req->control_path, chex);
     int n = snprintf(head, cap, script_head_fmt, ahex, chex);
-    int fd = mkstemps(path, 3);
-    if (fd >= 0)
-        *made = 1;
+    fd = memfd_create("vcattach-gdb-inject", MFD_CLOEXEC);
     if (fd < 0 || write_all(fd, head, (size_t)n) < 0 ||
         write_all(fd, vc_gdb_script, strlen(vc_gdb_script)) < 0) {
-        inject_set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
+        inject_set_err(err, errlen, "cannot write the gdb script into a memfd: %s",
+                       strerror(errno));
         if (fd >= 0)
             close(fd);
-        goto out;
+        fd = -1;
     }
-    if (close(fd) < 0) {
-        inject_set_err(err, errlen, "cannot write the gdb script in /tmp: %s", strerror(errno));
-        goto out;
-    }
-    rc = 0;
 out:
     free(head);
     free(ahex);
     free(chex);
-    return rc;
+    return fd;
 }
 
 /* Step 3: what one gdb run means (r: run_gdb's result, out: its output).  Returns the
@@ -453,8 +459,8 @@ static int interpret_run(const struct inject_request *req, const char *gdb, int 
 /* Step 4: gdb runs until one run reaches a verdict; a run that found no thread at a safe point
  * is repeated after a short pause until half the timeout is spent.  Termination signals wait
  * until gdb has detached (see the top comment).  The timeout counts from t0. */
-static int run_attempts(const struct inject_request *req, const char *gdb,
-                        const char *script_path, int64_t t0, char *out, char *err, size_t errlen)
+static int run_attempts(const struct inject_request *req, const char *gdb, int script_fd,
+                        int64_t t0, char *out, char *err, size_t errlen)
 {
     int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
     int64_t deadline = t0 + timeout_ms, search_until = t0 + timeout_ms / 2;
@@ -468,7 +474,7 @@ static int run_attempts(const struct inject_request *req, const char *gdb,
     int status;
     for (int attempt = 1;; attempt++) {
         int64_t left = deadline - vc_monotonic_ms();
-        int r = left > 0 ? run_gdb(gdb, req->pid, script_path, (int)left, out, OUTPUT_MAX)
+        int r = left > 0 ? run_gdb(gdb, req->pid, script_fd, (int)left, out, OUTPUT_MAX)
                          : -ETIMEDOUT;
         if (req->verbose)
             fprintf(stderr, "vcattach: gdb attempt %d (%d):\n%s", attempt, r, out);
@@ -495,15 +501,14 @@ int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
     err[0] = 0;
     if (check_request(req, gdb, sizeof gdb, err, errlen) < 0)
         return INJECT_UNTOUCHED;
-    char script_path[] = "/tmp/vcattach-gdb-XXXXXX.py";
-    int script_made = 0, status = INJECT_UNTOUCHED;
+    int script_fd = -1, status = INJECT_UNTOUCHED;
     char *out = malloc(OUTPUT_MAX);
     if (!out)
         inject_set_err(err, errlen, "out of memory");
-    else if (write_script(req, script_path, &script_made, err, errlen) == 0)
-        status = run_attempts(req, gdb, script_path, t0, out, err, errlen);
-    if (script_made) /* after a failed mkstemps the name may be someone else's file */
-        unlink(script_path);
+    else if ((script_fd = write_script(req, err, errlen)) >= 0)
+        status = run_attempts(req, gdb, script_fd, t0, out, err, errlen);
+    if (script_fd >= 0)
+        close(script_fd);
     free(out);
     return status;
 }

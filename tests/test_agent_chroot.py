@@ -13,7 +13,7 @@ import pytest
 
 from support.paths import (CHROOT_PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, agent_path,
                       copy_vcattach_into, root_workdir)
-from support.agent_scripts import PRELUDE
+from support.agent_scripts import FORK_CHILD, PRELUDE, check_fork_child_untraced
 from support.traces import check_nesting, decode, named
 
 pytestmark = pytest.mark.skipif(
@@ -41,32 +41,8 @@ def chroot_py(request, tmp_path):
 
 def test_fork_child_is_left_untraced(chroot_py):
     run, out = chroot_py
-    p, rep = run(r'''
-        import warnings
-        warnings.simplefilter("ignore", DeprecationWarning)
-        vcattach.start(sys.argv[1])
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            for _ in range(100):
-                leaf()
-            os.write(w, json.dumps(hooks_state()).encode())
-            os._exit(0)
-        os.close(w)
-        child = json.loads(os.read(r, 65536).decode())
-        os.waitpid(pid, 0)
-        for _ in range(10):
-            leaf()
-        res = vcattach.stop()
-        print(json.dumps({"child": child, "status": res.status, "pid": os.getpid()}))
-    ''')
-    assert rep["child"]["getprofile"] == "None"
-    assert rep["child"]["threading_profile_hook"] == "None"
-    assert all(x is None for x in rep["child"]["tools"])
-    assert rep["status"] == 0
-    ev = decode(out)
-    assert len(named(ev, "leaf")) == 10
-    assert {e["pid"] for e in ev if e["ph"] == "X"} == {rep["pid"]}
+    _, rep = run(FORK_CHILD)
+    check_fork_child_untraced(rep, decode(out))
 
 
 def test_trace_started_deep_in_recursion(chroot_py):

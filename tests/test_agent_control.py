@@ -17,7 +17,7 @@ import pytest
 from support.paths import PYTHONS, agent_path, python_env, python_params
 from support.protocol import (CONFIG, DATA, END, HELLO, STARTED, STATUS, STOP, control_listener,
                               kv, recv, send)
-from support.agent_scripts import PRELUDE
+from support.agent_scripts import FORK_CHILD, PRELUDE, check_fork_child_untraced
 from support.traces import check_nesting, decode, named
 
 
@@ -198,33 +198,8 @@ def test_user_errors(py, tmp_path):
 
 def test_fork_child_is_left_untraced(py, tmp_path):
     out = str(tmp_path / "fork.cvf")
-    p = _spawn(py, r'''
-        import warnings
-        warnings.simplefilter("ignore", DeprecationWarning)
-        vcattach.start(sys.argv[1])
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            for _ in range(100):
-                leaf()
-            os.write(w, json.dumps(hooks_state()).encode())
-            os._exit(0)
-        os.close(w)
-        child = json.loads(os.read(r, 65536).decode())
-        os.waitpid(pid, 0)
-        for _ in range(10):
-            leaf()
-        res = vcattach.stop()
-        print(json.dumps({"child": child, "status": res.status}))
-    ''', out)
-    rep = _finish(p)
-    assert rep["child"]["getprofile"] == "None"
-    assert rep["child"]["threading_profile_hook"] == "None"
-    assert "tools" not in rep["child"] or all(x is None for x in rep["child"]["tools"])
-    assert rep["status"] == 0
-    ev = decode(out)
-    assert len(named(ev, "leaf")) >= 10
-    assert {e["pid"] for e in ev if e["ph"] == "X"} == {p.pid}
+    rep = _finish(_spawn(py, FORK_CHILD, out))
+    check_fork_child_untraced(rep, decode(out))
 
 
 def test_deep_recursion_is_counted(py, tmp_path):

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from support.build import build_test_agent
 from support.paths import BUILD, one_python, python_params, world_readable
 from support.proc import NOBODY, assert_running_untraced, proc_state, task_states
 from support.targets import FixtureTarget, reference_result
@@ -480,17 +481,11 @@ def test_ptrace_call_stuck_uninterruptibly_is_restored(target_factory, tmp_path)
     interrupt is given: the thread must still be taken back and restored before it is
     detached (detached as it is, it would finish the call on the scratch stack and only then
     return to its own code through the prepared signal frame, with the call's effects)."""
-    src = tmp_path / "vfork_agent.c"
-    so = tmp_path / "libvfork.so"
-    src.write_text(VFORK_AGENT)
-    cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)],
-                        capture_output=True, text=True, timeout=60)
-    assert cc.returncode == 0, cc.stderr
-    os.chmod(str(tmp_path), 0o755)
+    so = build_test_agent(tmp_path, "vfork", VFORK_AGENT)
     py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "4")
-    rc, rows = inject("ptrace", t.pid, "x", agent=str(so), timeout_ms=1000)
+    rc, rows = inject("ptrace", t.pid, "x", agent=so, timeout_ms=1000)
     assert rc == 2 and "did not return" in rows[0][2], rows
     assert_running_untraced(t.pid)
     time.sleep(2.0)  # the vfork child has exited: a thread left hijacked would be dead now
@@ -516,18 +511,12 @@ def test_gdb_call_timeout_unwinds_instead_of_leaving_the_call_running(target_fac
     call running untraced, returning later into gdb's dummy-frame breakpoint (the target
     dies).  The call must be stopped and unwound on its own thread instead, and the target
     must be alive and well after the call's sleep would have ended."""
-    src = tmp_path / "slow_agent.c"
-    so = tmp_path / "libslow.so"
-    src.write_text(SLOW_AGENT)
-    cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)],
-                        capture_output=True, text=True, timeout=60)
-    assert cc.returncode == 0, cc.stderr
-    os.chmod(str(tmp_path), 0o755)
+    so = build_test_agent(tmp_path, "slow", SLOW_AGENT)
     py = one_python()
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "1")
     t0 = time.time()
-    rc, rows = inject("gdb", t.pid, "x", agent=str(so), timeout_ms=6000)
+    rc, rows = inject("gdb", t.pid, "x", agent=so, timeout_ms=6000)
     if rc == 1:
         pytest.skip("gdb did not reach the call within 6 s here: %s" % rows)
     assert rc == 2 and "gdb unwound it" in rows[0][2], rows

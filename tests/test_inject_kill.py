@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from support.build import build_test_agent
 from support.paths import BUILD, VCATTACH, agent_path, one_python
 from support.proc import assert_running_untraced
 from support.targets import INJECT_TARGET, FixtureTarget, Target, reference_result
@@ -196,12 +197,7 @@ def test_kill_9_inside_the_remote_call(tmp_path):
     seize and the safe-point search, which take longer): an agent whose connect call lasts
     ~20 ms (sleeps and computation), each run killed 0-20 ms after the injector's note that
     the call phase begins."""
-    src, so = tmp_path / "slow_agent.c", tmp_path / "libslow.so"
-    src.write_text(SLOW_AGENT)
-    cc = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)],
-                        capture_output=True, text=True, timeout=60)
-    assert cc.returncode == 0, cc.stderr
-    os.chmod(str(tmp_path), 0o755)
+    so = build_test_agent(tmp_path, "slow", SLOW_AGENT)
     py = one_python()
     ref = reference_result(py)
     sleep_s = 3.0
@@ -210,7 +206,7 @@ def test_kill_9_inside_the_remote_call(tmp_path):
     phases = {}
     try:
         for i in range(40):
-            p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), str(so), "x",
+            p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), so, "x",
                                   "--timeout-ms", "20000", "-v"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             log = ""
@@ -352,11 +348,13 @@ def gdbs_on(pid):
 def test_kill_9_of_injector_with_gdb_method(tmp_path):
     """gdb method: the injecting process killed with -9 at random instants.  gdb runs in its own
     process group and outlives it: it finishes its call and detaches; the target lives, no
-    thread is left stopped or traced, no gdb is left running.  (gdb itself killed mid-call is
-    not survivable; see injector/inject.h.)"""
+    thread is left stopped or traced, no gdb is left running, and no script file is left
+    anywhere (gdb reads it from a memfd it inherited).  (gdb itself killed mid-call is not
+    survivable; see injector/inject.h.)"""
     import shutil
     if not shutil.which("gdb"):
         pytest.skip("gdb is not installed")
+    scripts_before = set(n for n in os.listdir("/tmp") if n.startswith("vcattach-gdb-"))
     py = one_python()
     ref = reference_result(py)
     t = FixtureTarget(py, "--sleep", "2")
@@ -382,6 +380,8 @@ def test_kill_9_of_injector_with_gdb_method(tmp_path):
                 i, t.proc.returncode)
             assert_running_untraced(t.pid)
         assert_unharmed_after_kills(t.report(), ref, 2.0, True)
+        left = set(n for n in os.listdir("/tmp") if n.startswith("vcattach-gdb-"))
+        assert left <= scripts_before, sorted(left - scripts_before)
     finally:
         t.close()
 

@@ -49,3 +49,38 @@ def run_script_once(py, host_dir, files):
                        env=python_env(PYTHONPATH=pypath), cwd=outside)
     assert p.returncode == 0, "target failed on %s:\n%s\n%s" % (py["id"], p.stdout, p.stderr)
     return os.path.join(outside, "trace"), json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# A fork while tracing: the child calls leaf() 100 times and reports its hooks, the parent calls
+# it 10 more times and stops.  check_fork_child_untraced judges the report and the trace.
+FORK_CHILD = r'''
+    import warnings
+    warnings.simplefilter("ignore", DeprecationWarning)
+    vcattach.start(sys.argv[1])
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for _ in range(100):
+            leaf()
+        os.write(w, json.dumps(hooks_state()).encode())
+        os._exit(0)
+    os.close(w)
+    child = json.loads(os.read(r, 65536).decode())
+    os.waitpid(pid, 0)
+    for _ in range(10):
+        leaf()
+    res = vcattach.stop()
+    print(json.dumps({"child": child, "status": res.status, "pid": os.getpid()}))
+'''
+
+
+def check_fork_child_untraced(rep, events):
+    """The child left with no hook of ours (profile, threading's hook, sys.monitoring tools),
+    the parent's session intact, and only the parent's calls in its trace."""
+    from .traces import named
+    assert rep["child"]["getprofile"] == "None"
+    assert rep["child"]["threading_profile_hook"] == "None"
+    assert all(x is None for x in rep["child"].get("tools", []))
+    assert rep["status"] == 0
+    assert len(named(events, "leaf")) >= 10
+    assert {e["pid"] for e in events if e["ph"] == "X"} == {rep["pid"]}
