@@ -276,7 +276,7 @@ static void print_processes(const vct_trace *t)
         uint64_t pid = t->threads[i].pid, calls = 0;
         size_t threads = 0;
         for (; i < t->nthreads && t->threads[i].pid == pid; i++)
-            threads++, calls += t->threads[i].nevents;
+            threads++, calls += vct_thread_calls(&t->threads[i]);
         const char *name = vct_trace_process_name(t, pid);
         printf("  process %" PRIu64 ": %zu thread%s, %s calls", pid, threads,
                threads == 1 ? "" : "s", grouped(calls, b1, sizeof b1));
@@ -291,9 +291,14 @@ static void print_processes(const vct_trace *t)
 static void print_header(const char *path, const vct_trace *t)
 {
     char b1[32], b2[32], b3[32];
-    printf("%s: %s span, %s calls, %zu thread%s", path,
-           human_span(vct_trace_span(t), b1, sizeof b1),
-           grouped(t->nevents, b2, sizeof b2), t->nthreads, t->nthreads == 1 ? "" : "s");
+    uint64_t calls = 0;
+    for (size_t i = 0; i < t->nthreads; i++)
+        calls += vct_thread_calls(&t->threads[i]);
+    printf("%s: %s span, %s calls", path, human_span(vct_trace_span(t), b1, sizeof b1),
+           grouped(calls, b2, sizeof b2));
+    if (calls < t->nevents) /* the rest are slices of coroutines and generators */
+        printf(" (+%s resume slices)", grouped(t->nevents - calls, b3, sizeof b3));
+    printf(", %zu thread%s", t->nthreads, t->nthreads == 1 ? "" : "s");
     if (t->nprocesses > 1)
         printf(" in %" PRIu64 " processes", t->nprocesses);
     if (t->has_drops)
@@ -351,7 +356,7 @@ static int print_tables(const vct_trace *t, const struct summary_args *a, long o
             continue;
         if (shown && !shown[i]) {
             hidden++;
-            hidden_calls += th->nevents;
+            hidden_calls += vct_thread_calls(th);
             continue;
         }
         if (vct_summary_add_thread(&acc, th) < 0) {

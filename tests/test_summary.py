@@ -382,6 +382,14 @@ def test_real_coroutine_resumes_are_slices_not_calls(py, hook, tmp_path):
     gens = [e for e in json.loads(js.read_text())["traceEvents"]
             if e["ph"] == "X" and e["name"].startswith("numbers (")]
     assert len(gens) == 6 and sum(1 for e in gens if e.get("args")) == 5
+    # the header counts calls too, the slices apart
+    xs = [e for e in json.loads(js.read_text())["traceEvents"] if e["ph"] == "X"]
+    n_resume = sum(1 for e in xs if e.get("args", {}).get("vcattach") == "resume")
+    head = summary(out).stdout.splitlines()[0]
+    m = re.search(r" ([\d,]+) calls \(\+([\d,]+) resume slices\), ", head)
+    assert m, head
+    assert int(m.group(2).replace(",", "")) == n_resume >= 45, (head, n_resume)
+    assert int(m.group(1).replace(",", "")) == len(xs) - n_resume, (head, len(xs))
 
 
 @pytest.mark.parametrize("py", _traced_pythons())

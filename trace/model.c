@@ -45,6 +45,14 @@ int64_t vct_trace_span(const vct_trace *t)
     return span > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)span;
 }
 
+uint64_t vct_thread_calls(const vct_thread *th)
+{
+    uint64_t n = 0;
+    for (size_t k = 0; k < th->nevents; k++)
+        n += !(th->events[k].flags & VCT_EV_RESUME);
+    return n;
+}
+
 /* FNV-1a: names are short and interned once per .cvf group, so simplicity wins. */
 static uint64_t hash_name(const char *s)
 {

@@ -96,6 +96,9 @@ static inline int64_t vct_sat_diff(int64_t later, int64_t earlier)
 /* max_end - min_ts without signed overflow (timestamps come from the file: any int64):
  * saturates at INT64_MAX; 0 when there is no event. */
 int64_t vct_trace_span(const vct_trace *t);
+/* The calls of a thread: its events but a coroutine's resume slices (VCT_EV_RESUME), which are
+ * parts of one call, not calls. */
+uint64_t vct_thread_calls(const vct_thread *th);
 void vct_trace_free(vct_trace *t);
 
 /* Returns the id of `name` (adding it if new) in *id.  0, or -1 on allocation failure. */
