@@ -15,6 +15,7 @@ PACKAGES=(
   gdb                               # --method gdb
   debootstrap                       # scripts/test-root: the sid root with CPython 3.14/3.15
   python3 python3-pytest            # test runner (Debian's python3)
+  python3-pip python3-setuptools    # the test that `pip install ./python` works (offline)
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
   procps psmisc strace              # ps/pkill in tests; strace: a target traced by another tracer
   hyperfine                         # bench/

@@ -2,7 +2,8 @@
 
 An unprivileged user (created by the suite, idempotently) starts the target in a user+mount
 namespace (`unshare -Urm`) where its own directory is bind-mounted over /tmp (owned by it, not
-sticky) and /work is hidden (so that vcattach must copy the agent into the target's /tmp).  A
+sticky) and the build directory is hidden (so that vcattach must copy the agent into the
+target's /tmp; a checkout under /tmp is hidden by the new /tmp already).  A
 racer in the same namespace:
   - swaps every vcattach-* entry of that /tmp (the old control directories) with a symlink to
     a root-only host directory of canary files (renameat2 RENAME_EXCHANGE, in a loop, both
@@ -115,7 +116,7 @@ def hostile(sec_user):
     base = tempfile.mkdtemp(prefix="vcsec-", dir="/var/tmp")
     os.chmod(base, 0o755)                              # ... but traversable by the user
     home = os.path.join(base, "home")                  # the user's: becomes the target's /tmp
-    empty = os.path.join(base, "empty")                # hides /work from the target
+    empty = os.path.join(base, "empty")                # hides the agent's build directory
     for d in (home, empty):
         os.mkdir(d, 0o755)
         os.chown(d, uid, gid)
@@ -132,7 +133,9 @@ def hostile(sec_user):
         f.write(RACER)
     with open(os.path.join(base, "target.py"), "w") as f:
         f.write(TARGET)
-    script = ("set -e; mount --bind {home} /tmp; mount --bind {empty} /work; "
+    build = os.path.realpath(BUILD)
+    hide = "" if build.startswith("/tmp/") else "mount --bind {empty} '%s'; " % build
+    script = ("set -e; mount --bind {home} /tmp; " + hide +
               "mkdir /tmp/{old}; mount --bind {canary} /tmp/{old}; "
               "{py} {base}/racer.py {canary} & "
               "exec {py} {base}/target.py").format(home=home, empty=empty, old=old_copy,
@@ -176,14 +179,15 @@ def proc_status(pid):
 def test_hostile_tmp_and_racer_cannot_touch_host_files(hostile, tmp_path):
     t, home, canary, before = hostile
     assert proc_status(t.pid)["Uid"].split()[0] != "0"
-    ok = 0
+    ok = copied = 0
     errs = []
     runs = [("ptrace", i) for i in range(20)] + [("gdb", i) for i in range(4)]
     for method, i in runs:
         out = tmp_path / ("%s-%d.cvf" % (method, i))
         r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "200ms", "-o", str(out),
-                            "--method", method, "-q"],
+                            "--method", method, "-v"],
                            capture_output=True, text=True, timeout=120)
+        copied += "agent copied into the target's mount namespace" in r.stderr
         # the racer may make an attach fail (its copy directory mounted over): never succeed
         # through the host's files
         ok += r.returncode == 0
@@ -195,6 +199,8 @@ def test_hostile_tmp_and_racer_cannot_touch_host_files(hostile, tmp_path):
         assert st["TracerPid"].strip() == "0" and st["State"][0] in "RS", st
     assert ok >= 6, "\n".join(errs[:4]) + "\nmany attaches should succeed (%d of %d)" % (
         ok, len(runs))
+    assert copied >= ok, "the agent was visible to the target: nothing to attack (%d copies)" % (
+        copied)
     left = [n for n in os.listdir(home) if n.startswith("vcattach-")]
     assert left == [], left
 
