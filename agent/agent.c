@@ -356,25 +356,31 @@ static int start_tracing(vc_session *s, PyGILState_STATE *gstate, PyThreadState 
 }
 
 /* Step 3, without the GIL: waits for a stop reason (deadline, API, controller, status client,
- * atexit), visiting the GIL every tick for the periodic work. */
+ * atexit), visiting the GIL every tick for the periodic work.  The sockets are served by the
+ * socket thread meanwhile (control.c), so a long wait for the GIL keeps nobody waiting; when
+ * that thread cannot be created this thread serves them between visits, as it always could. */
 static int wait_for_stop(vc_session *s, PyThreadState **mine)
 {
+    unsigned what = vc_control_serve_start(s) == 0 ? VC_POLL_WAKE : VC_POLL_WAKE | VC_POLL_SOCKETS;
     uint64_t last_visit = vc_clock_mono_ns();
+    int reason;
     for (;;) {
         int timeout = VC_TICK_MS;
         if (s->duration_ms) {
             uint64_t el = vc_session_elapsed_ms(s);
-            if (el >= s->duration_ms)
-                return VC_STOP_DEADLINE;
+            if (el >= s->duration_ms) {
+                reason = VC_STOP_DEADLINE;
+                break;
+            }
             if (s->duration_ms - el < (uint64_t)timeout)
                 timeout = (int)(s->duration_ms - el);
         }
-        int r = vc_control_poll(s, timeout);
+        int r = vc_control_poll(s, timeout, what);
         if (r != VC_STOP_NONE)
             vc_life_request_stop(r);
-        int reason = vc_life_stop_requested();
+        reason = vc_life_stop_requested();
         if (reason != VC_STOP_NONE)
-            return reason;
+            break;
         uint64_t now = vc_clock_mono_ns();
         if (now - last_visit >= (uint64_t)VC_TICK_MS * 1000000u) {
             last_visit = now;
@@ -386,6 +392,8 @@ static int wait_for_stop(vc_session *s, PyThreadState **mine)
             *mine = PyEval_SaveThread();
         }
     }
+    vc_control_serve_stop(); /* the sockets are the agent thread's again (DATA, END) */
+    return reason;
 }
 
 /* Step 4: stops under the GIL and gives up our thread state for good (the rest runs without

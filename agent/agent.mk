@@ -11,7 +11,8 @@
 # Layers (each file calls only files below it; none calls back into agent.c):
 #   agent.c        the exported API and the agent thread's steps (prepare, start, wait, stop,
 #                  deliver, end); the one uninstall path (stop, failed install, fork child)
-#   control.c      the control channel and status socket       emit.c  records → .cvf → sink
+#   control.c      the control channel and status socket, served while tracing by a socket
+#                  thread that never takes the GIL             emit.c  records → .cvf → sink
 #   starthook.c    threading's start hook → the backend's on_new_thread
 #   follow.c       a fork child's os._exit wrapper (process-tree sessions)
 #   hook_profile.c, hook_monitoring.c, hook_evalframe.c   one backend each, behind backend.h's

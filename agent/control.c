@@ -1,9 +1,10 @@
 /* control.c — the agent's side of the control channel (common/protocol.h) and of the
  * abstract status socket that later `vcattach status|stop` connect to.
  *
- * Runs on the agent thread only, never with the GIL held; every blocking step is bounded.
- * It reads the session (session.h) and the life cycle (lifecycle.h) and calls nothing in
- * agent.c: poll results go back to the agent thread as stop reasons.
+ * Runs on the agent thread, and while tracing on a socket thread of its own (below), never
+ * with the GIL held; every blocking step is bounded.  It reads the session (session.h) and the
+ * life cycle (lifecycle.h) and calls nothing in agent.c: poll results go back to the agent
+ * thread as stop reasons.
  */
 #include "backend.h"
 #include "lifecycle.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,16 +327,16 @@ static int serve_status_client(vc_session *s)
     return VC_STOP_NONE;
 }
 
-int vc_control_poll(vc_session *s, int timeout_ms)
+int vc_control_poll(vc_session *s, int timeout_ms, unsigned what)
 {
     struct pollfd p[3];
     int n = 0, iw = -1, ic = -1, is = -1;
-    int wake = vc_life_wake_fd();
+    int wake = (what & VC_POLL_WAKE) ? vc_life_wake_fd() : -1;
     if (wake >= 0)
         iw = n, p[n++] = (struct pollfd){.fd = wake, .events = POLLIN};
-    if (s->control_fd >= 0)
+    if ((what & VC_POLL_SOCKETS) && s->control_fd >= 0)
         ic = n, p[n++] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
-    if (s->status_fd >= 0)
+    if ((what & VC_POLL_SOCKETS) && s->status_fd >= 0)
         is = n, p[n++] = (struct pollfd){.fd = s->status_fd, .events = POLLIN};
     int r = poll(p, (nfds_t)n, timeout_ms < 0 ? 0 : timeout_ms);
     if (r <= 0)
@@ -366,6 +368,57 @@ int vc_control_poll(vc_session *s, int timeout_ms)
     if (is >= 0 && (p[is].revents & POLLIN))
         return serve_status_client(s);
     return VC_STOP_NONE;
+}
+
+/* ---- the socket thread ----
+ * While tracing, the sockets are served by a thread of their own that never touches Python.
+ * The agent thread visits the GIL every tick, and on a busy or loaded target that visit can
+ * wait for seconds (every thread of the target wants the GIL as much); STATUS, STOP and the
+ * controller must be answered meanwhile (a `vcattach status` unanswered in 2 s reports no
+ * session, and the buffer warning of `vcattach trace` never comes).  The agent thread still
+ * owns every stop: this thread only records the reason (vc_life_request_stop, which wakes the
+ * agent thread) and goes on answering STATUS until vc_control_serve_stop.  Its signals are
+ * blocked (inherited from the agent thread); a fork child has no such thread, and forgets it. */
+#define VC_SERVE_SLICE_MS 50
+
+static pthread_t g_server;
+static int g_server_on, g_server_quit;
+
+static void *serve_sockets(void *arg)
+{
+    vc_session *s = arg;
+    while (!__atomic_load_n(&g_server_quit, __ATOMIC_ACQUIRE)) {
+        int r = vc_control_poll(s, VC_SERVE_SLICE_MS, VC_POLL_SOCKETS);
+        if (r != VC_STOP_NONE)
+            vc_life_request_stop(r);
+    }
+    return NULL;
+}
+
+static void forget_server_in_child(void)
+{
+    g_server_on = 0;
+}
+
+int vc_control_serve_start(vc_session *s)
+{
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, forget_server_in_child) == 0)
+        atfork_done = 1;
+    if (!atfork_done || g_server_on)
+        return -1;
+    __atomic_store_n(&g_server_quit, 0, __ATOMIC_RELEASE);
+    g_server_on = pthread_create(&g_server, NULL, serve_sockets, s) == 0;
+    return g_server_on ? 0 : -1;
+}
+
+void vc_control_serve_stop(void)
+{
+    if (!g_server_on)
+        return;
+    __atomic_store_n(&g_server_quit, 1, __ATOMIC_RELEASE);
+    pthread_join(g_server, NULL);
+    g_server_on = 0;
 }
 
 /* ---- trace as DATA frames ---- */

@@ -144,7 +144,16 @@ void vc_follow_wrap_os_exit(void);
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);
 void vc_control_send_started(vc_session *s);
 void vc_control_send_error(vc_session *s, const char *msg);
-int vc_control_poll(vc_session *s, int timeout_ms);
+/* Waits up to timeout_ms for the wake pipe (VC_POLL_WAKE, drained) and/or the control and
+ * status sockets (VC_POLL_SOCKETS, served): a stop reason, or VC_STOP_NONE. */
+#define VC_POLL_WAKE 1u
+#define VC_POLL_SOCKETS 2u
+int vc_control_poll(vc_session *s, int timeout_ms, unsigned what);
+/* The socket thread (control.c): serves the sockets while the agent thread traces.  start: 0,
+ * or -1 (no thread: the agent thread must poll the sockets itself); stop: joins it (bounded by
+ * one poll slice and one status client's 1 s). */
+int vc_control_serve_start(vc_session *s);
+void vc_control_serve_stop(void);
 /* END goes out after the session has become idle (so that a controller attaching again as
  * soon as it reads END finds neither a running session nor its status socket).  prepare takes
  * the text and the two fds out of the session, which the next session may then reuse;

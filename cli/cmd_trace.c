@@ -209,10 +209,42 @@ static void status_line_clear(int show)
         fprintf(stderr, "\r\033[K");
 }
 
+/* From an agent's STATUS text: will its buffer fill within horizon_ms of the session's start,
+ * at the rate so far?  1: yes, and it says so on stderr ("before WHEN"), with the --buffer-mb
+ * that would hold the whole horizon; 0: no; -1: cannot tell yet (nothing recorded); -2: an
+ * agent that does not report its buffer. */
+static int buffer_forecast(const char *reply, double horizon_ms, const char *when)
+{
+    char probe[32];
+    if (vc_kv_get(reply, "buffer_chunks", probe, sizeof probe) < 0)
+        return -2;
+    unsigned long long used = kv_u64(reply, "buffer_chunks_used"),
+                       total = kv_u64(reply, "buffer_chunks"), mb = kv_u64(reply, "buffer_mb"),
+                       elapsed = kv_u64(reply, "elapsed_ms");
+    if (!used || !total || !mb || !elapsed)
+        return -1; /* nothing recorded yet: no rate to judge by */
+    double fill_ms = (double)elapsed * (double)total / (double)used;
+    if (fill_ms >= horizon_ms)
+        return 0;
+    double need_mb = (double)mb * horizon_ms / fill_ms * 1.25; /* a margin: rates vary */
+    char f[32];
+    cli_format_duration((uint64_t)fill_ms, f, sizeof f);
+    if (need_mb <= 65536)
+        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+                        "before %s; then the oldest calls are dropped (--buffer-mb %.0f would "
+                        "hold them)\n", mb, f, when, ceil(need_mb / 64) * 64);
+    else
+        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+                        "before %s; then the oldest calls are dropped (trace for less time, "
+                        "or raise --buffer-mb up to 65536)\n", mb, f, when);
+    return 1;
+}
+
 /* After the first BUFFER_PROBE_MS of tracing: how fast are the hooks filling the agent's
  * buffer?  When, at that rate, it fills before -t ends (or, without -t, within the first
  * minute), say so now, with the --buffer-mb that would hold the whole trace: the agent keeps
  * the newest calls and drops the oldest, which the operator should not learn only at the end.
+ * (`vcattach status` says the same of a running session, a `start`ed one included.)
  * Best effort: a session that does not answer in time (its agent thread waits for the GIL of
  * a busy target, or the machine is loaded) is asked again each status tick until
  * BUFFER_PROBE_LAST_MS; it is never an error.  Returns 1 when the question is settled (warned,
@@ -227,34 +259,12 @@ static int warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int sh
                           sizeof err);
     if (r != 1)
         return 0;
-    char probe[32];
-    if (vc_kv_get(reply, "buffer_chunks", probe, sizeof probe) < 0)
-        return 1; /* an agent without these fields */
-    unsigned long long used = kv_u64(reply, "buffer_chunks_used"),
-                       total = kv_u64(reply, "buffer_chunks"), mb = kv_u64(reply, "buffer_mb"),
-                       elapsed = kv_u64(reply, "elapsed_ms");
-    if (!used || !total || !mb || !elapsed)
-        return 0; /* nothing recorded yet: no rate to judge by */
-    double fill_ms = (double)elapsed * (double)total / (double)used;
     double horizon = opt->duration_ms ? (double)opt->duration_ms : 60000.0;
-    if (fill_ms >= horizon)
-        return 1;
-    double need_mb = (double)mb * horizon / fill_ms * 1.25; /* a margin: rates vary */
-    char f[32], d[32];
-    cli_format_duration((uint64_t)fill_ms, f, sizeof f);
+    char d[32], when[64];
     cli_format_duration((uint64_t)horizon, d, sizeof d);
+    snprintf(when, sizeof when, "%s%s", opt->duration_ms ? "-t " : "the first ", d);
     status_line_clear(show);
-    if (need_mb <= 65536)
-        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
-                        "before %s%s; then the oldest calls are dropped (--buffer-mb %.0f would "
-                        "hold them)\n", mb, f, opt->duration_ms ? "-t " : "the first ", d,
-                ceil(need_mb / 64) * 64);
-    else
-        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
-                        "before %s%s; then the oldest calls are dropped (trace for less time, "
-                        "or raise --buffer-mb up to 65536)\n", mb, f,
-                opt->duration_ms ? "-t " : "the first ", d);
-    return 1;
+    return buffer_forecast(reply, horizon, when) != -1;
 }
 
 /* Waits for the duration (0: until Ctrl-C).  Returns 0 when it is time to stop (deadline or
@@ -828,8 +838,16 @@ int cmd_status(int argc, char **argv)
     snprintf(left, sizeof left, remaining || backstop ? "%s left" : "no deadline", l);
     if (streamed)
         snprintf(output, sizeof output, "streamed to the vcattach that started it");
-    if (!opt.quiet)
+    if (!opt.quiet) {
         printf("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",
                state, (int)opt.pid, e, left, kv_u64(reply, "threads"), output);
+        fflush(stdout);
+        /* A session with a deadline: will the buffer hold until then? */
+        if (remaining && !strcmp(state, "running")) {
+            char when[64];
+            snprintf(when, sizeof when, "the session ends (in %s)", l);
+            buffer_forecast(reply, (double)(kv_u64(reply, "elapsed_ms") + remaining), when);
+        }
+    }
     return VC_EXIT_OK;
 }

@@ -22,7 +22,7 @@ from support.paths import (ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH, agent_name, 
                            world_readable)
 from support.proc import PRIVATE_TMP, assert_untouched, run_vcattach
 from support.service import (SUMMARY, THREADS, assert_unharmed, check_service_threads,
-                             check_summary, thread_names, trace_with_late_thread)
+                             check_summary, thread_names, trace_with_late_thread, x_events)
 from support.targets import Idle, Service
 
 from vcattach import cvf
@@ -288,6 +288,82 @@ def test_stream_to_unix_socket(python, service, tmp_path):
     assert "-> unix:%s" % path in r.stdout
     assert received and "MainThread" in thread_names(cvf.loads(received[0])).values()
     assert_unharmed(svc, svc.finish())
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_status_warns_when_a_started_sessions_buffer_will_fill(python, service, tmp_path):
+    """`start` returns at once, before any call rate is known: `status` is where the operator
+    of a detached session learns that its 1 MiB buffer fills before the deadline (and which
+    --buffer-mb would hold it).  A session whose buffer holds gets no warning."""
+    svc = service(python)
+    out = tmp_path / "small.cvf"
+    r = run_vcattach("start", "--pid", svc.pid, "-t", "60s", "-o", out, "--buffer-mb", "1")
+    assert r.returncode == 0, r.stderr
+    warning = re.compile(r"warning: at this call rate the 1 MiB buffer fills after ~\S+, before "
+                         r"the session ends \(in [\d.]+s\); then the oldest calls are dropped "
+                         r"\(--buffer-mb (\d+) would hold them\)")
+    deadline = time.monotonic() + 20
+    while True:  # the first calls must be recorded before there is a rate
+        st = run_vcattach("status", "--pid", svc.pid)
+        assert st.returncode == 0 and "session running in pid %d" % svc.pid in st.stdout, st
+        m = warning.search(st.stderr)
+        if m or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert m, st.stderr
+    assert int(m.group(1)) > 1
+    assert run_vcattach("stop", "--pid", svc.pid).returncode == 0
+    r = run_vcattach("start", "--pid", svc.pid, "-t", "2s", "-o", tmp_path / "roomy.cvf",
+                     "--buffer-mb", "2048")
+    assert r.returncode == 0, r.stderr
+    time.sleep(0.5)
+    st = run_vcattach("status", "--pid", svc.pid)
+    assert st.returncode == 0 and "warning" not in st.stderr, st.stderr
+    wait_session(svc.pid, running=False)
+    assert_unharmed(svc, svc.finish())
+
+
+# Holds the GIL for 4 s at a time: a call through ctypes.PyDLL keeps it (PyDLL is for functions
+# that use the C API), and usleep never gives it up.  The agent thread waits for it at every
+# tick of the trace.
+GIL_HOG = """
+import ctypes, time
+hold = ctypes.PyDLL(None).usleep
+print("ready", flush=True)
+while True:
+    hold(4000000)
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
+def test_status_and_stop_answered_while_the_gil_is_held(python, tmp_path):
+    """A target that holds the GIL for 4 s at a time: its agent thread waits for the GIL at
+    every tick, yet every `status` is answered (by the agent's socket thread, which never takes
+    the GIL: before it, a status query found no answer within its 2 s and reported no session),
+    and `stop` writes the trace once the GIL comes back."""
+    p = subprocess.Popen(python["argv"] + ["-c", GIL_HOG], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        out = tmp_path / "hog.cvf"
+        r = run_vcattach("start", "--pid", p.pid, "-t", "60s", "-o", out)
+        assert r.returncode == 0, r.stderr
+        end = time.monotonic() + 8.5  # two holds at least
+        n = 0
+        while time.monotonic() < end:
+            st = run_vcattach("status", "--pid", p.pid)
+            assert st.returncode == 0 and "session running in pid %d" % p.pid in st.stdout, st
+            n += 1
+            time.sleep(0.25)
+        assert n >= 10
+        stop = run_vcattach("stop", "--pid", p.pid)
+        assert stop.returncode == 0, stop.stderr
+        assert any("sleep" in e["name"] for e in x_events(cvf.load(str(out))))
+        assert p.poll() is None
+        assert_untouched(p.pid)
+    finally:
+        p.kill()
+        p.wait()
 
 
 @pytest.mark.parametrize("python", [pytest.param(p, id=p["id"]) for p in FAULT_PYTHONS])
