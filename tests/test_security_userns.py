@@ -107,6 +107,15 @@ def snapshot(d):
     return (st.st_mode, st.st_uid, st.st_gid), out
 
 
+def readable_by(uid, gid, path):
+    """Whether that user can read path (every directory on the way searchable)."""
+    def as_user():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return subprocess.run(["test", "-r", path], preexec_fn=as_user).returncode == 0
+
+
 @pytest.fixture
 def hostile(sec_user):
     if not os.path.exists(AGENT):
@@ -133,8 +142,11 @@ def hostile(sec_user):
         f.write(RACER)
     with open(os.path.join(base, "target.py"), "w") as f:
         f.write(TARGET)
+    # Hidden where the user could reach it; a checkout under /tmp (replaced below) or behind a
+    # directory the user cannot search (root's 0700 home) is out of its sight already.
     build = os.path.realpath(BUILD)
-    hide = "" if build.startswith("/tmp/") else "mount --bind {empty} '%s'; " % build
+    hide = "" if build.startswith("/tmp/") or not readable_by(uid, gid, AGENT) else \
+        "mount --bind {empty} '%s'; " % build
     script = ("set -e; mount --bind {home} /tmp; " + hide +
               "mkdir /tmp/{old}; mount --bind {canary} /tmp/{old}; "
               "{py} {base}/racer.py {canary} & "
@@ -223,7 +235,7 @@ def test_kill9_before_the_agent_connects_leaves_nothing(hostile, tmp_path):
 
 
 def test_start_status_stop_in_a_user_namespace(sec_user, tmp_path):
-    """A target in its own user namespace (`unshare -Ur`, as rootless containers run) sees root
+    """A target in its own user namespace (`unshare -Urm`, as rootless containers run) sees root
     as the overflow uid, and its agent answers only root or its own user: `status`, `stop` and
     the preflight's "already running" check must still find the session (they ask as the
     target's user)."""
@@ -243,7 +255,9 @@ def test_start_status_stop_in_a_user_namespace(sec_user, tmp_path):
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-        t = subprocess.Popen(["unshare", "-Ur", PYTHON, os.path.join(base, "target.py")],
+        # its own mount namespace too, so that the agent is copied to it when the checkout is
+        # out of its reach (root's 0700 home)
+        t = subprocess.Popen(["unshare", "-Urm", PYTHON, os.path.join(base, "target.py")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=as_user)
         try:
