@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from support.paths import BUILD, VCATTACH
+from support.paths import BUILD, VCATTACH, world_readable
 
 USER = "vcattach-sec"
 PYTHON = "/usr/bin/python3.11"   # readable by any user (the pyenv ones live under /root)
@@ -116,6 +116,16 @@ def readable_by(uid, gid, path):
     return subprocess.run(["test", "-r", path], preexec_fn=as_user).returncode == 0
 
 
+def agent_for(uid, gid):
+    """(environment for vcattach, the directory of the agent it uses).  A checkout the user
+    cannot read (root's 0700 home) is refused by vcattach with advice to point
+    VCATTACH_AGENT_DIR at a world-readable copy: so do that, as an operator would."""
+    if readable_by(uid, gid, AGENT):
+        return None, os.path.realpath(BUILD)
+    copy = world_readable(AGENT)
+    return dict(os.environ, VCATTACH_AGENT_DIR=os.path.dirname(copy)), os.path.dirname(copy)
+
+
 @pytest.fixture
 def hostile(sec_user):
     if not os.path.exists(AGENT):
@@ -142,11 +152,9 @@ def hostile(sec_user):
         f.write(RACER)
     with open(os.path.join(base, "target.py"), "w") as f:
         f.write(TARGET)
-    # Hidden where the user could reach it; a checkout under /tmp (replaced below) or behind a
-    # directory the user cannot search (root's 0700 home) is out of its sight already.
-    build = os.path.realpath(BUILD)
-    hide = "" if build.startswith("/tmp/") or not readable_by(uid, gid, AGENT) else \
-        "mount --bind {empty} '%s'; " % build
+    # The agent's directory, hidden from the target (under /tmp it is hidden by the new /tmp)
+    env, agent_dir = agent_for(uid, gid)
+    hide = "" if agent_dir.startswith("/tmp/") else "mount --bind {empty} '%s'; " % agent_dir
     script = ("set -e; mount --bind {home} /tmp; " + hide +
               "mkdir /tmp/{old}; mount --bind {canary} /tmp/{old}; "
               "{py} {base}/racer.py {canary} & "
@@ -171,7 +179,7 @@ def hostile(sec_user):
         err = errlog.read()
         shutil.rmtree(base, ignore_errors=True)
         pytest.skip("cannot start a user+mount namespace target: %s" % err.strip())
-    yield t, home, canary, before
+    yield t, home, canary, before, env
     for pid in (racer[0], t.pid):  # by id: the racer and the target, both ours
         try:
             os.kill(pid, signal.SIGKILL)
@@ -189,7 +197,7 @@ def proc_status(pid):
 
 
 def test_hostile_tmp_and_racer_cannot_touch_host_files(hostile, tmp_path):
-    t, home, canary, before = hostile
+    t, home, canary, before, env = hostile
     assert proc_status(t.pid)["Uid"].split()[0] != "0"
     ok = copied = 0
     errs = []
@@ -198,7 +206,7 @@ def test_hostile_tmp_and_racer_cannot_touch_host_files(hostile, tmp_path):
         out = tmp_path / ("%s-%d.cvf" % (method, i))
         r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "200ms", "-o", str(out),
                             "--method", method, "-v"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120, env=env)
         copied += "agent copied into the target's mount namespace" in r.stderr
         # the racer may make an attach fail (its copy directory mounted over): never succeed
         # through the host's files
@@ -220,12 +228,12 @@ def test_hostile_tmp_and_racer_cannot_touch_host_files(hostile, tmp_path):
 def test_kill9_before_the_agent_connects_leaves_nothing(hostile, tmp_path):
     """#9: kill -9 of vcattach at random instants of the attach: no vcattach-* in the target's
     /tmp afterwards (the control socket is an abstract name: nothing to leave)."""
-    t, home, canary, before = hostile
+    t, home, canary, before, env = hostile
     rnd = random.Random(9)
     for i in range(10):
         p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "200ms", "-o",
                               str(tmp_path / ("k%d.cvf" % i)), "-q"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         time.sleep(rnd.uniform(0.0, 0.03))
         p.kill()
         p.wait()
@@ -267,8 +275,11 @@ def test_start_status_stop_in_a_user_namespace(sec_user, tmp_path):
             assert os.readlink("/proc/%d/ns/user" % t.pid) != os.readlink("/proc/self/ns/user")
             out = os.path.join(out_dir, "s.cvf")
 
+            env, _ = agent_for(uid, gid)
+
             def vc(*args):
-                return subprocess.run([VCATTACH] + [str(a) for a in args], capture_output=True,
+                return subprocess.run([VCATTACH] + [str(a) for a in args], env=env,
+                                      capture_output=True,
                                       text=True, timeout=120)
             r = vc("start", "--pid", t.pid, "-t", "60s", "-o", out)
             assert r.returncode == 0, r.stderr
