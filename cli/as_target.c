@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* In the child: become the target's user in the target's filesystem.  0 or -1 (why in msg). */
-static int enter_target(pid_t pid, uid_t uid, gid_t gid, char *msg, size_t cap)
+/* In the child: enter the target's mount namespace and root.  0 or -1 (why in msg). */
+static int enter_filesystem(pid_t pid, char *msg, size_t cap)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/root", (int)pid);
@@ -49,6 +49,15 @@ static int enter_target(pid_t pid, uid_t uid, gid_t gid, char *msg, size_t cap)
     }
     close(root);
     close(mnt);
+    return 0;
+}
+
+/* In the child: become the target's user, in the target's filesystem when enter_fs.  0 or -1
+ * (why in msg). */
+static int enter_target(pid_t pid, uid_t uid, gid_t gid, int enter_fs, char *msg, size_t cap)
+{
+    if (enter_fs && enter_filesystem(pid, msg, cap) < 0)
+        return -1;
     if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
         snprintf(msg, cap, "cannot take the credentials of pid %d (uid %u): %s", (int)pid,
                  (unsigned)uid, strerror(errno));
@@ -59,9 +68,9 @@ static int enter_target(pid_t pid, uid_t uid, gid_t gid, char *msg, size_t cap)
     return 0;
 }
 
-int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *out, size_t cap),
-                  void *arg, char *out, size_t outcap, int timeout_ms, char *err,
-                  size_t errlen)
+static int run_child(pid_t pid, uid_t uid, gid_t gid, int enter_fs,
+                     int (*fn)(void *arg, char *out, size_t cap), void *arg, char *out,
+                     size_t outcap, int timeout_ms, char *err, size_t errlen)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
@@ -81,8 +90,10 @@ int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *ou
         static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
             signal(sigs[i], SIG_DFL);
-        char msg[1024] = "";
-        int rc = enter_target(pid, uid, gid, msg, sizeof msg) == 0 ? fn(arg, msg, sizeof msg) : 1;
+        char msg[AS_TARGET_OUT_MAX] = "";
+        int rc = enter_target(pid, uid, gid, enter_fs, msg, sizeof msg) == 0
+                     ? fn(arg, msg, sizeof msg)
+                     : 1;
         size_t len = strnlen(msg, sizeof msg);
         if (write(p[1], msg, len) != (ssize_t)len)
             rc = 1;
@@ -90,7 +101,7 @@ int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *ou
     }
     close(p[1]);
     size_t used = 0;
-    char buf[1024];
+    char buf[AS_TARGET_OUT_MAX];
     int64_t deadline = vc_monotonic_ms() + timeout_ms;
     int timed_out = 0;
     for (;;) {
@@ -119,7 +130,7 @@ int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *ou
     while (waitpid(child, &status, 0) < 0 && errno == EINTR)
         ;
     if (timed_out) {
-        snprintf(err, errlen, "a file operation in pid %d's /tmp did not finish within %d s",
+        snprintf(err, errlen, "a helper process as pid %d's user did not finish within %d s",
                  (int)pid, timeout_ms / 1000);
         return -1;
     }
@@ -129,4 +140,18 @@ int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *ou
     }
     snprintf(out, outcap, "%s", buf);
     return 0;
+}
+
+int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *out, size_t cap),
+                  void *arg, char *out, size_t outcap, int timeout_ms, char *err,
+                  size_t errlen)
+{
+    return run_child(pid, uid, gid, 1, fn, arg, out, outcap, timeout_ms, err, errlen);
+}
+
+int as_target_user_run(pid_t pid, uid_t uid, gid_t gid,
+                       int (*fn)(void *arg, char *out, size_t cap), void *arg, char *out,
+                       size_t outcap, int timeout_ms, char *err, size_t errlen)
+{
+    return run_child(pid, uid, gid, 0, fn, arg, out, outcap, timeout_ms, err, errlen);
 }

@@ -1,4 +1,5 @@
-/* as_target.h — do a file operation in the target's filesystem as the target's user.
+/* as_target.h — do a file operation in the target's filesystem as the target's user (or, with
+ * as_target_user_run, anything else that must be done as that user).
  *
  * Whatever vcattach must create where the target can see it (the agent's copy in a container's
  * /tmp) is created by a short-lived child that entered the target's mount namespace, chrooted
@@ -18,5 +19,14 @@
 int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *out, size_t cap),
                   void *arg, char *out, size_t outcap, int timeout_ms, char *err,
                   size_t errlen);
+
+/* The same child without entering the target's filesystem: only its uid and gid (e.g. to talk
+ * to a target in another user namespace, which sees root as an unmapped uid). */
+int as_target_user_run(pid_t pid, uid_t uid, gid_t gid,
+                       int (*fn)(void *arg, char *out, size_t cap), void *arg, char *out,
+                       size_t outcap, int timeout_ms, char *err, size_t errlen);
+
+/* The most a child's result (out, or its reason) can hold, NUL included. */
+#define AS_TARGET_OUT_MAX 8192
 
 #endif /* VC_AS_TARGET_H */

@@ -10,11 +10,11 @@
  * bounded (deadlines per phase, a byte cap) and its text sanitized before it is printed.
  */
 #include "control_client.h"
+#include "as_target.h"
 #include "monotonic.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <sched.h>
 #include <poll.h>
 #include <stdio.h>
@@ -25,7 +25,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -524,86 +523,40 @@ static int target_euid(pid_t pid, uid_t *uid, gid_t *gid)
     return 0;
 }
 
-/* What the child sends back: the result, then reply and err as NUL-terminated texts. */
-static int read_all_until(int fd, char *buf, size_t cap, int64_t deadline, size_t *got)
+/* A query run as the target's user (as_target_user_run): "RESULT\nTEXT", TEXT being the
+ * reply, or the reason for a result of -1. */
+struct query_job {
+    pid_t pid;
+    uint32_t request;
+    int timeout_ms;
+};
+
+static int query_in_child(void *arg, char *out, size_t cap)
 {
-    *got = 0;
-    while (*got < cap) {
-        int64_t left = deadline - vc_monotonic_ms();
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            return -1;
-        ssize_t n = read(fd, buf + *got, cap - *got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return 0;
-        *got += (size_t)n;
-    }
+    const struct query_job *q = arg;
+    char reply[4096] = "", err[1024] = "";
+    int r = query_names(q->pid, q->request, reply, sizeof reply, q->timeout_ms, err, sizeof err);
+    snprintf(out, cap, "%d\n%s", r, r < 0 ? err : reply);
     return 0;
 }
 
 /* A target in another user namespace (rootless containers, `unshare -U`) sees our uid 0 as
  * the overflow uid (ours is not mapped there), and its agent answers only root or its own
- * user.  So ask as its user: a child drops to the target's uid and gid as we see them, which
- * the target's namespace maps to the agent's own euid, asks, and sends the answer back on a
- * pipe; the parent waits with a deadline and kills a child that overstays. */
+ * user.  So ask as its user: a child (as_target.h) drops to the target's uid and gid as we see
+ * them, which the target's namespace maps to the agent's own euid. */
 static int query_as_target_user(pid_t pid, uid_t uid, gid_t gid, uint32_t request, char *reply,
                                 size_t cap, int timeout_ms, char *err, size_t errlen)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) < 0) {
-        snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
+    struct query_job q = {.pid = pid, .request = request, .timeout_ms = timeout_ms};
+    char out[AS_TARGET_OUT_MAX];
+    if (as_target_user_run(pid, uid, gid, query_in_child, &q, out, sizeof out,
+                           timeout_ms + 5000, err, errlen) < 0)
         return -1;
-    }
-    pid_t child = fork();
-    if (child < 0) {
-        snprintf(err, errlen, "cannot fork: %s", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (child == 0) {
-        close(fds[0]);
-        char out[2 * 4096 + 16], r_reply[4096] = "", r_err[1024] = "";
-        int r;
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0) {
-            snprintf(r_err, sizeof r_err, "cannot take the ids of pid %d's user: %s", (int)pid,
-                     strerror(errno));
-            r = -1;
-        } else {
-            r = query_names(pid, request, r_reply, cap < sizeof r_reply ? cap : sizeof r_reply,
-                            timeout_ms, r_err, sizeof r_err);
-        }
-        int n = snprintf(out, sizeof out, "%d", r);
-        size_t used = (size_t)n + 1;
-        size_t lr = strlen(r_reply) + 1, le = strlen(r_err) + 1;
-        memcpy(out + used, r_reply, lr);
-        memcpy(out + used + lr, r_err, le);
-        ssize_t w = write(fds[1], out, used + lr + le);
-        _exit(w < 0);
-    }
-    close(fds[1]);
-    char in[2 * 4096 + 16];
-    size_t got = 0;
-    int rc = read_all_until(fds[0], in, sizeof in - 1, vc_monotonic_ms() + timeout_ms + 5000,
-                            &got);
-    close(fds[0]);
-    if (rc < 0)
-        kill(child, SIGKILL);
-    waitpid(child, NULL, 0);
-    in[got] = '\0';
-    const char *r_reply = memchr(in, '\0', got) ? in + strlen(in) + 1 : NULL;
-    const char *r_err = r_reply && r_reply < in + got ? r_reply + strlen(r_reply) + 1 : NULL;
-    if (rc < 0 || r_err == NULL || r_err >= in + got + 1) {
-        snprintf(err, errlen, "the query of pid %d's session (as its user) did not answer in "
-                              "time", (int)pid);
-        return -1;
-    }
-    snprintf(reply, cap, "%s", r_reply);
-    snprintf(err, errlen, "%s", r_err);
-    return atoi(in);
+    const char *text = strchr(out, '\n');
+    text = text ? text + 1 : "";
+    int r = atoi(out);
+    snprintf(r < 0 ? err : reply, r < 0 ? errlen : cap, "%s", text);
+    return r;
 }
 
 int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
