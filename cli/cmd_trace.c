@@ -255,7 +255,7 @@ static int buffer_forecast(const char *reply, double horizon_ms, const char *whe
 static int warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int show)
 {
     char reply[1024], err[256];
-    int r = session_query(pid, VC_MSG_STATUS, reply, sizeof reply, BUFFER_PROBE_TIMEOUT_MS, err,
+    int r = ctl_query(pid, VC_MSG_STATUS, reply, sizeof reply, BUFFER_PROBE_TIMEOUT_MS, err,
                           sizeof err);
     if (r != 1)
         return 0;
@@ -270,7 +270,7 @@ static int warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int sh
 /* Waits for the duration (0: until Ctrl-C).  Returns 0 when it is time to stop (deadline or
  * Ctrl-C), 1 when the agent stopped on its own and is already sending (the target is exiting:
  * the agent flushes at interpreter exit), -1 if the connection broke (err says why). */
-static int wait_while_tracing(struct session *s, const struct cli_options *opt, int show,
+static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt, int show,
                               int64_t t0, char *err, size_t errlen)
 {
     int probe_settled = 0;
@@ -369,7 +369,7 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
 /* remote-exec's wait for the agent: the control socket's accept, in the slices the injector
  * asks for.  A connection that broke after accept() (no greeting) ends the wait for good. */
 struct agent_wait {
-    struct session *s;
+    struct ctl_conn *s;
     int broken;
     char err[512];
 };
@@ -383,7 +383,7 @@ static int wait_agent(void *ctx, int wait_ms)
         return 1;
     if (interrupts || !proc_alive(w->s->pid))
         return -1;
-    if (session_accept(w->s, wait_ms, &interrupts, w->err, sizeof w->err) == 0)
+    if (ctl_accept(w->s, wait_ms, &interrupts, w->err, sizeof w->err) == 0)
         return 1;
     if (w->s->fd >= 0) {
         w->broken = 1;
@@ -395,7 +395,7 @@ static int wait_agent(void *ctx, int wait_ms)
 /* PEP 768: the loader script in the target's /tmp, the request, and the script removed again
  * whatever happened (once the agent connected it is no longer read).  An inject_status. */
 static int inject_by_remote_exec(const struct cli_options *opt, const struct target_info *t,
-                                 struct session *s, char *err, size_t errlen)
+                                 struct ctl_conn *s, char *err, size_t errlen)
 {
     struct inject_request req = {
         .pid = t->pid,
@@ -423,7 +423,7 @@ static int inject_by_remote_exec(const struct cli_options *opt, const struct tar
 /* Loads and starts the agent with the chosen method.  On success the agent may already be
  * connected (remote-exec waits for that itself): s->fd >= 0 then. */
 static int inject(const struct cli_options *opt, const struct target_info *t,
-                  struct session *s, int use_remote_exec, char *err, size_t errlen)
+                  struct ctl_conn *s, int use_remote_exec, char *err, size_t errlen)
 {
     if (use_remote_exec) {
         int st = inject_by_remote_exec(opt, t, s, err, errlen);
@@ -554,7 +554,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
 
 /* After STOP (or the agent stopping by itself): DATA into the sink, END, commit, summary.
  * Returns an exit code. */
-static int collect_trace(const char *cmd, const struct cli_options *opt, struct session *s,
+static int collect_trace(const char *cmd, const struct cli_options *opt, struct ctl_conn *s,
                          struct output_plan *p, int agent_stopped, int64_t traced, int show)
 {
     char err[1024], end_text[8192];
@@ -567,7 +567,7 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
         .total_timeout_ms = (int64_t)opt->collect_timeout_ms,
         .max_bytes = (uint64_t)opt->max_trace_mb << 20,
     };
-    int received = session_receive(s, sink_write, &p->sink, end_text, sizeof end_text, &lim,
+    int received = ctl_receive(s, sink_write, &p->sink, end_text, sizeof end_text, &lim,
                                    &abandon, err, sizeof err);
     status_line_clear(show);
     if (received < 0) {
@@ -652,8 +652,8 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
     struct saved_signals saved;
     interrupts = abandon = 0;
     signals_install(&saved);
-    struct session s;
-    session_init(&s);
+    struct ctl_conn s;
+    ctl_init(&s);
     int rc = VC_EXIT_FAIL;
     char reply[8192];
     int show = !opt.quiet && isatty(STDERR_FILENO);
@@ -670,7 +670,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
             fprintf(stderr, "%s: agent copied into the target's mount namespace as %s\n", cmd,
                     t.agent_in_target);
     }
-    if (session_listen(&s, t.pid, err, sizeof err) < 0) {
+    if (ctl_listen(&s, t.pid, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
@@ -683,7 +683,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.pid, err);
         goto out;
     }
-    if (s.fd < 0 && session_accept(&s, ACCEPT_TIMEOUT_MS, &interrupts, err, sizeof err) < 0) {
+    if (s.fd < 0 && ctl_accept(&s, ACCEPT_TIMEOUT_MS, &interrupts, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
@@ -691,7 +691,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         fprintf(stderr, "%s: interrupted; the agent was loaded but no trace was started\n", cmd);
         goto out;
     }
-    if (session_configure(&s, cfg, reply, sizeof reply, STARTED_TIMEOUT_MS, &interrupts, err,
+    if (ctl_configure(&s, cfg, reply, sizeof reply, STARTED_TIMEOUT_MS, &interrupts, err,
                           sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
@@ -729,7 +729,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
 out:
     if (copy_made)
         agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
-    session_close(&s);
+    ctl_close(&s);
     sink_abort(&plan.sink);
     signals_restore(&saved);
     return rc;
@@ -776,7 +776,7 @@ int cmd_stop(int argc, char **argv)
     if (check_pid_exists("vcattach stop", opt.pid) < 0)
         return VC_EXIT_FAIL;
     char reply[8192], err[512];
-    int r = session_query(opt.pid, VC_MSG_STOP, reply, sizeof reply, STOP_WAIT_MS, err,
+    int r = ctl_query(opt.pid, VC_MSG_STOP, reply, sizeof reply, STOP_WAIT_MS, err,
                           sizeof err);
     if (r < 0) {
         fprintf(stderr, "vcattach stop: %s\n", err);
@@ -812,7 +812,7 @@ int cmd_status(int argc, char **argv)
     if (check_pid_exists("vcattach status", opt.pid) < 0)
         return VC_EXIT_FAIL;
     char reply[8192], err[512];
-    int r = session_query(opt.pid, VC_MSG_STATUS, reply, sizeof reply, 2000, err, sizeof err);
+    int r = ctl_query(opt.pid, VC_MSG_STATUS, reply, sizeof reply, 2000, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "vcattach status: %s\n", err);
         return VC_EXIT_FAIL;

@@ -82,7 +82,7 @@ struct member {
 
 struct tree_run {
     const struct cli_options *opt;
-    struct session ctl;      /* the listening socket (its fd is the listener, never accepted) */
+    struct ctl_conn ctl;      /* the listening socket (its fd is the listener, never accepted) */
     struct member *m;
     size_t n, cap;
     unsigned budget_mb, reserve_mb;
@@ -202,7 +202,7 @@ static int send_config(struct tree_run *r, struct member *m)
     int rc = attach_build_config(&one, "control", fallback, cfg, sizeof cfg);
     size_t used = strlen(cfg);
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
-    rc |= session_config_add_token(&r->ctl, cfg, sizeof cfg, &used);
+    rc |= ctl_add_token(&r->ctl, cfg, sizeof cfg, &used);
     if (rc || vc_msg_send(m->fd, VC_MSG_CONFIG, cfg, used, 5000) < 0)
         return -1;
     set_state(m, M_STARTING);
@@ -307,7 +307,7 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         return;
     case VC_MSG_ERROR:
         buf[n] = '\0';
-        session_sanitize(buf, (size_t)n); /* the target's user's text, printed later */
+        ctl_sanitize(buf, (size_t)n); /* the target's user's text, printed later */
         if (strstr(buf, "not initialized") && m->retries < INIT_RETRIES && !m->forked &&
             !r->stopping) {
             finish(r, m, M_RETRY, buf); /* a new interpreter still starting: later */
@@ -344,7 +344,7 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         return;
     case VC_MSG_END: {
         buf[n] = '\0';
-        session_sanitize(buf, (size_t)n);
+        ctl_sanitize(buf, (size_t)n);
         snprintf(m->end, sizeof m->end, "%s", buf);
         char v[32] = "0";
         vc_kv_get(buf, "status", v, sizeof v);
@@ -689,7 +689,7 @@ int run_tree(const struct cli_options *opt)
     r.opt = opt;
     r.budget_mb = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
     snprintf(r.hook, sizeof r.hook, "%s", opt->hook);
-    session_init(&r.ctl);
+    ctl_init(&r.ctl);
 
     static struct trace_sink sink;
     memset(&sink, 0, sizeof sink);
@@ -738,7 +738,7 @@ int run_tree(const struct cli_options *opt)
         goto out;
     }
     r.buf = buf;
-    if (session_listen(&r.ctl, opt->pid, err, sizeof err) < 0) {
+    if (ctl_listen(&r.ctl, opt->pid, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
@@ -846,7 +846,7 @@ out:
     }
     free(r.m);
     free(buf);
-    session_close(&r.ctl);
+    ctl_close(&r.ctl);
     sink_abort(&sink);
     for (int i = 0; i < 3; i++)
         sigaction(sigs[i], &old[i], NULL);
@@ -960,7 +960,7 @@ int stop_tree(const struct cli_options *opt, unsigned request)
     for (long i = -1; i < n && parts; i++) {
         pid_t pid = i < 0 ? opt->pid : kids[i];
         char reply[1024], err[512], output[PATH_MAX] = "?";
-        int r = session_query(pid, request, reply, sizeof reply,
+        int r = ctl_query(pid, request, reply, sizeof reply,
                               request == VC_MSG_STOP ? 60000 : 2000, err, sizeof err);
         if (r < 0) {
             fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)pid, err);

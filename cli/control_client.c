@@ -36,7 +36,7 @@
 static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t deadline,
                        volatile sig_atomic_t *cancel);
 
-void session_init(struct session *s)
+void ctl_init(struct ctl_conn *s)
 {
     memset(s, 0, sizeof *s);
     s->listen_fd = -1;
@@ -110,7 +110,7 @@ out:
     return fd;
 }
 
-int session_listen(struct session *s, pid_t pid, char *err, size_t errlen)
+int ctl_listen(struct ctl_conn *s, pid_t pid, char *err, size_t errlen)
 {
     s->pid = pid;
     /* The name: 128 random bits, fresh per attach.  Nobody can bind it first (squatting
@@ -160,7 +160,7 @@ static int peer_pid(int fd, pid_t *pid)
     return 0;
 }
 
-int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
+int ctl_accept(struct ctl_conn *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen)
 {
     int64_t deadline = vc_monotonic_ms() + timeout_ms;
@@ -215,7 +215,7 @@ int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *can
 /* Agent text is shown on the operator's (root's) terminal: every control character but '\n'
  * (escape sequences would drive that terminal), C1 controls and bytes that are not UTF-8
  * become '?'.  In place; the text stays NUL-terminated at len. */
-void session_sanitize(char *t, size_t len)
+void ctl_sanitize(char *t, size_t len)
 {
     unsigned char *u = (unsigned char *)t;
     for (size_t i = 0; i < len;) {
@@ -261,7 +261,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t de
         left = deadline - vc_monotonic_ms();
         long n = vc_msg_recv(fd, type, buf, cap, (int)(left > 0 ? left : 1));
         if (n >= 0 && *type != VC_MSG_DATA && cap > 0)
-            session_sanitize(buf, (size_t)n < cap ? (size_t)n : cap - 1);
+            ctl_sanitize(buf, (size_t)n < cap ? (size_t)n : cap - 1);
         return n;
     }
 }
@@ -280,7 +280,7 @@ static void describe_recv_error(char *err, size_t errlen, const char *when, pid_
         snprintf(err, errlen, "control socket error %s: %s", when, strerror(errno));
 }
 
-int session_configure(struct session *s, const char *config, char *reply, size_t cap,
+int ctl_configure(struct ctl_conn *s, const char *config, char *reply, size_t cap,
                       int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen)
 {
     /* One deadline for the whole phase: an agent sending other frames meanwhile (any number
@@ -293,7 +293,7 @@ int session_configure(struct session *s, const char *config, char *reply, size_t
         return -1;
     }
     memcpy(full, config, used + 1);
-    int sent = session_config_add_token(s, full, size, &used) == 0 &&
+    int sent = ctl_add_token(s, full, size, &used) == 0 &&
                vc_msg_send(s->fd, VC_MSG_CONFIG, full, used, 5000) == 0;
     free(full);
     if (!sent) {
@@ -317,12 +317,12 @@ int session_configure(struct session *s, const char *config, char *reply, size_t
     }
 }
 
-int session_config_add_token(const struct session *s, char *config, size_t cap, size_t *used)
+int ctl_add_token(const struct ctl_conn *s, char *config, size_t cap, size_t *used)
 {
     return s->token[0] ? vc_kv_append(config, cap, used, "token", s->token) : 0;
 }
 
-int session_receive(struct session *s,
+int ctl_receive(struct ctl_conn *s,
                     int (*write_chunk)(void *ctx, const void *buf, size_t len, char *err,
                                        size_t errlen),
                     void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
@@ -373,7 +373,7 @@ int session_receive(struct session *s,
     return rc;
 }
 
-void session_close(struct session *s)
+void ctl_close(struct ctl_conn *s)
 {
     if (s->fd >= 0)
         close(s->fd);
@@ -468,7 +468,7 @@ out:
     return rc;
 }
 
-/* session_query's work, with our own credentials. */
+/* ctl_query's work, with our own credentials. */
 static int query_names(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                        char *err, size_t errlen)
 {
@@ -559,7 +559,7 @@ static int query_as_target_user(pid_t pid, uid_t uid, gid_t gid, uint32_t reques
     return r;
 }
 
-int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
+int ctl_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen)
 {
     uid_t uid;

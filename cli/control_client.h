@@ -1,4 +1,5 @@
-/* control_client.h — the controller's side of the control channel (common/protocol.h).
+/* control_client.h — the controller's end of a session (ctl_*): its side of the control
+ * channel (common/protocol.h); the agent's end is agent/control.c (vc_session).
  *
  * Two sockets:
  *   - the per-session control socket, which vcattach creates before injecting under a fresh
@@ -21,7 +22,7 @@
 
 #include "protocol.h"
 
-struct session {
+struct ctl_conn {
     pid_t pid;                              /* the target: the only accepted peer */
     char target_path[128];                  /* "@vcattach-ctl-<hex>#<token>": what the agent is
                                                told (the name to connect to, the token) */
@@ -33,36 +34,36 @@ struct session {
     char hello[512];                        /* the agent's HELLO text */
 };
 
-void session_init(struct session *s);
+void ctl_init(struct ctl_conn *s);
 
 /* Creates the listening control socket: an abstract name with 128 random bits, in pid's
  * network namespace (entered for the socket() call when it differs from ours).  No file, no
  * directory: nothing the target's user could redirect, nothing left behind on any exit.
  * Also draws the session's token (target_path carries both to the agent).
  * Returns 0 or -1 with err. */
-int session_listen(struct session *s, pid_t pid, char *err, size_t errlen);
+int ctl_listen(struct ctl_conn *s, pid_t pid, char *err, size_t errlen);
 
 /* Waits up to timeout_ms for the agent to connect, checks that the peer is the target (others
  * are turned away and the wait goes on), closes the listener (the name goes with it), and
  * reads the HELLO.
  * Gives up early if *cancel becomes non-zero or the target exits.  Returns 0 or -1 with err. */
-int session_accept(struct session *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
+int ctl_accept(struct ctl_conn *s, int timeout_ms, volatile sig_atomic_t *cancel, char *err,
                    size_t errlen);
 
 /* Sends CONFIG and waits up to timeout_ms in all (whatever else the agent sends meanwhile) for
  * STARTED (its text into reply).  An ERROR from the agent, EOF, a timeout or *cancel: -1 with
  * err.  Returns 0.  Every text received from the agent (reply, err, end_text, hello) is
  * sanitized: no control characters reach the terminal. */
-int session_configure(struct session *s, const char *config, char *reply, size_t cap,
+int ctl_configure(struct ctl_conn *s, const char *config, char *reply, size_t cap,
                       int timeout_ms, volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
 /* Appends the session's token to a CONFIG text (vc_kv_append's contract: 0, or -1 when it
- * does not fit).  session_configure does it itself; a tree's per-process CONFIG calls it. */
-int session_config_add_token(const struct session *s, char *config, size_t cap, size_t *used);
+ * does not fit).  ctl_configure does it itself; a tree's per-process CONFIG calls it. */
+int ctl_add_token(const struct ctl_conn *s, char *config, size_t cap, size_t *used);
 
 /* Makes agent text (len bytes at t) safe to print: control characters but '\n', C1 controls
  * and bytes that are not UTF-8 become '?'. */
-void session_sanitize(char *t, size_t len);
+void ctl_sanitize(char *t, size_t len);
 
 /* Bounds of the transfer after STOP: the agent (the target's user's code) decides how much
  * it sends and how fast, so both are capped. */
@@ -73,13 +74,13 @@ struct receive_limits {
 };
 
 /* Closes the sockets (every exit path). */
-void session_close(struct session *s);
+void ctl_close(struct ctl_conn *s);
 
 /* Receives the trace after STOP (or the agent's own deadline): DATA frames go to
  * write_chunk(ctx, …) until END, whose text goes into end_text, within *lim.  Returns 0; -1
  * with err on ERROR, EOF, a timeout, a limit or a failed write.
  * *cancel non-zero abandons the transfer (-1, err says so). */
-int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void *buf, size_t len,
+int ctl_receive(struct ctl_conn *s, int (*write_chunk)(void *ctx, const void *buf, size_t len,
                                                           char *err, size_t errlen),
                     void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen);
@@ -92,7 +93,7 @@ int session_receive(struct session *s, int (*write_chunk)(void *ctx, const void 
  * skipped with a warning, and the session's fallback names ("<name>-<random>", listed in
  * /proc/net/unix) are tried.  Returns 1 (answered), 0 (no session is running in pid), -1 with
  * err (ERROR, timeout). */
-int session_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
+int ctl_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
                   char *err, size_t errlen);
 
 #endif /* VC_CONTROL_CLIENT_H */

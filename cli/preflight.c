@@ -274,7 +274,7 @@ int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
         return -1;
 
     char status[512];
-    int running = session_query(pid, VC_MSG_STATUS, status, sizeof status, 2000, why, sizeof why);
+    int running = ctl_query(pid, VC_MSG_STATUS, status, sizeof status, 2000, why, sizeof why);
     if (running > 0) {
         char out[256] = "?";
         vc_kv_get(status, "output", out, sizeof out);

@@ -12,17 +12,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "target_python.h"
+#include "vcinject.h"
 
 struct target_info {
-    pid_t pid;
-    uid_t uid;             /* effective uid/gid of the target: the agent connects as these */
-    gid_t gid;
-    char comm[64];
-    struct target_python py;
+    struct target_facts f; /* the snapshot every check judged (pid, uids, comm, py, ...) */
     char agent[PATH_MAX];  /* absolute path of the agent build for the target's version */
-    int foreign_mnt_ns;    /* the target has another mount namespace or root (chroot) */
-    int agent_needs_copy;  /* ... in which `agent` is not visible: copy it into its /tmp */
+    int agent_needs_copy;  /* f.other_mnt_ns and `agent` is not visible there: copy it into
+                              the target's /tmp */
     char agent_in_target[PATH_MAX]; /* the path the target loads (agent, or the copy) */
 };
 
@@ -31,8 +27,11 @@ struct target_info {
  * LSM); it is not stopped and not already traced; it is CPython of a supported version with an
  * agent build that is safe to load; in another mount namespace, it has a /tmp (for the
  * socket, and a copy of the agent if ours is not visible there); no vcattach session runs in
- * it.  Returns 0 with *t filled, or -1 with one line
- * (cause and fix) in err. */
+ * it.  Returns 0 with *t filled (release it with preflight_release), or -1 with one line
+ * (cause and fix) in err (nothing to release). */
 int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen);
+
+/* Releases what preflight_target holds (the facts' pidfd); safe twice. */
+void preflight_release(struct target_info *t);
 
 #endif /* VC_PREFLIGHT_H */

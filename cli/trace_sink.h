@@ -40,7 +40,7 @@ void sink_remove_on_signal(struct trace_sink *k);
 /* Connects to the listening Unix socket at path.  Returns 0 or -1 with err. */
 int sink_open_socket(struct trace_sink *k, const char *path, char *err, size_t errlen);
 
-/* Appends bytes (the signature fits session_receive's write_chunk; ctx is the sink). */
+/* Appends bytes (the signature fits ctl_receive's write_chunk; ctx is the sink). */
 int sink_write(void *ctx, const void *buf, size_t len, char *err, size_t errlen);
 
 /* File: fsync, rename OUT.tmp to OUT (never replacing an OUT that appeared meanwhile unless

@@ -1,0 +1,173 @@
+/* vcinject.h — the one public header of libvcinject.a: what the CLI may know of a target
+ * process and how it loads the agent into one.  Everything else in injector/ (proc.h, elf.h,
+ * ptrace.h, remote_call.h, safepoint.h, debug_offsets.h, the methods' inject.h) is internal:
+ * cli/ is compiled with -Iinjector/include only, so it cannot reach them.
+ *
+ * Three parts:
+ *   1. the target's facts, one snapshot of /proc/PID read once (ids, state, tracer, comm,
+ *      namespaces, the CPython found in it), tied to a pidfd so that a recycled pid is never
+ *      mistaken for the process that was examined; preflight judges the snapshot, and the
+ *      injector re-checks what can change (uids, state, tracer) right before it touches the
+ *      target;
+ *   2. small questions about processes (alive, descendants, command line, has our agent, ...)
+ *      that the tree workflow asks every 100 ms;
+ *   3. inject(): the method chosen (auto: remote-exec on 3.14+ when the target allows it,
+ *      else ptrace), run with SIGINT/SIGTERM/SIGHUP blocked for ptrace/gdb (an injection is
+ *      never cut in half), and auto's fallback from remote-exec to ptrace.
+ *
+ * ptrace and gdb do exactly two calls in the target, on one thread stopped at a safe point:
+ *     handle = dlopen(agent_path, RTLD_NOW | RTLD_LOCAL)      (a no-op if already loaded)
+ *     rc     = vc_agent_connect(control_path)                  (spawns the agent thread)
+ * and leave every thread running, with every register restored, on every path (also when
+ * the injecting process is killed: see inject.h).  remote-exec (CPython 3.14+, PEP 768)
+ * stops nothing and runs no code of ours: it asks the interpreter, through memory writes, to
+ * run a small loader script (written into the target's /tmp, removed again) at a thread's
+ * next evaluation breaker; the script makes the same two calls through ctypes.
+ */
+#ifndef VC_VCINJECT_H
+#define VC_VCINJECT_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- 1. the target's facts ------------------------------------------------------------- */
+
+struct target_python {
+    int major, minor, micro;      /* micro = -1 when only the X.Y is known */
+    int free_threaded;            /* a "t" build (python3.13t): no GIL, another ABI */
+    char capi_file[PATH_MAX];     /* the ELF exporting the C-API, as mapped (target's view) */
+    char how[64];                 /* where the version came from: "Py_Version", "soname", … */
+};
+
+struct target_facts {
+    pid_t pid;
+    int pidfd;                    /* pidfd_open(pid) at the read, -1 where the kernel has none */
+    uint64_t start_time;          /* field 22 of /proc/PID/stat: with pid, the process's identity */
+    uid_t uid[4];                 /* real, effective, saved, fs (Uid: of /proc/PID/status) */
+    gid_t gid[4];
+    char state;                   /* R S D T t Z X (of /proc/PID/stat) */
+    pid_t tracer;                 /* TracerPid of the main thread, 0 when none */
+    pid_t ppid;
+    pid_t own_pid;                /* the pid the target sees for itself (last NSpid field) */
+    int seccomp;                  /* 0 none, 1 strict, 2 filter */
+    int kernel_thread;
+    int dumpable;                 /* 0: /proc/PID is root's although the target's euid is not */
+    char comm[64];
+    char exe[PATH_MAX];           /* target of /proc/PID/exe, "" when unreadable */
+    int other_mnt_ns;             /* another mount namespace, or chrooted (another "/") */
+    int other_user_ns;
+    int other_net_ns;
+    int python;                   /* 1 CPython, 0 not (python_why says what was looked at),
+                                     -1 could not be examined (python_why says why) */
+    struct target_python py;
+    char python_why[512];
+};
+
+/* Reads the facts of pid once: /proc/PID/{stat,status,exe,ns/*}, and its maps and mapped ELF
+ * files for the CPython detection.  Reads only; nothing is stopped.  A process that is not
+ * Python is not an error (f->python says).  Returns 0, or -1 with one line in err when the
+ * process does not exist or has gone ("no such process: pid N ..."). */
+int target_facts_read(pid_t pid, struct target_facts *f, char *err, size_t errlen);
+
+/* Closes the pidfd (every path; safe twice, and on a zeroed struct with pidfd -1). */
+void target_facts_release(struct target_facts *f);
+
+/* Whether vcattach may ptrace this target at all: uids / CAP_SYS_PTRACE, dumpability, Yama
+ * ptrace_scope, a seccomp filter or LSM that blocks ptrace for vcattach itself (probed on a
+ * child of ours).  0, or -1 with one line (cause and fix) in err. */
+int target_ptrace_permitted(const struct target_facts *f, char *err, size_t errlen);
+
+/* Right before the target is touched: is it still the process of the snapshot (pidfd still
+ * open on a live process, same start time), with the same uids, not a zombie, not stopped,
+ * no thread traced by anyone?  0, or -1 with one line in err. */
+int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen);
+
+/* CPython detection alone (what target_facts_read does for f->py): 1 CPython with *py
+ * filled, 0 not (err says what was looked at), -1 could not be examined (err says why). */
+int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t errlen);
+
+/* ---- 2. processes, as /proc shows them ------------------------------------------------- */
+
+/* 1 while the process exists and is not a zombie, else 0. */
+int target_alive(pid_t pid);
+/* 1 if path names the same file for us and for pid (through /proc/PID/root), else 0. */
+int target_same_file(pid_t pid, const char *path);
+/* Every live descendant of root (not root), in pid order, into a malloc'd array.  Returns the
+ * count, or -1 if /proc cannot be read. */
+long target_descendants(pid_t root, pid_t **out);
+/* 1 if pid descends from root (its parent chain reaches root), else 0. */
+int target_descends_from(pid_t pid, pid_t root);
+/* 1 if pid has a libvcagent-py*.so mapped, 0 if not, -1 if its maps cannot be read. */
+int target_has_agent(pid_t pid);
+/* The command line, NULs as spaces, cut to cap (at least its comm). */
+void target_cmdline(pid_t pid, char *buf, size_t cap);
+/* The target of /proc/PID/exe ("" if unreadable): changes when the process execs. */
+void target_exe(pid_t pid, char *buf, size_t cap);
+/* How long ago the process started (ms), or -1 if it is gone. */
+long target_age_ms(pid_t pid);
+/* The pid the target sees for itself (last NSpid field; pid when unknown). */
+pid_t target_own_pid(pid_t pid);
+/* For a file pid has mapped at file offset 0 whose path (" (deleted)" removed) starts with
+ * dir_prefix and ends in "/" + name: calls match(ctx, fd) with that very inode opened
+ * read-only (a regular file only), until match returns 1; its path goes into out.  1 found,
+ * 0 not. */
+int target_find_mapped(pid_t pid, const char *dir_prefix, const char *name,
+                       int (*match)(void *ctx, int fd), void *ctx, char *out, size_t cap);
+
+/* ---- 3. injection ---------------------------------------------------------------------- */
+
+enum inject_method { INJECT_AUTO = 0, INJECT_REMOTE_EXEC, INJECT_PTRACE, INJECT_GDB };
+
+enum inject_status {
+    INJECT_OK = 0,
+    INJECT_UNTOUCHED = 1, /* failed before anything ran in the target (safe to retry/report) */
+    INJECT_FAILED = 2,    /* failed after a call ran in the target; target state restored */
+};
+
+/* Waits up to wait_ms for the agent to connect back: 1 connected, 0 not yet, -1 give up
+ * (interrupted, target gone, a broken connection). */
+typedef int (*inject_wait_fn)(void *ctx, int wait_ms);
+
+/* What `method` means for this target, reading only: INJECT_AUTO becomes remote-exec on
+ * 3.14+ when the target accepts remote-exec requests (debug offsets readable and known,
+ * remote debugging enabled), else ptrace; an explicit method stays.  Returns 0 with *chosen,
+ * or -1 with one line in err when an explicit remote-exec cannot be used (before 3.14,
+ * disabled, an unknown layout): a preflight failure, nothing touched.  When auto does not
+ * pick remote-exec on 3.14+, why goes into note (else note is ""). */
+int inject_choose(const struct target_facts *t, enum inject_method method,
+                  enum inject_method *chosen, char *note, size_t notelen, char *err,
+                  size_t errlen);
+
+struct inject_request {
+    const struct target_facts *target; /* preflighted; re-checked before anything is done */
+    enum inject_method method;         /* what inject_choose chose: not INJECT_AUTO */
+    int fallback;                      /* remote-exec not taken (untouched): go on with ptrace */
+    const char *agent_path;            /* the agent as the target sees it */
+    const char *control_path;          /* the control socket the agent connects to */
+    int timeout_ms;                    /* ptrace/gdb: the whole injection (every wait bounded) */
+    int rexec_timeout_ms;              /* remote-exec: until a thread takes the request */
+    inject_wait_fn wait_connected;     /* remote-exec: the agent connecting back */
+    void *wait_ctx;
+    volatile sig_atomic_t *cancel;     /* non-zero: no fallback, stop waiting */
+    int verbose;                       /* progress lines on stderr */
+};
+
+struct inject_result {
+    enum inject_method used;           /* the method that ran last */
+    int connected;                     /* remote-exec: the agent already connected */
+    char fell_back[512];               /* "" or why remote-exec gave way to ptrace */
+};
+
+/* Loads the agent with req->method (and, with req->fallback, ptrace after a remote-exec that
+ * nothing took).  Returns an inject_status; when not INJECT_OK, one line in err (an
+ * untouched target's line ends in "(the target was not changed)"). */
+int inject(const struct inject_request *req, struct inject_result *res, char *err,
+           size_t errlen);
+
+/* "auto", "remote-exec", "ptrace", "gdb". */
+const char *inject_method_name(enum inject_method m);
+
+#endif /* VC_VCINJECT_H */
