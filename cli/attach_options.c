@@ -150,6 +150,50 @@ struct parse_state {
     int has_pid;
 };
 
+static int parse_method(const char *value, enum cli_method *m, char *err, size_t errlen)
+{
+    static const struct { const char *name; enum cli_method m; } methods[] = {
+        {"auto", CLI_METHOD_AUTO}, {"ptrace", CLI_METHOD_PTRACE}, {"gdb", CLI_METHOD_GDB},
+        {"remote-exec", CLI_METHOD_REMOTE_EXEC},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (!strcmp(value, methods[i].name)) {
+            *m = methods[i].m;
+            return 0;
+        }
+    snprintf(err, errlen, "unknown method '%s': use auto, ptrace, gdb or remote-exec", value);
+    return -1;
+}
+
+static int parse_hook(const char *value, const char **hook, char *err, size_t errlen)
+{
+    if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring") &&
+        strcmp(value, "eval")) {
+        snprintf(err, errlen, "unknown hook '%s': use auto, profile, monitoring or eval", value);
+        return -1;
+    }
+    *hook = value;
+    return 0;
+}
+
+/* --include/--exclude: a glob on a Python function's file, at most CLI_MAX_GLOBS of each. */
+static int add_glob(const char *value, const char **globs, unsigned *n, char *err,
+                    size_t errlen)
+{
+    if (!*value || strchr(value, '\n')) {
+        snprintf(err, errlen, "empty pattern or one with a newline: give a glob on the file "
+                 "path, e.g. '*/site-packages/*'");
+        return -1;
+    }
+    if (*n >= CLI_MAX_GLOBS) {
+        snprintf(err, errlen, "more than %d patterns: merge them into fewer globs",
+                 CLI_MAX_GLOBS);
+        return -1;
+    }
+    globs[(*n)++] = value;
+    return 0;
+}
+
 static int on_option(void *ctx, const struct opt_spec *o, const char *value, char *err,
                      size_t errlen)
 {
@@ -176,59 +220,17 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         }
         opt->output = value;
         return 0;
-    case OPT_METHOD:
-        if (!strcmp(value, "auto"))
-            opt->method = CLI_METHOD_AUTO;
-        else if (!strcmp(value, "ptrace"))
-            opt->method = CLI_METHOD_PTRACE;
-        else if (!strcmp(value, "gdb"))
-            opt->method = CLI_METHOD_GDB;
-        else if (!strcmp(value, "remote-exec"))
-            opt->method = CLI_METHOD_REMOTE_EXEC;
-        else {
-            snprintf(err, errlen, "unknown method '%s': use auto, ptrace, gdb or remote-exec",
-                     value);
-            return -1;
-        }
-        return 0;
+    case OPT_METHOD: return parse_method(value, &opt->method, err, errlen);
     case OPT_BUFFER:
         return cli_parse_uint(value, "buffer size (MiB)", 1, 65536, &opt->buffer_mb, err, errlen);
     case OPT_MAX_TRACE:
         return cli_parse_uint(value, "trace size cap (MiB)", 1, 1u << 20, &opt->max_trace_mb,
                               err, errlen);
-    case OPT_COLLECT_TIMEOUT:
-        if (cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen) < 0)
-            return -1;
-        if (!opt->collect_timeout_ms) {
-            snprintf(err, errlen, "--collect-timeout must be more than 0");
-            return -1;
-        }
-        return 0;
-    case OPT_HOOK:
-        if (strcmp(value, "auto") && strcmp(value, "profile") && strcmp(value, "monitoring") &&
-            strcmp(value, "eval")) {
-            snprintf(err, errlen, "unknown hook '%s': use auto, profile, monitoring or eval", value);
-            return -1;
-        }
-        opt->hook = value;
-        return 0;
-    case OPT_INCLUDE:
-    case OPT_EXCLUDE: {
-        int inc = o->id == OPT_INCLUDE;
-        unsigned *n = inc ? &opt->n_include : &opt->n_exclude;
-        if (!*value || strchr(value, '\n')) {
-            snprintf(err, errlen, "empty pattern or one with a newline: give a glob on the file "
-                     "path, e.g. '*/site-packages/*'");
-            return -1;
-        }
-        if (*n >= CLI_MAX_GLOBS) {
-            snprintf(err, errlen, "more than %d patterns: merge them into fewer globs",
-                     CLI_MAX_GLOBS);
-            return -1;
-        }
-        (inc ? opt->include : opt->exclude)[(*n)++] = value;
-        return 0;
-    }
+    case OPT_COLLECT_TIMEOUT: /* a parsed duration is never 0 */
+        return cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen);
+    case OPT_HOOK: return parse_hook(value, &opt->hook, err, errlen);
+    case OPT_INCLUDE: return add_glob(value, opt->include, &opt->n_include, err, errlen);
+    case OPT_EXCLUDE: return add_glob(value, opt->exclude, &opt->n_exclude, err, errlen);
     case OPT_NO_C: opt->no_c_calls = 1; return 0;
     case OPT_MAX_DEPTH:
         return cli_parse_uint(value, "maximum depth", 1, 100000, &opt->max_depth, err, errlen);

@@ -50,7 +50,7 @@ struct cli_options {
     int force;
     int quiet;
     int verbose;
-    int subprocesses;      /* --subprocesses: PID and its Python descendants (cmd_tree.c) */
+    int subprocesses;      /* --subprocesses: PID and its Python descendants (tree_trace.c, tree_sessions.c) */
     unsigned max_processes; /* --max-processes: bound of the tree (CLI_TREE_MAX_DEFAULT) */
 };
 

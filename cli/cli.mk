@@ -1,11 +1,14 @@
 # cli/ — build/vcattach, the command line: the subcommand table (main.c), one option parser
-# for every subcommand (options.c), the attach workflow (cmd_trace.c with attach_options,
-# preflight, target_python, agent_locate, control_client and trace_sink, the one atomic output
-# path), process trees (`--subprocesses`: cmd_tree.c over tree.c) and the offline commands
-# (cmd_convert.c, cmd_summary.c) over libvctrace.a.  Parses /proc only through injector/proc.c.
+# for every subcommand (options.c, attach_options.c), the steps every attach shares (attach.c:
+# signals, preflight and --hook checks, method, names, CONFIG, injection), one process
+# (trace_process.c over preflight, agent_locate, control_client and trace_sink, the one atomic
+# output path), process trees (tree_trace.c, tree_sessions.c), stop/status (cmd_stop.c), the
+# lines printed from the agent's texts (report.c) and the offline commands (cmd_convert.c,
+# cmd_summary.c) over libvctrace.a.  It sees the injector only through its public header
+# (injector/include/vcinject.h): -Iinjector/include, never -Iinjector.
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
-CLI_CFLAGS = $(CFLAGS_BASE) -Icli -Iinjector -Itrace $(JANSSON_CFLAGS) $(UNWIND_CFLAGS)
+CLI_CFLAGS = $(CFLAGS_BASE) -Icli -Iinjector/include -Itrace $(JANSSON_CFLAGS) $(UNWIND_CFLAGS)
 CLI_LIBS = $(JANSSON_LIBS) $(UNWIND_LIBS) -lz -lm
 
 $(BUILD)/cli/%.o: cli/%.c | $(BUILD)/config.mk

@@ -9,8 +9,8 @@ enum { VC_EXIT_OK = 0, VC_EXIT_FAIL = 1, VC_EXIT_USAGE = 2 };
 
 int cmd_trace(int argc, char **argv);   /* cmd_trace.c */
 int cmd_start(int argc, char **argv);   /* cmd_trace.c */
-int cmd_stop(int argc, char **argv);    /* cmd_trace.c */
-int cmd_status(int argc, char **argv);  /* cmd_trace.c */
+int cmd_stop(int argc, char **argv);    /* cmd_stop.c */
+int cmd_status(int argc, char **argv);  /* cmd_stop.c */
 int cmd_convert(int argc, char **argv); /* cmd_convert.c */
 int cmd_summary(int argc, char **argv); /* cmd_summary.c */
 

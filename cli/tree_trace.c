@@ -1,10 +1,11 @@
-/* cmd_tree.c — `vcattach --pid PID --subprocesses`: one trace of a process tree.
+/* tree_trace.c — `vcattach --pid PID --subprocesses`: one trace of a process tree.
  *
  * One controller, one listening control socket, many sessions:
- *   1. discovery (tree.c): PID and its descendants; each is preflighted like a single target
- *      (its own CPython version and agent build, its own permission checks); a process that
- *      is not Python is skipped, one that refuses (permissions, stopped, unsupported version)
- *      is reported, the rest are traced; at most --max-processes;
+ *   1. discovery (injector's target_descendants): PID and its descendants; each is attached
+ *      with the steps of a single target (attach.c: its own preflight, CPython version, agent
+ *      build, permission and --hook checks); a process that is not Python is skipped, one that
+ *      refuses (permissions, stopped, unsupported version) is reported, the rest are traced;
+ *      at most --max-processes;
  *   2. every Python process is injected with the same control path; each agent connects on
  *      its own, and the controller tells them apart by SO_PEERCRED (a peer must be PID or a
  *      descendant of it);
@@ -17,13 +18,11 @@
  * Every process is on one clock: each agent maps its raw timestamps to CLOCK_MONOTONIC.
  * The record budget (--buffer-mb) is shared: see the --help text and share_for().
  */
-#include "cmd_tree.h"
-#include "monotonic.h"
+#include "tree_trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +30,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "commands.h"
 #include "control_client.h"
-#include "inject.h"
 #include "merge.h"
-#include "preflight.h"
-#include "proc.h"
+#include "monotonic.h"
 #include "trace_sink.h"
-#include "tree.h"
+#include "vcinject.h"
 
 #define TREE_POLL_MS 100           /* how soon a process born during the trace is found */
-#define INJECT_TIMEOUT_MS 10000
 #define CONNECT_WAIT_MS 10000      /* an injected agent must connect within this */
 #define FORK_JOIN_WAIT_MS 3000     /* a fork child with the agent mapped must connect */
 #define STARTED_WAIT_MS 15000
@@ -91,21 +88,9 @@ struct tree_run {
     int64_t t0;
     char out_dir[PATH_MAX];
     char out_abs[PATH_MAX];
-    char fallback_base[PATH_MAX];
-    char hook[16];
-    char *buf;               /* one frame (VC_MSG_MAX + 1) */
+        char *buf;               /* one frame (VC_MSG_MAX + 1) */
     uint64_t received;       /* trace bytes from every process: capped by --max-trace-mb */
 };
-
-static volatile sig_atomic_t interrupts;
-static volatile sig_atomic_t abandon;
-
-static void on_interrupt(int sig)
-{
-    (void)sig;
-    if (++interrupts >= 2)
-        abandon = 1;
-}
 
 static struct member *find(struct tree_run *r, pid_t pid)
 {
@@ -130,7 +115,7 @@ static struct member *add(struct tree_run *r, pid_t pid)
     m->pid = pid;
     m->fd = m->part_fd = -1;
     m->since = vc_monotonic_ms();
-    tree_cmdline(pid, m->name, sizeof m->name);
+    target_cmdline(pid, m->name, sizeof m->name);
     return m;
 }
 
@@ -193,7 +178,7 @@ static int send_config(struct tree_run *r, struct member *m)
 {
     static char cfg[VC_MSG_MAX / 4];
     char fallback[PATH_MAX + 64];
-    snprintf(fallback, sizeof fallback, "%s.%d.partial.cvf", r->fallback_base, (int)m->pid);
+    attach_fallback_name(r->out_abs, m->pid, fallback, sizeof fallback);
     /* The single-target config (deadline with grace, hook, filters) with this process's
      * share of the budget, and follow_forks. */
     struct cli_options one = *r->opt;
@@ -223,7 +208,7 @@ static void accept_one(struct tree_run *r)
     }
     pid_t pid = cred.pid;
     struct member *m = find(r, pid);
-    if (m == NULL && pid != r->opt->pid && !tree_descends_from(pid, r->opt->pid)) {
+    if (m == NULL && pid != r->opt->pid && !target_descends_from(pid, r->opt->pid)) {
         fprintf(stderr, "vcattach: ignoring a connection from pid %d: not in the tree of %d\n",
                 (int)pid, (int)r->opt->pid);
         close(fd);
@@ -293,7 +278,7 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         static const char *const when[] = {"connecting", "starting", "tracing", "sending"};
         char why[200];
         snprintf(why, sizeof why, "%s while %s (%llu bytes of its trace received)",
-                 proc_alive(m->pid) ? "its agent closed the connection"
+                 target_alive(m->pid) ? "its agent closed the connection"
                                     : "exited (or was killed)",
                  m->st <= M_STOPPING ? when[m->st] : "?", (unsigned long long)m->bytes);
         finish(r, m, M_LOST, why);
@@ -361,13 +346,21 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
 
 /* ---- injecting ---------------------------------------------------------------------------- */
 
-/* Preflight and injection of one process; *m's state says what came of it. */
+/* The method of a tree's members: remote-exec goes through the single-target path only, so
+ * auto means ptrace here (and --method remote-exec is refused up front). */
+static enum inject_method member_method(const struct tree_run *r)
+{
+    return r->opt->method == CLI_METHOD_GDB ? INJECT_GDB : INJECT_PTRACE;
+}
+
+/* Preflight and injection of one process (attach.c, as for a single target); *m's state says
+ * what came of it. */
 static void inject_member(struct tree_run *r, struct member *m, int at_attach)
 {
     char err[1024] = "";
-    struct target_info t;
-    tree_exe(m->pid, m->exe, sizeof m->exe);
-    if (preflight_target(m->pid, &t, err, sizeof err) < 0) {
+    static struct target_info t; /* large (paths): not on the stack */
+    target_exe(m->pid, m->exe, sizeof m->exe);
+    if (attach_preflight(r->opt, m->pid, &t, err, sizeof err) < 0) {
         /* Not Python (yet), or refused: target_python_detect tells which. */
         struct target_python py;
         char e2[256];
@@ -376,35 +369,19 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
         return;
     }
     m->python = 1;
-    if (t.foreign_mnt_ns || t.agent_needs_copy) {
+    if (t.f.other_mnt_ns || t.agent_needs_copy) {
+        preflight_release(&t);
         finish(r, m, M_SKIPPED, "runs in another mount namespace: trace it on its own");
         return;
     }
-    if (!strcmp(r->hook, "monitoring") && t.py.minor < 12) {
-        finish(r, m, M_SKIPPED, "--hook monitoring needs Python 3.12+");
-        return;
-    }
     if (!at_attach && m->share_mb == 0 && (m->share_mb = share_for(r)) == 0) {
+        preflight_release(&t);
         finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
         return;
     }
-    struct inject_request req = {
-        .pid = m->pid,
-        .agent_path = t.agent_in_target,
-        .control_path = r->ctl.target_path,
-        .timeout_ms = INJECT_TIMEOUT_MS,
-        .verbose = r->opt->verbose,
-    };
-    sigset_t set, old;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, &old); /* an injection is never cut in half */
-    int st = r->opt->method == CLI_METHOD_GDB ? inject_gdb(&req, err, sizeof err)
-                                              : inject_ptrace(&req, err, sizeof err);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (st != INJECT_OK) {
+    int st = attach_inject(r->opt, &t, &r->ctl, member_method(r), err, sizeof err);
+    preflight_release(&t);
+    if (st < 0) {
         char why[1100];
         snprintf(why, sizeof why, "injection failed: %s", err);
         finish(r, m, M_LOST, why);
@@ -413,7 +390,7 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
     }
     if (r->opt->verbose)
         fprintf(stderr, "vcattach: pid %d (%s) is Python %d.%d: injected %s\n", (int)m->pid,
-                t.comm, t.py.major, t.py.minor, t.agent);
+                t.f.comm, t.f.py.major, t.f.py.minor, t.agent);
     set_state(m, M_CONNECT);
 }
 
@@ -457,7 +434,7 @@ static void check_waits(struct tree_run *r)
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
         if (m->st == M_CONNECT && m->forked && m->fd < 0 && now - m->since > FORK_JOIN_WAIT_MS &&
-            !r->stopping && proc_alive(m->pid)) {
+            !r->stopping && target_alive(m->pid)) {
             /* The agent was mapped but nobody connected: an agent left loaded by an earlier
              * trace, or a fork the agent did not see (fork() from C): inject it like any
              * process (the loaded agent is reused). */
@@ -467,9 +444,9 @@ static void check_waits(struct tree_run *r)
             finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
         else if (m->st == M_STARTING && now - m->since > STARTED_WAIT_MS)
             finish(r, m, M_LOST, "its agent did not start in time (GIL held?)");
-        else if (m->st == M_CONNECT && m->fd < 0 && !proc_alive(m->pid))
+        else if (m->st == M_CONNECT && m->fd < 0 && !target_alive(m->pid))
             finish(r, m, M_LOST, "exited before its agent connected");
-        else if (m->st == M_RETRY && !proc_alive(m->pid))
+        else if (m->st == M_RETRY && !target_alive(m->pid))
             finish(r, m, M_LOST, "exited while its interpreter was starting");
     }
 }
@@ -479,25 +456,25 @@ static void check_waits(struct tree_run *r)
 static void discover(struct tree_run *r, int at_attach)
 {
     pid_t *pids = NULL;
-    long n = tree_descendants(r->opt->pid, &pids);
+    long n = target_descendants(r->opt->pid, &pids);
     int64_t now = vc_monotonic_ms();
-    for (long i = 0; i < n && !interrupts; i++) {
+    for (long i = 0; i < n && !attach_interrupts; i++) {
         struct member *m = find(r, pids[i]);
         if (m != NULL) {
             if (m->st == M_RETRY && now - m->since >= RETRY_MS && !r->stopping)
                 inject_member(r, m, 0);
             else if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
-                     tree_has_agent(m->pid) == 0) {
+                     target_has_agent(m->pid) == 0) {
                 /* A fork child that exec'd (subprocess, spawn): a new image, maybe a new
                  * interpreter, to examine like any newcomer (its share is kept). */
                 m->forked = 0;
                 inject_member(r, m, 0);
-                if (m->st == M_SKIPPED && !m->python && tree_age_ms(m->pid) < YOUNG_MS)
+                if (m->st == M_SKIPPED && !m->python && target_age_ms(m->pid) < YOUNG_MS)
                     m->exe[0] = '\0';
             }
             else if (m->st == M_SKIPPED && !m->python && !r->stopping) {
                 char exe[256];
-                tree_exe(m->pid, exe, sizeof exe);
+                target_exe(m->pid, exe, sizeof exe);
                 if (strcmp(exe, m->exe) != 0) /* it exec'd: look again */
                     goto examine;
             }
@@ -508,7 +485,7 @@ static void discover(struct tree_run *r, int at_attach)
         if ((m = add(r, pids[i])) == NULL)
             break;
     examine:
-        if (!at_attach && tree_has_agent(m->pid) == 1) {
+        if (!at_attach && target_has_agent(m->pid) == 1) {
             /* A fork child of a traced process: it connects by itself (or execs soon). */
             m->forked = 1;
             set_state(m, M_CONNECT);
@@ -520,7 +497,7 @@ static void discover(struct tree_run *r, int at_attach)
             struct target_python py;
             char e2[256];
             m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
-            tree_exe(m->pid, m->exe, sizeof m->exe);
+            target_exe(m->pid, m->exe, sizeof m->exe);
             finish(r, m, M_SKIPPED, m->python ? "over --max-processes" : "not a CPython process");
             continue;
         }
@@ -531,7 +508,7 @@ static void discover(struct tree_run *r, int at_attach)
             continue;
         }
         inject_member(r, m, 0);
-        if (m->st == M_SKIPPED && !m->python && tree_age_ms(m->pid) < YOUNG_MS)
+        if (m->st == M_SKIPPED && !m->python && target_age_ms(m->pid) < YOUNG_MS)
             m->exe[0] = '\0'; /* young: may still exec Python; look again next time */
     }
     free(pids);
@@ -542,7 +519,7 @@ static void discover(struct tree_run *r, int at_attach)
 static void plan_budget(struct tree_run *r)
 {
     pid_t *pids = NULL;
-    long n = tree_descendants(r->opt->pid, &pids);
+    long n = target_descendants(r->opt->pid, &pids);
     unsigned python = 1; /* the root */
     for (long i = 0; i < n; i++) {
         struct target_python py;
@@ -664,180 +641,197 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
 
 /* ---- the command -------------------------------------------------------------------------- */
 
-int run_tree(const struct cli_options *opt)
+/* OUT opened (OUT.tmp) and the names derived from it.  0, or -1 after printing why. */
+static int open_output(const char *cmd, struct tree_run *r, struct trace_sink *sink)
 {
-    const char *cmd = "vcattach";
-    char err[1024];
-    struct target_info t;
-    if (opt->method == CLI_METHOD_REMOTE_EXEC) {
-        /* auto means ptrace here: remote-exec goes through the single-target path only */
-        fprintf(stderr, "%s: --subprocesses injects with ptrace (or --method gdb): drop "
-                        "--method remote-exec\n", cmd);
-        return VC_EXIT_USAGE;
-    }
-    if (preflight_target(opt->pid, &t, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
-        return VC_EXIT_USAGE;
-    }
-    if (t.foreign_mnt_ns || t.agent_needs_copy) {
-        fprintf(stderr, "%s: --subprocesses does not follow a tree in another mount namespace "
-                        "yet: trace its processes one by one\n", cmd);
-        return VC_EXIT_USAGE;
-    }
-    static struct tree_run r;
-    memset(&r, 0, sizeof r);
-    r.opt = opt;
-    r.budget_mb = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
-    snprintf(r.hook, sizeof r.hook, "%s", opt->hook);
-    ctl_init(&r.ctl);
-
-    static struct trace_sink sink;
-    memset(&sink, 0, sizeof sink);
-    sink.fd = -1;
-    char name[96];
-    const char *out = opt->output;
+    char err[1024], name[96];
+    memset(sink, 0, sizeof *sink);
+    sink->fd = -1;
+    const char *out = r->opt->output;
     if (!out) {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(name, sizeof name, "vcattach-%d-tree-%s.cvf", (int)opt->pid, stamp);
+        attach_default_output(r->opt->pid, 1, name, sizeof name);
         out = name;
     }
-    if (sink_open_file(&sink, out, opt->force, err, sizeof err) < 0) {
+    if (sink_open_file(sink, out, r->opt->force, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
-        return VC_EXIT_USAGE;
+        return -1;
     }
-    snprintf(r.out_abs, sizeof r.out_abs, "%s", sink.path);
-    snprintf(r.out_dir, sizeof r.out_dir, "%s", sink.path);
-    char *slash = strrchr(r.out_dir, '/');
+    snprintf(r->out_abs, sizeof r->out_abs, "%s", sink->path);
+    snprintf(r->out_dir, sizeof r->out_dir, "%s", sink->path);
+    char *slash = strrchr(r->out_dir, '/');
     if (slash)
-        slash[slash == r.out_dir ? 1 : 0] = '\0';
-    size_t olen = strlen(r.out_abs);
-    if (olen > 4 && !strcmp(r.out_abs + olen - 4, ".cvf"))
-        olen -= 4;
-    snprintf(r.fallback_base, sizeof r.fallback_base, "%.*s", (int)olen, r.out_abs);
+        slash[slash == r->out_dir ? 1 : 0] = '\0';
+    return 0;
+}
 
-    struct sigaction sa, old[3], ign, old_pipe;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
-    for (int i = 0; i < 3; i++)
-        sigaction(sigs[i], &sa, &old[i]);
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &ign, &old_pipe);
-    interrupts = abandon = 0;
-
-    int rc = VC_EXIT_FAIL;
-    char *buf = malloc(VC_MSG_MAX + 1);
-    if (buf == NULL) {
-        fprintf(stderr, "%s: out of memory\n", cmd);
-        goto out;
+/* The root's own checks before anything is touched: a tree is refused as a whole when its
+ * root is (exit 2).  0, or -1 after printing why. */
+static int preflight_root(const char *cmd, const struct cli_options *opt)
+{
+    char err[1024];
+    static struct target_info t; /* large (paths): not on the stack */
+    if (opt->method == CLI_METHOD_REMOTE_EXEC) {
+        fprintf(stderr, "%s: --subprocesses injects with ptrace (or --method gdb): drop "
+                        "--method remote-exec\n", cmd);
+        return -1;
     }
-    r.buf = buf;
-    if (ctl_listen(&r.ctl, opt->pid, err, sizeof err) < 0) {
+    if (attach_preflight(opt, opt->pid, &t, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
-        goto out;
+        return -1;
     }
-    /* Many agents connect at once (a tree attached in one go): a deeper backlog than the
-     * single-target socket's, or later connects would time out in the agents. */
-    listen(r.ctl.listen_fd, 256);
-    plan_budget(&r);
+    int foreign = t.f.other_mnt_ns || t.agent_needs_copy;
+    preflight_release(&t);
+    if (foreign) {
+        fprintf(stderr, "%s: --subprocesses does not follow a tree in another mount namespace "
+                        "yet: trace its processes one by one\n", cmd);
+        return -1;
+    }
+    return 0;
+}
 
-    /* Attach: the root, then every descendant there is now. */
+/* Attach: the root, then every descendant there is now, each started (or given up) before
+ * the clock runs.  0, or -1 after printing why the root could not be attached. */
+static int attach_all(const char *cmd, struct tree_run *r)
+{
     int64_t t_attach = vc_monotonic_ms();
-    struct member *root = add(&r, opt->pid);
+    struct member *root = add(r, r->opt->pid);
     if (root == NULL)
-        goto out;
-    root->share_mb = r.initial_share_mb;
-    inject_member(&r, root, 1);
+        return -1;
+    root->share_mb = r->initial_share_mb;
+    inject_member(r, root, 1);
     if (root->st != M_CONNECT) {
-        fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)opt->pid, root->why);
-        goto out;
+        fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)r->opt->pid, root->why);
+        return -1;
     }
-    pump(&r, 0, buf, VC_MSG_MAX + 1);
-    discover(&r, 1);
-    /* Every process found at attach started (or given up) before the clock runs. */
-    while (!interrupts) {
+    pump(r, 0, r->buf, VC_MSG_MAX + 1);
+    discover(r, 1);
+    while (!attach_interrupts) {
         int waiting = 0;
-        for (size_t i = 0; i < r.n; i++)
-            waiting += r.m[i].st == M_CONNECT || r.m[i].st == M_STARTING;
+        for (size_t i = 0; i < r->n; i++)
+            waiting += r->m[i].st == M_CONNECT || r->m[i].st == M_STARTING;
         if (!waiting)
             break;
-        pump(&r, TREE_POLL_MS, buf, VC_MSG_MAX + 1);
-        check_waits(&r);
+        pump(r, TREE_POLL_MS, r->buf, VC_MSG_MAX + 1);
+        check_waits(r);
     }
-    r.t0 = vc_monotonic_ms();
-    if (opt->verbose)
-        fprintf(stderr, "%s: %zu processes attached in %lld ms\n", cmd, traced_count(&r),
-                (long long)(r.t0 - t_attach));
+    r->t0 = vc_monotonic_ms();
+    if (r->opt->verbose)
+        fprintf(stderr, "%s: %zu processes attached in %lld ms\n", cmd, traced_count(r),
+                (long long)(r->t0 - t_attach));
+    return 0;
+}
 
-    /* Trace: frames, newcomers, until the duration or Ctrl-C. */
+/* Trace: frames, newcomers, until the duration, Ctrl-C, or the whole tree is gone. */
+static void trace_until_done(struct tree_run *r)
+{
+    const struct cli_options *opt = r->opt;
     int64_t last_scan = 0;
     int show = !opt->quiet && isatty(STDERR_FILENO);
-    while (!interrupts) {
-        int64_t el = vc_monotonic_ms() - r.t0;
+    while (!attach_interrupts) {
+        int64_t el = vc_monotonic_ms() - r->t0;
         if (opt->duration_ms && el >= (int64_t)opt->duration_ms)
             break;
-        pump(&r, TREE_POLL_MS / 2, buf, VC_MSG_MAX + 1);
-        check_waits(&r);
+        pump(r, TREE_POLL_MS / 2, r->buf, VC_MSG_MAX + 1);
+        check_waits(r);
         if (vc_monotonic_ms() - last_scan >= TREE_POLL_MS) {
             last_scan = vc_monotonic_ms();
-            discover(&r, 0);
+            discover(r, 0);
+        }
+        int any = 0;
+        size_t running = 0;
+        for (size_t i = 0; i < r->n; i++) {
+            any |= active(&r->m[i]);
+            running += r->m[i].st == M_RUNNING;
         }
         if (show) {
             char e[32];
             cli_format_duration((uint64_t)el, e, sizeof e);
-            size_t running = 0;
-            for (size_t i = 0; i < r.n; i++)
-                running += r.m[i].st == M_RUNNING;
             fprintf(stderr, "\rvcattach: tracing %zu processes of pid %d: %s elapsed (Ctrl-C to "
                             "stop)\033[K", running, (int)opt->pid, e);
         }
-        int any = 0;
-        for (size_t i = 0; i < r.n; i++)
-            any |= active(&r.m[i]);
-        if (!any && !proc_alive(opt->pid))
+        if (!any && !target_alive(opt->pid))
             break;
     }
     if (show)
         fprintf(stderr, "\r\033[K");
-    int64_t traced = vc_monotonic_ms() - r.t0;
+}
 
-    /* Stop: STOP to every running session, then collect until every trace is in. */
-    r.stopping = 1;
-    for (size_t i = 0; i < r.n; i++)
-        if (r.m[i].st == M_RUNNING && vc_msg_send(r.m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-            set_state(&r.m[i], M_STOPPING);
-    int64_t collect_end = vc_monotonic_ms() + (int64_t)opt->collect_timeout_ms; /* --collect-timeout */
-    while (!abandon && vc_monotonic_ms() < collect_end) {
+/* Stop: STOP to every running session, then collect until every trace is in, or
+ * --collect-timeout, or a second Ctrl-C. */
+static void stop_and_collect(struct tree_run *r)
+{
+    r->stopping = 1;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->m[i].st == M_RUNNING && vc_msg_send(r->m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
+            set_state(&r->m[i], M_STOPPING);
+    int64_t collect_end = vc_monotonic_ms() + (int64_t)r->opt->collect_timeout_ms;
+    while (!attach_abandon && vc_monotonic_ms() < collect_end) {
         int any = 0;
-        for (size_t i = 0; i < r.n; i++)
-            any |= active(&r.m[i]) && r.m[i].st != M_RETRY;
+        for (size_t i = 0; i < r->n; i++)
+            any |= active(&r->m[i]) && r->m[i].st != M_RETRY;
         if (!any)
             break;
-        pump(&r, TREE_POLL_MS, buf, VC_MSG_MAX + 1);
-        check_waits(&r);
+        pump(r, TREE_POLL_MS, r->buf, VC_MSG_MAX + 1);
+        check_waits(r);
     }
-    for (size_t i = 0; i < r.n; i++)
-        if (active(&r.m[i]))
-            finish(&r, &r.m[i], M_LOST, abandon ? "abandoned (interrupted twice): its agent "
-                                                  "writes its fallback file"
-                                                : "its trace did not arrive in time");
-    if (abandon) {
+    for (size_t i = 0; i < r->n; i++)
+        if (active(&r->m[i]))
+            finish(r, &r->m[i], M_LOST, attach_abandon ? "abandoned (interrupted twice): its "
+                                                         "agent writes its fallback file"
+                                                       : "its trace did not arrive in time");
+}
+
+/* The whole run once OUT is open and the signals counted.  An exit code. */
+static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
+{
+    char err[1024];
+    if ((r->buf = malloc(VC_MSG_MAX + 1)) == NULL) {
+        fprintf(stderr, "%s: out of memory\n", cmd);
+        return VC_EXIT_FAIL;
+    }
+    if (ctl_listen(&r->ctl, r->opt->pid, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+        return VC_EXIT_FAIL;
+    }
+    /* Many agents connect at once (a tree attached in one go): a deeper backlog than the
+     * single-target socket's, or later connects would time out in the agents. */
+    listen(r->ctl.listen_fd, 256);
+    plan_budget(r);
+    if (attach_all(cmd, r) < 0)
+        return VC_EXIT_FAIL;
+    trace_until_done(r);
+    int64_t traced = vc_monotonic_ms() - r->t0;
+    stop_and_collect(r);
+    if (attach_abandon) {
+        char stem[PATH_MAX];
+        attach_output_stem(r->out_abs, stem, sizeof stem);
         fprintf(stderr, "%s: interrupted twice: trace abandoned; each agent writes what it has "
-                        "to %s.PID.partial.cvf\n", cmd, r.fallback_base);
-        goto out;
+                        "to %s.PID.partial.cvf\n", cmd, stem);
+        return VC_EXIT_FAIL;
     }
     size_t nparts = 0;
-    if (write_merged(&r, &sink, &nparts) < 0)
-        goto out;
-    print_result(&r, &sink, traced);
-    rc = nparts ? VC_EXIT_OK : VC_EXIT_FAIL;
-out:
+    if (write_merged(r, sink, &nparts) < 0)
+        return VC_EXIT_FAIL;
+    print_result(r, sink, traced);
+    return nparts ? VC_EXIT_OK : VC_EXIT_FAIL;
+}
+
+int tree_trace(const struct cli_options *opt)
+{
+    const char *cmd = "vcattach";
+    if (preflight_root(cmd, opt) < 0)
+        return VC_EXIT_USAGE;
+    static struct tree_run r;
+    memset(&r, 0, sizeof r);
+    r.opt = opt;
+    r.budget_mb = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
+    ctl_init(&r.ctl);
+    static struct trace_sink sink;
+    if (open_output(cmd, &r, &sink) < 0)
+        return VC_EXIT_USAGE;
+    struct attach_signals saved;
+    attach_signals_install(&saved);
+    int rc = run(cmd, &r, &sink);
     for (size_t i = 0; i < r.n; i++) {
         if (r.m[i].fd >= 0)
             close(r.m[i].fd);
@@ -845,210 +839,9 @@ out:
             close(r.m[i].part_fd);
     }
     free(r.m);
-    free(buf);
+    free(r.buf);
     ctl_close(&r.ctl);
     sink_abort(&sink);
-    for (int i = 0; i < 3; i++)
-        sigaction(sigs[i], &old[i], NULL);
-    sigaction(SIGPIPE, &old_pipe, NULL);
-    return rc;
-}
-
-/* ---- start / stop / status of a tree ------------------------------------------------------ */
-
-/* "/d/out.cvf" → "/d/out" (the parts are /d/out.PID.cvf, the merge /d/out.cvf). */
-static void out_base(const char *out, char *base, size_t cap)
-{
-    size_t n = strlen(out);
-    if (n > 4 && !strcmp(out + n - 4, ".cvf"))
-        n -= 4;
-    snprintf(base, cap, "%.*s", (int)n, out);
-}
-
-int start_tree(const struct cli_options *opt)
-{
-    char base[PATH_MAX], name[96], part[PATH_MAX + 32];
-    if (opt->output) {
-        out_base(opt->output, base, sizeof base);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        char stamp[32];
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(name, sizeof name, "vcattach-%d-tree-%s", (int)opt->pid, stamp);
-        snprintf(base, sizeof base, "%s", name);
-    }
-    pid_t *kids = NULL;
-    long n = tree_descendants(opt->pid, &kids);
-    if (n < 0)
-        n = 0;
-    pid_t *all = malloc(((size_t)n + 1) * sizeof *all);
-    if (all == NULL) {
-        free(kids);
-        fprintf(stderr, "vcattach start: out of memory\n");
-        return VC_EXIT_FAIL;
-    }
-    all[0] = opt->pid;
-    size_t total = 1;
-    for (long i = 0; i < n; i++) {
-        struct target_python py;
-        char e[256];
-        if (target_python_detect(kids[i], &py, e, sizeof e) == 1)
-            all[total++] = kids[i];
-        else if (opt->verbose)
-            fprintf(stderr, "vcattach start: pid %d skipped: not a CPython process\n",
-                    (int)kids[i]);
-    }
-    free(kids);
-    size_t over = total > opt->max_processes ? total - opt->max_processes : 0;
-    if (over)
-        total = opt->max_processes;
-    unsigned budget = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
-    unsigned share = budget / (unsigned)total;
-    size_t started = 0;
-    int root_rc = VC_EXIT_FAIL;
-    for (size_t i = 0; i < total; i++) {
-        struct cli_options one = *opt;
-        one.pid = all[i];
-        one.subprocesses = 0;
-        one.quiet = 1;
-        one.buffer_mb = share < MIN_SHARE_MB ? MIN_SHARE_MB : share;
-        snprintf(part, sizeof part, "%s.%d.cvf", base, (int)all[i]);
-        one.output = part;
-        int rc = attach_one(CLI_START, &one);
-        if (i == 0)
-            root_rc = rc;
-        if (rc == VC_EXIT_OK)
-            started++;
-        else
-            fprintf(stderr, "vcattach start: pid %d not traced (see above); the others go on\n",
-                    (int)all[i]);
-    }
-    free(all);
-    if (root_rc != VC_EXIT_OK && started == 0)
-        return root_rc;
-    if (!opt->quiet) {
-        char dur[32];
-        cli_format_duration(opt->duration_ms, dur, sizeof dur);
-        printf("vcattach: tracing pid %d and %zu Python subprocess%s for %s (%u MiB buffer "
-               "each), each writing %s.PID.cvf; `vcattach stop --pid %d --subprocesses` stops "
-               "them and merges the traces into %s.cvf%s\n",
-               (int)opt->pid, started - (root_rc == VC_EXIT_OK), started - (root_rc == VC_EXIT_OK) == 1 ? "" : "es", dur,
-               share < MIN_SHARE_MB ? MIN_SHARE_MB : share, base, (int)opt->pid, base,
-               over ? " (processes over --max-processes not traced)" : "");
-    }
-    return VC_EXIT_OK;
-}
-
-int stop_tree(const struct cli_options *opt, unsigned request)
-{
-    const char *cmd = request == VC_MSG_STOP ? "vcattach stop" : "vcattach status";
-    if (!proc_alive(opt->pid)) {
-        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
-        return VC_EXIT_FAIL;
-    }
-    pid_t *kids = NULL;
-    long n = tree_descendants(opt->pid, &kids);
-    if (n < 0)
-        n = 0;
-    size_t found = 0, nparts = 0;
-    char (*parts)[PATH_MAX] = calloc((size_t)n + 1, sizeof *parts);
-    char base[PATH_MAX] = "";
-    int same_base = 1, failed = 0;
-    unsigned long long events = 0, threads = 0, drops = 0;
-    for (long i = -1; i < n && parts; i++) {
-        pid_t pid = i < 0 ? opt->pid : kids[i];
-        char reply[1024], err[512], output[PATH_MAX] = "?";
-        int r = ctl_query(pid, request, reply, sizeof reply,
-                              request == VC_MSG_STOP ? 60000 : 2000, err, sizeof err);
-        if (r < 0) {
-            fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)pid, err);
-            failed = 1;
-            continue;
-        }
-        if (r == 0)
-            continue;
-        found++;
-        vc_kv_get(reply, "output", output, sizeof output);
-        char v[32];
-        if (request == VC_MSG_STATUS) {
-            char state[32] = "running";
-            vc_kv_get(reply, "state", state, sizeof state);
-            if (!opt->quiet)
-                printf("vcattach: session %s in pid %d: %s threads, output %s\n", state,
-                       (int)pid, vc_kv_get(reply, "threads", v, sizeof v) > 0 ? v : "?",
-                       output);
-            continue;
-        }
-        long status = vc_kv_get(reply, "status", v, sizeof v) > 0 ? atol(v) : 0;
-        if (status) {
-            fprintf(stderr, "%s: the agent in pid %d could not write %s (%s)\n", cmd, (int)pid,
-                    output, strerror((int)-status));
-            failed = 1;
-            continue;
-        }
-        events += vc_kv_get(reply, "events", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
-        threads += vc_kv_get(reply, "threads", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
-        drops += vc_kv_get(reply, "drops", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
-        /* OUT.PID.cvf: the common base of a `start --subprocesses` */
-        char suffix[48], b[PATH_MAX];
-        snprintf(suffix, sizeof suffix, ".%d.cvf", (int)pid);
-        size_t ol = strlen(output), sl = strlen(suffix);
-        if (ol > sl && !strcmp(output + ol - sl, suffix)) {
-            snprintf(b, sizeof b, "%.*s", (int)(ol - sl), output);
-            if (!base[0])
-                snprintf(base, sizeof base, "%s", b);
-            else if (strcmp(base, b))
-                same_base = 0;
-        } else {
-            same_base = 0;
-        }
-        snprintf(parts[nparts++], PATH_MAX, "%s", output);
-    }
-    free(kids);
-    if (!found) {
-        free(parts);
-        if (!opt->quiet)
-            printf("vcattach: no session is running in pid %d or its subprocesses\n",
-                   (int)opt->pid);
-        return VC_EXIT_FAIL;
-    }
-    int rc = failed ? VC_EXIT_FAIL : VC_EXIT_OK;
-    if (request == VC_MSG_STOP && nparts) {
-        if (!same_base || !base[0]) {
-            printf("vcattach: stopped %zu sessions; their traces: ", nparts);
-            for (size_t i = 0; i < nparts; i++)
-                printf("%s%s", i ? ", " : "", parts[i]);
-            printf(" (`vcattach convert A B ... -o ONE.cvf` merges them)\n");
-        } else {
-            char merged[PATH_MAX + 8], err[1024];
-            snprintf(merged, sizeof merged, "%s.cvf", base);
-            struct trace_sink sink;
-            memset(&sink, 0, sizeof sink);
-            sink.fd = -1;
-            const char **paths = calloc(nparts, sizeof *paths);
-            for (size_t i = 0; paths && i < nparts; i++)
-                paths[i] = parts[i];
-            if (paths == NULL || sink_open_file(&sink, merged, 1, err, sizeof err) < 0 ||
-                vct_cvf_merge(paths, nparts, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
-                              sizeof err) < 0 ||
-                sink_commit(&sink, err, sizeof err) < 0) {
-                fprintf(stderr, "%s: merging the traces into %s failed: %s; the parts stay\n",
-                        cmd, merged, paths ? err : "out of memory");
-                sink_abort(&sink);
-                rc = VC_EXIT_FAIL;
-            } else {
-                for (size_t i = 0; i < nparts; i++)
-                    unlink(parts[i]);
-                if (!opt->quiet)
-                    printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu "
-                           "events, %llu threads, %llu dropped -> %s\n", (int)opt->pid, nparts,
-                           events, threads, drops, sink.path);
-            }
-            free(paths);
-        }
-    }
-    free(parts);
+    attach_signals_restore(&saved);
     return rc;
 }

@@ -1,0 +1,262 @@
+/* attach.c — the steps every attach takes, one process or each process of a tree (attach.h).
+ *
+ * Why one file: the single-target and the tree workflow used to carry a copy each of the
+ * signal handling, the output names, the method choice and the injection, and the copies
+ * drifted (the tree checked --hook monitoring but not --hook eval).  Everything here prints
+ * nothing of its own except auto's fallback notice and -v progress: errors go back as one
+ * line, and each workflow decides what a failure means for it (an exit code for a single
+ * target, a skipped member for a tree).
+ */
+#include "attach.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_locate.h"
+#include "commands.h"
+
+volatile sig_atomic_t attach_interrupts;
+volatile sig_atomic_t attach_abandon;
+
+static const int handled_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_HANDLED (sizeof handled_signals / sizeof handled_signals[0])
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    if (++attach_interrupts >= 2)
+        attach_abandon = 1;
+}
+
+void attach_signals_install(struct attach_signals *saved)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt; /* no SA_RESTART: blocking calls return EINTR */
+    sigemptyset(&sa.sa_mask);
+    attach_interrupts = attach_abandon = 0;
+    for (size_t i = 0; i < N_HANDLED; i++)
+        sigaction(handled_signals[i], &sa, &saved->old[i]);
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &saved->old_pipe);
+}
+
+void attach_signals_restore(const struct attach_signals *saved)
+{
+    for (size_t i = 0; i < N_HANDLED; i++)
+        sigaction(handled_signals[i], &saved->old[i], NULL);
+    sigaction(SIGPIPE, &saved->old_pipe, NULL);
+}
+
+/* --hook against what the target runs: monitoring needs 3.12+, the frame evaluator 3.9-3.11
+ * and --no-c-calls (it sees Python calls only).  0, or -1 with err. */
+static int check_hook(const struct cli_options *opt, const struct target_info *t, char *err,
+                      size_t errlen)
+{
+    const struct target_python *py = &t->f.py;
+    if (!strcmp(opt->hook, "monitoring") && py->minor < 12) {
+        snprintf(err, errlen, "--hook monitoring needs Python 3.12+ and pid %d runs %d.%d: use "
+                              "--hook profile (or auto)", (int)t->f.pid, py->major, py->minor);
+        return -1;
+    }
+    if (strcmp(opt->hook, "eval") != 0)
+        return 0;
+    if (!opt->no_c_calls) {
+        snprintf(err, errlen, "--hook eval sees Python calls only: add --no-c-calls (or use "
+                              "--hook auto to trace C calls too)");
+        return -1;
+    }
+    if (py->minor < 9 || py->minor > 11) {
+        snprintf(err, errlen, "--hook eval needs Python 3.9-3.11 and pid %d runs %d.%d: use "
+                              "--hook auto", (int)t->f.pid, py->major, py->minor);
+        return -1;
+    }
+    return 0;
+}
+
+int attach_preflight(const struct cli_options *opt, pid_t pid, struct target_info *t, char *err,
+                     size_t errlen)
+{
+    if (preflight_target(pid, t, err, errlen) < 0)
+        return -1;
+    if (check_hook(opt, t, err, errlen) < 0) {
+        preflight_release(t);
+        return -1;
+    }
+    return 0;
+}
+
+static enum inject_method method_of(enum cli_method m)
+{
+    switch (m) {
+    case CLI_METHOD_PTRACE: return INJECT_PTRACE;
+    case CLI_METHOD_GDB: return INJECT_GDB;
+    case CLI_METHOD_REMOTE_EXEC: return INJECT_REMOTE_EXEC;
+    default: return INJECT_AUTO;
+    }
+}
+
+int attach_choose_method(const char *cmd, const struct cli_options *opt,
+                         const struct target_info *t, enum inject_method *m, char *err,
+                         size_t errlen)
+{
+    char note[512] = "";
+    if (inject_choose(&t->f, method_of(opt->method), m, note, sizeof note, err, errlen) < 0)
+        return -1;
+    if (note[0] && opt->verbose)
+        fprintf(stderr, "%s: not using remote-exec: %s; using ptrace\n", cmd, note);
+    return 0;
+}
+
+/* ---- names -------------------------------------------------------------------------------- */
+
+void attach_default_output(pid_t pid, int tree, char *buf, size_t cap)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(buf, cap, "vcattach-%d-%s%s.cvf", (int)pid, tree ? "tree-" : "", stamp);
+}
+
+void attach_output_stem(const char *out, char *buf, size_t cap)
+{
+    size_t n = strlen(out);
+    if (n > 4 && !strcmp(out + n - 4, ".cvf"))
+        n -= 4;
+    snprintf(buf, cap, "%.*s", (int)n, out);
+}
+
+void attach_fallback_name(const char *out, pid_t pid, char *buf, size_t cap)
+{
+    char stem[PATH_MAX];
+    attach_output_stem(out, stem, sizeof stem);
+    if (pid > 0)
+        snprintf(buf, cap, "%s.%d.partial.cvf", stem, (int)pid);
+    else
+        snprintf(buf, cap, "%s.partial.cvf", stem);
+}
+
+void attach_part_name(const char *out, pid_t pid, char *buf, size_t cap)
+{
+    char stem[PATH_MAX];
+    attach_output_stem(out, stem, sizeof stem);
+    snprintf(buf, cap, "%s.%d.cvf", stem, (int)pid);
+}
+
+/* ---- CONFIG --------------------------------------------------------------------------------- */
+
+static int append_u64(char *cfg, size_t cap, size_t *used, const char *key, uint64_t v)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+    return vc_kv_append(cfg, cap, used, key, num);
+}
+
+int attach_build_config(const struct cli_options *opt, const char *output, const char *fallback,
+                        char *cfg, size_t cap)
+{
+    size_t used = 0;
+    cfg[0] = '\0';
+    uint64_t deadline = 0;
+    if (opt->mode == CLI_START)
+        deadline = opt->duration_ms;
+    else if (opt->duration_ms)
+        deadline = opt->duration_ms + ATTACH_DEADLINE_GRACE_MS;
+    int rc = vc_kv_append(cfg, cap, &used, "output", output);
+    rc |= vc_kv_append(cfg, cap, &used, "fallback", fallback);
+    rc |= append_u64(cfg, cap, &used, "duration_ms", deadline);
+    if (opt->buffer_mb)
+        rc |= append_u64(cfg, cap, &used, "buffer_mb", opt->buffer_mb);
+    rc |= vc_kv_append(cfg, cap, &used, "hook", opt->hook);
+    /* The filters: part of the config every process of the session gets. */
+    for (unsigned i = 0; i < opt->n_include; i++)
+        rc |= vc_kv_append(cfg, cap, &used, "include", opt->include[i]);
+    for (unsigned i = 0; i < opt->n_exclude; i++)
+        rc |= vc_kv_append(cfg, cap, &used, "exclude", opt->exclude[i]);
+    if (opt->no_c_calls)
+        rc |= vc_kv_append(cfg, cap, &used, "no_c_calls", "1");
+    if (opt->max_depth)
+        rc |= append_u64(cfg, cap, &used, "max_depth", opt->max_depth);
+    if (opt->min_dur_ns)
+        rc |= append_u64(cfg, cap, &used, "min_dur_ns", opt->min_dur_ns);
+    if (opt->mode == CLI_START) {
+        rc |= vc_kv_append(cfg, cap, &used, "detach", "1");
+        if (opt->force) /* the agent writes OUT itself: it may replace one only when told */
+            rc |= vc_kv_append(cfg, cap, &used, "force", "1");
+    }
+    return rc ? -1 : 0;
+}
+
+/* ---- injection ---------------------------------------------------------------------------- */
+
+/* remote-exec's wait for the agent: the control socket's accept, in the slices the injector
+ * asks for.  A connection that broke after accept() (no greeting) ends the wait for good. */
+struct agent_wait {
+    struct ctl_conn *c;
+    int broken;
+    char err[512];
+};
+
+static int wait_agent(void *ctx, int wait_ms)
+{
+    struct agent_wait *w = ctx;
+    if (w->broken)
+        return -1;
+    if (w->c->fd >= 0)
+        return 1;
+    if (attach_interrupts || !target_alive(w->c->pid))
+        return -1;
+    if (ctl_accept(w->c, wait_ms, &attach_interrupts, w->err, sizeof w->err) == 0)
+        return 1;
+    if (w->c->fd >= 0) {
+        w->broken = 1;
+        return -1;
+    }
+    return attach_interrupts || !target_alive(w->c->pid) ? -1 : 0;
+}
+
+int attach_inject(const struct cli_options *opt, struct target_info *t, struct ctl_conn *c,
+                  enum inject_method m, char *err, size_t errlen)
+{
+    int copy_made = 0; /* a copy of the agent to remove once the target has loaded it */
+    if (t->agent_needs_copy) {
+        if (agent_copy_into_target(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent,
+                                   t->agent_in_target, sizeof t->agent_in_target, &copy_made,
+                                   err, errlen) < 0)
+            return -1;
+        if (opt->verbose)
+            fprintf(stderr, "vcattach: agent copied into the target's mount namespace as %s\n",
+                    t->agent_in_target);
+    }
+    struct agent_wait w = {.c = c};
+    struct inject_request req = {
+        .target = &t->f,
+        .method = m,
+        .fallback = opt->method == CLI_METHOD_AUTO,
+        .agent_path = t->agent_in_target,
+        .control_path = c->target_path,
+        .timeout_ms = ATTACH_INJECT_TIMEOUT_MS,
+        .rexec_timeout_ms = ATTACH_REXEC_TIMEOUT_MS,
+        .wait_connected = wait_agent,
+        .wait_ctx = &w,
+        .cancel = &attach_interrupts,
+        .verbose = opt->verbose,
+    };
+    struct inject_result res;
+    memset(&res, 0, sizeof res);
+    int st = inject(&req, &res, err, errlen);
+    if (copy_made) /* loaded (mapped) or not, the copy's name is not needed any more */
+        agent_copy_remove(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent_in_target);
+    if (res.fell_back[0] && !opt->quiet)
+        fprintf(stderr, "vcattach: remote-exec: %s; falling back to ptrace\n", res.fell_back);
+    if (w.broken && st != INJECT_OK)
+        snprintf(err, errlen, "%s", w.err);
+    return st == INJECT_OK ? 0 : -2;
+}

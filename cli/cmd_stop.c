@@ -1,0 +1,114 @@
+/* cmd_stop.c — `vcattach stop` and `vcattach status`: talk to a running session through its
+ * abstract status socket (control_client.c's ctl_query); with --subprocesses, to every
+ * session of a tree (tree_sessions.c).  Nothing is injected: a session that is not there is
+ * an answer ("no session", exit 1), not an error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attach.h"
+#include "attach_options.h"
+#include "commands.h"
+#include "control_client.h"
+#include "report.h"
+#include "tree_sessions.h"
+#include "vcinject.h"
+
+#define STOP_WAIT_MS 60000 /* `vcattach stop`: the agent writes the file first */
+
+static int check_pid_exists(const char *cmd, pid_t pid)
+{
+    if (!target_alive(pid)) {
+        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)pid);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_stop(int argc, char **argv)
+{
+    struct cli_options opt;
+    int prc = cli_parse(CLI_STOP, argc, argv, &opt);
+    if (prc)
+        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    if (opt.subprocesses)
+        return tree_stop(&opt, VC_MSG_STOP);
+    if (check_pid_exists("vcattach stop", opt.pid) < 0)
+        return VC_EXIT_FAIL;
+    char reply[8192], err[512];
+    int r = ctl_query(opt.pid, VC_MSG_STOP, reply, sizeof reply, STOP_WAIT_MS, err,
+                          sizeof err);
+    if (r < 0) {
+        fprintf(stderr, "vcattach stop: %s\n", err);
+        return VC_EXIT_FAIL;
+    }
+    if (r == 0) {
+        fprintf(stderr, "vcattach stop: no vcattach session is running in pid %d\n",
+                (int)opt.pid);
+        return VC_EXIT_FAIL;
+    }
+    char output[PATH_MAX] = "?";
+    vc_kv_get(reply, "output", output, sizeof output);
+    long agent_status = report_end_status(reply);
+    if (agent_status) {
+        fprintf(stderr, "vcattach stop: the agent in pid %d could not write %s (%s); look for "
+                        "its fallback file next to it (.partial.cvf)\n",
+                (int)opt.pid, output, strerror((int)-agent_status));
+        return VC_EXIT_FAIL;
+    }
+    if (!opt.quiet)
+        report_summary(opt.pid, reply, output, 0, 0);
+    return VC_EXIT_OK;
+}
+
+int cmd_status(int argc, char **argv)
+{
+    struct cli_options opt;
+    int prc = cli_parse(CLI_STATUS, argc, argv, &opt);
+    if (prc)
+        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    if (opt.subprocesses)
+        return tree_stop(&opt, VC_MSG_STATUS);
+    if (check_pid_exists("vcattach status", opt.pid) < 0)
+        return VC_EXIT_FAIL;
+    char reply[8192], err[512];
+    int r = ctl_query(opt.pid, VC_MSG_STATUS, reply, sizeof reply, 2000, err, sizeof err);
+    if (r < 0) {
+        fprintf(stderr, "vcattach status: %s\n", err);
+        return VC_EXIT_FAIL;
+    }
+    if (r == 0) {
+        if (!opt.quiet)
+            printf("vcattach: no session is running in pid %d\n", (int)opt.pid);
+        return VC_EXIT_FAIL;
+    }
+    char state[32] = "running", output[PATH_MAX] = "?", e[32], l[32], left[48];
+    vc_kv_get(reply, "state", state, sizeof state);
+    vc_kv_get(reply, "output", output, sizeof output);
+    cli_format_duration(report_u64(reply, "elapsed_ms"), e, sizeof e);
+    unsigned long long remaining = report_u64(reply, "remaining_ms");
+    int streamed = !strcmp(output, "control"); /* a `vcattach trace` receives it */
+    /* A `vcattach trace -t` session's agent holds the deadline plus ATTACH_DEADLINE_GRACE_MS (its
+     * backstop in case that vcattach dies); the vcattach stops it at -t itself, so what is
+     * left is the agent's figure minus the grace. */
+    int backstop = streamed && remaining > 0;
+    if (backstop)
+        remaining = remaining > ATTACH_DEADLINE_GRACE_MS ? remaining - ATTACH_DEADLINE_GRACE_MS : 0;
+    cli_format_duration(remaining, l, sizeof l);
+    snprintf(left, sizeof left, remaining || backstop ? "%s left" : "no deadline", l);
+    if (streamed)
+        snprintf(output, sizeof output, "streamed to the vcattach that started it");
+    if (!opt.quiet) {
+        printf("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",
+               state, (int)opt.pid, e, left, report_u64(reply, "threads"), output);
+        fflush(stdout);
+        /* A session with a deadline: will the buffer hold until then? */
+        if (remaining && !strcmp(state, "running")) {
+            char when[64];
+            snprintf(when, sizeof when, "the session ends (in %s)", l);
+            report_buffer_forecast(reply, (double)(report_u64(reply, "elapsed_ms") + remaining), when);
+        }
+    }
+    return VC_EXIT_OK;
+}

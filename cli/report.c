@@ -1,0 +1,123 @@
+/* report.c — the lines the attach commands print from an agent's END and STATUS texts
+ * (report.h).  Pure formatting over key=value texts, plus one look at the target's children
+ * for the --subprocesses hint.
+ */
+#include "report.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+#include "protocol.h"
+#include "vcinject.h"
+
+unsigned long long report_u64(const char *text, const char *key)
+{
+    char v[32];
+    return vc_kv_get(text, key, v, sizeof v) >= 0 ? strtoull(v, NULL, 10) : 0;
+}
+
+/* The agent's status in END: 0, or a negative errno. */
+long report_end_status(const char *end_text)
+{
+    char v[32];
+    return vc_kv_get(end_text, "status", v, sizeof v) > 0 ? strtol(v, NULL, 10) : 0;
+}
+
+/* Without --subprocesses: "; pid N has 4 Python child processes; --subprocesses traces them
+ * all" when it has any (a gunicorn master, a multiprocessing parent), else "". */
+static void python_children_hint(pid_t pid, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    pid_t *pids = NULL;
+    long n = target_descendants(pid, &pids);
+    long python = 0;
+    for (long i = 0; i < n; i++) {
+        struct target_python py;
+        char e[256];
+        python += target_python_detect(pids[i], &py, e, sizeof e) == 1;
+    }
+    free(pids);
+    if (python > 0)
+        snprintf(buf, cap, "; pid %d has %ld Python child process%s; --subprocesses traces "
+                           "them all", (int)pid, python, python == 1 ? "" : "es");
+}
+
+/* One line from an END text: "12345 events, 5 threads, 0 dropped, 1.2 MiB -> OUT". */
+void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t bytes,
+                          uint64_t traced_ms)
+{
+    char hint[160];
+    python_children_hint(pid, hint, sizeof hint);
+    char size[32], dur[32] = "";
+    cli_format_bytes(bytes ? bytes : report_u64(end_text, "bytes"), size, sizeof size);
+    if (traced_ms)
+        snprintf(dur, sizeof dur, " in %.1fs", (double)traced_ms / 1000.0);
+    unsigned long long drops = report_u64(end_text, "drops");
+    /* A filtered trace says so (the agent reports its filters in END). */
+    char filters[1024] = "";
+    char fl[900];
+    if (vc_kv_get(end_text, "filters", fl, sizeof fl) > 0)
+        snprintf(filters, sizeof filters, " [filtered: %s]", fl);
+    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s%s\n",
+           (int)pid, dur, report_u64(end_text, "events"), report_u64(end_text, "threads"), drops,
+           drops ? " (buffer full: raise --buffer-mb)" : "", size, where, filters, hint);
+    fflush(stdout);
+}
+
+void report_status_line(int show, pid_t pid, int64_t elapsed, uint64_t duration_ms)
+{
+    if (!show)
+        return;
+    char e[32], l[32];
+    cli_format_duration((uint64_t)elapsed, e, sizeof e);
+    if (duration_ms) {
+        int64_t left = (int64_t)duration_ms - elapsed;
+        cli_format_duration(left > 0 ? (uint64_t)left : 0, l, sizeof l);
+        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed, %s left (Ctrl-C to stop)\033[K",
+                (int)pid, e, l);
+    } else {
+        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed (Ctrl-C to stop)\033[K", (int)pid,
+                e);
+    }
+}
+
+void report_status_line_clear(int show)
+{
+    if (show)
+        fprintf(stderr, "\r\033[K");
+}
+
+/* From an agent's STATUS text: will its buffer fill within horizon_ms of the session's start,
+ * at the rate so far?  1: yes, and it says so on stderr ("before WHEN"), with the --buffer-mb
+ * that would hold the whole horizon; 0: no; -1: cannot tell yet (nothing recorded); -2: an
+ * agent that does not report its buffer. */
+int report_buffer_forecast(const char *reply, double horizon_ms, const char *when)
+{
+    char probe[32];
+    if (vc_kv_get(reply, "buffer_chunks", probe, sizeof probe) < 0)
+        return -2;
+    unsigned long long used = report_u64(reply, "buffer_chunks_used"),
+                       total = report_u64(reply, "buffer_chunks"), mb = report_u64(reply, "buffer_mb"),
+                       elapsed = report_u64(reply, "elapsed_ms");
+    if (!used || !total || !mb || !elapsed)
+        return -1; /* nothing recorded yet: no rate to judge by */
+    double fill_ms = (double)elapsed * (double)total / (double)used;
+    if (fill_ms >= horizon_ms)
+        return 0;
+    double need_mb = (double)mb * horizon_ms / fill_ms * 1.25; /* a margin: rates vary */
+    char f[32];
+    cli_format_duration((uint64_t)fill_ms, f, sizeof f);
+    if (need_mb <= 65536)
+        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+                        "before %s; then the oldest calls are dropped (--buffer-mb %.0f would "
+                        "hold them)\n", mb, f, when, ceil(need_mb / 64) * 64);
+    else
+        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+                        "before %s; then the oldest calls are dropped (trace for less time, "
+                        "or raise --buffer-mb up to 65536)\n", mb, f, when);
+    return 1;
+}
+
