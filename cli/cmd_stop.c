@@ -17,32 +17,42 @@
 
 #define STOP_WAIT_MS 60000 /* `vcattach stop`: the agent writes the file first */
 
-static int check_pid_exists(const char *cmd, pid_t pid)
+/* Parses the command line and asks the session in PID (a tree's sessions: tree_stop).
+ * Returns -1 with the exit code in *rc when there is nothing more to do, else ctl_query's
+ * answer: 1 with the reply, 0 when no session is running. */
+static int ask(enum cli_mode mode, int argc, char **argv, struct cli_options *opt, char *reply,
+               size_t cap, int *rc)
 {
-    if (!target_alive(pid)) {
-        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)pid);
+    const char *cmd = mode == CLI_STOP ? "vcattach stop" : "vcattach status";
+    uint32_t request = mode == CLI_STOP ? VC_MSG_STOP : VC_MSG_STATUS;
+    int prc = cli_parse(mode, argc, argv, opt);
+    *rc = prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
+    if (prc)
+        return -1;
+    if (opt->subprocesses) {
+        *rc = tree_stop(opt, request);
         return -1;
     }
-    return 0;
+    *rc = VC_EXIT_FAIL;
+    if (!target_alive(opt->pid)) {
+        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
+        return -1;
+    }
+    char err[512];
+    int r = ctl_query(opt->pid, request, reply, cap, mode == CLI_STOP ? STOP_WAIT_MS : 2000,
+                      err, sizeof err);
+    if (r < 0)
+        fprintf(stderr, "%s: %s\n", cmd, err);
+    return r;
 }
 
 int cmd_stop(int argc, char **argv)
 {
     struct cli_options opt;
-    int prc = cli_parse(CLI_STOP, argc, argv, &opt);
-    if (prc)
-        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
-    if (opt.subprocesses)
-        return tree_stop(&opt, VC_MSG_STOP);
-    if (check_pid_exists("vcattach stop", opt.pid) < 0)
-        return VC_EXIT_FAIL;
-    char reply[8192], err[512];
-    int r = ctl_query(opt.pid, VC_MSG_STOP, reply, sizeof reply, STOP_WAIT_MS, err,
-                          sizeof err);
-    if (r < 0) {
-        fprintf(stderr, "vcattach stop: %s\n", err);
-        return VC_EXIT_FAIL;
-    }
+    char reply[8192];
+    int rc, r = ask(CLI_STOP, argc, argv, &opt, reply, sizeof reply, &rc);
+    if (r < 0)
+        return rc;
     if (r == 0) {
         fprintf(stderr, "vcattach stop: no vcattach session is running in pid %d\n",
                 (int)opt.pid);
@@ -65,19 +75,10 @@ int cmd_stop(int argc, char **argv)
 int cmd_status(int argc, char **argv)
 {
     struct cli_options opt;
-    int prc = cli_parse(CLI_STATUS, argc, argv, &opt);
-    if (prc)
-        return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
-    if (opt.subprocesses)
-        return tree_stop(&opt, VC_MSG_STATUS);
-    if (check_pid_exists("vcattach status", opt.pid) < 0)
-        return VC_EXIT_FAIL;
-    char reply[8192], err[512];
-    int r = ctl_query(opt.pid, VC_MSG_STATUS, reply, sizeof reply, 2000, err, sizeof err);
-    if (r < 0) {
-        fprintf(stderr, "vcattach status: %s\n", err);
-        return VC_EXIT_FAIL;
-    }
+    char reply[8192];
+    int rc, r = ask(CLI_STATUS, argc, argv, &opt, reply, sizeof reply, &rc);
+    if (r < 0)
+        return rc;
     if (r == 0) {
         if (!opt.quiet)
             printf("vcattach: no session is running in pid %d\n", (int)opt.pid);
@@ -89,12 +90,13 @@ int cmd_status(int argc, char **argv)
     cli_format_duration(report_u64(reply, "elapsed_ms"), e, sizeof e);
     unsigned long long remaining = report_u64(reply, "remaining_ms");
     int streamed = !strcmp(output, "control"); /* a `vcattach trace` receives it */
-    /* A `vcattach trace -t` session's agent holds the deadline plus ATTACH_DEADLINE_GRACE_MS (its
-     * backstop in case that vcattach dies); the vcattach stops it at -t itself, so what is
-     * left is the agent's figure minus the grace. */
+    /* A `vcattach trace -t` session's agent holds the deadline plus ATTACH_DEADLINE_GRACE_MS
+     * (its backstop in case that vcattach dies); the vcattach stops it at -t itself, so what
+     * is left is the agent's figure minus the grace. */
     int backstop = streamed && remaining > 0;
     if (backstop)
-        remaining = remaining > ATTACH_DEADLINE_GRACE_MS ? remaining - ATTACH_DEADLINE_GRACE_MS : 0;
+        remaining = remaining > ATTACH_DEADLINE_GRACE_MS ? remaining - ATTACH_DEADLINE_GRACE_MS
+                                                         : 0;
     cli_format_duration(remaining, l, sizeof l);
     snprintf(left, sizeof left, remaining || backstop ? "%s left" : "no deadline", l);
     if (streamed)
