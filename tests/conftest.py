@@ -9,6 +9,29 @@ import pytest
 from support.chroot import ChrootService
 from support.paths import ALL_PYTHONS, BUILD, COPIES, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
 
+# The fast tier (`make test-unit`, i.e. `pytest -m unit`): modules that start no target process,
+# use no ptrace and need no root or test root, seconds in all.  Their tests get the `unit`
+# marker here, except those marked `system` in the module (a real traced target among offline
+# checks).  Everything else is a system test (real targets); `make test` runs both tiers.
+UNIT_MODULES = {
+    "test_codec_unit.py",        # the C unit programs of tests/unit/ (plain and ASan+UBSan)
+    "test_codec_generated.py",   # codec round trips through `vcattach convert`, both readers
+    "test_codec_corpus.py",      # codec against VizTracer's files (../shared/corpus)
+    "test_codec_corrupt.py",     # malformed input: drivers, CLI (plain and ASan), Python reader
+    "test_cli.py",               # option parsing, help, exit codes; the pid a `sleep` (whose
+                                 # preflight probes PTRACE_SEIZE on a child of vcattach's own)
+    "test_safepoint_rules.py",   # both judges of injector/safepoint_rules.def, on recorded stacks
+    "test_export.py",            # convert --format speedscope|collapsed
+    "test_summary.py",           # summary on written traces (its test_real_* are `system`)
+    "test_security_offline.py",  # hostile files given to summary, convert, the ELF reader
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in UNIT_MODULES and item.get_closest_marker("system") is None:
+            item.add_marker(pytest.mark.unit)
+
 
 @pytest.fixture
 def corpus_dir():
@@ -58,8 +81,8 @@ def pytest_report_header(config):
     lines = ["vcattach build: %s" % BUILD, "interpreters: " + ", ".join(
         "%s=%s" % (p["id"], p["path"]) for p in ALL_PYTHONS)]
     if TEST_ROOT_ERROR:
-        lines.append("NO 3.14/3.15: the sid test root cannot be created (%s); their tests "
-                     "are skipped" % TEST_ROOT_ERROR)
+        lines.append("NO 3.14/3.15: no sid test root (%s); their tests are skipped"
+                     % TEST_ROOT_ERROR)
     if not os.path.isdir(CORPUS):
         lines.append("../shared/corpus absent: corpus tests will be skipped")
     return lines

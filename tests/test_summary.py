@@ -318,6 +318,7 @@ def trace_waiting(py, tmp_path, seconds="1.0"):
     return out
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("py", _traced_pythons())
 def test_real_trace_ranks_work_above_waits(py, tmp_path):
     path = trace_waiting(py, tmp_path)
@@ -350,6 +351,7 @@ def _hook_params():
     return params
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("py,hook", _hook_params())
 def test_real_coroutine_resumes_are_slices_not_calls(py, hook, tmp_path):
     """20 lookups, each awaiting twice: 20 calls in the summary (not 60), while the timeline
@@ -392,6 +394,7 @@ def test_real_coroutine_resumes_are_slices_not_calls(py, hook, tmp_path):
     assert int(m.group(1).replace(",", "")) == len(xs) - n_resume, (head, len(xs))
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("py", _traced_pythons())
 def test_real_call_in_progress_at_attach_is_waiting(py, tmp_path):
     """An idle pool worker blocked in SimpleQueue.get (C, invisible to the hooks) when the
@@ -451,6 +454,7 @@ with vcattach.trace(sys.argv[1], hook=sys.argv[2]):
 '''
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("py,hook", _hook_params())
 def test_real_c_methods_are_named_after_their_defining_type(py, hook, tmp_path):
     """sqlite3.Cursor.execute called through a Python subclass is `sqlite3.Cursor.execute`, not

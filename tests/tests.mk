@@ -1,6 +1,6 @@
 # tests/ — the programs `make test` needs besides the product: C unit programs of the codec,
-# sanitizer builds, fuzz targets, the injection fixture.  The `test:` rule itself is in the top
-# Makefile; every part adds its prerequisites to TEST_PREREQS.
+# sanitizer builds, fuzz targets, the injection fixture.  None is part of `all`.  The `test:`
+# rule itself is in the top Makefile; every part adds its prerequisites to TEST_PREREQS.
 #   build/tests/test_cvf*        unit programs (tests/unit/test_cvf*.c), normal build
 #   build/asan/tests/test_cvf*   the same under ASan+UBSan
 #   build/asan/vcattach          the whole CLI under ASan+UBSan (corrupt-input tests run it)
@@ -77,12 +77,11 @@ $(BUILD)/inject_fixture/unsafe-target: tests/inject_fixture/unsafe_target.c
 
 INJECT_TEST_PREREQS := $(BUILD)/inject-test $(BUILD)/inject_fixture/libvcfixture.so \
                        $(BUILD)/inject_fixture/unsafe-target
-ALL_TARGETS += $(INJECT_TEST_PREREQS)
 TEST_PREREQS += $(INJECT_TEST_PREREQS)
 
 # Subsets: `make test-inject` (injection layer, ~2 min), `make test-agent` (in-process agent).
 .PHONY: test-inject test-agent
-test-inject: all
-	cd tests && $(PYTHON_HOST) -m pytest -q -rs -p no:cacheprovider $(PYTEST_ARGS) test_inject.py
+test-inject: all $(INJECT_TEST_PREREQS)
+	$(call pytest,test_inject.py)
 test-agent: all
-	cd tests && $(PYTHON_HOST) -m pytest -q -rs -p no:cacheprovider $(PYTEST_ARGS) test_agent.py test_agent_control.py
+	$(call pytest,test_agent.py test_agent_control.py)

@@ -35,15 +35,17 @@ AGENT_OVERRIDES = ("VCATTACH_AGENT_DIR", "VCATTACH_AGENT")
 
 
 def _test_root():
-    """(root, None) once scripts/test-root has the sid root (3.14/3.15), building it when
-    missing (minutes, once per machine), or (None, why) when it cannot be created."""
+    """(root, None) when scripts/test-root has made the sid root (3.14/3.15), or (None, why).
+    Never makes it (minutes): `make test` and `make deps` do, before the suite starts."""
     script = os.path.join(ROOT, "scripts", "test-root")
     if os.environ.get("VC_NO_TEST_ROOT"):
         return None, "VC_NO_TEST_ROOT is set"
     if os.geteuid() != 0:
         return None, "the chroot targets need root"
     try:
-        r = subprocess.run([script], capture_output=True, text=True, timeout=3600)
+        if subprocess.run([script, "--check"], capture_output=True, timeout=60).returncode != 0:
+            return None, "it is not made: `make test` or `make deps` makes it (scripts/test-root)"
+        r = subprocess.run([script, "--path"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "scripts/test-root failed: %s" % e
     if r.returncode != 0:
