@@ -363,6 +363,8 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
     }
     if (opt->mode == CLI_START)
         rc |= vc_kv_append(cfg, cap, &used, "detach", "1");
+    if (opt->force)
+        rc |= vc_kv_append(cfg, cap, &used, "force", "1");
     return rc ? -1 : 0;
 }
 
@@ -790,6 +792,11 @@ int cmd_stop(int argc, char **argv)
     char output[PATH_MAX] = "?";
     vc_kv_get(reply, "output", output, sizeof output);
     long agent_status = end_status(reply);
+    char agent_err[1024];
+    if (agent_status && vc_kv_get(reply, "error", agent_err, sizeof agent_err) > 0) {
+        fprintf(stderr, "vcattach stop: the agent in pid %d: %s\n", (int)opt.pid, agent_err);
+        return VC_EXIT_FAIL;
+    }
     if (agent_status) {
         fprintf(stderr, "vcattach stop: the agent in pid %d could not write %s (%s); look for "
                         "its fallback file next to it (.partial.cvf)\n",
