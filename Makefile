@@ -1,6 +1,7 @@
 # vcattach — top-level build.
 # One folder, one program; each owns a fragment with its rules:
-#   common/common.mk    libvccommon.a  the .cvf codec and the control protocol (agent + CLI)
+#   common/common.mk    libvccommon.a  the .cvf codec, the control protocol, the atomic file
+#                                      writer (agent + CLI)
 #   injector/injector.mk libvcinject.a the injection machinery (ptrace, elf, /proc, safe points)
 #   trace/trace.mk      libvctrace.a   the offline trace tools (model, loaders, exports, summary)
 #   cli/cli.mk          vcattach       the command line (attach workflow, convert, summary)

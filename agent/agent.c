@@ -15,8 +15,13 @@
  * never a crash.
  */
 #include "backend.h"
+#include "control.h"
+#include "emit.h"
+#include "follow.h"
 #include "lifecycle.h"
 #include "record.h"
+#include "starthook.h"
+#include "threads.h"
 #include "cvf.h"
 
 #include <errno.h>
@@ -420,11 +425,14 @@ static int deliver_trace(vc_session *s, int reason, struct vc_result *res, char 
     else if (strcmp(s->output, "control") == 0)
         status = -EPIPE, snprintf(err, errlen, "the controller went away before the trace was sent");
     else
-        status = vc_emit(s, s->output, VC_OUTPUT_MODE, res, err, errlen);
-    if (status != 0 && s->fallback[0] != '\0') {
+        status = vc_emit(s, s->output, VC_OUTPUT_MODE, s->force ? VC_ATOMIC_FORCE : 0, res, err,
+                         errlen);
+    /* The fallback: not when the output's OUT.tmp was kept (the whole trace is there already,
+     * and END names it); it replaces an earlier fallback, as it always has. */
+    if (status != 0 && s->fallback[0] != '\0' && s->kept_tmp[0] == '\0') {
         char err2[512] = "";
         struct vc_result res2 = *res;
-        if (vc_emit(s, s->fallback, VC_FALLBACK_MODE, &res2, err2, sizeof err2) == 0) {
+        if (vc_emit(s, s->fallback, VC_FALLBACK_MODE, VC_ATOMIC_FORCE, &res2, err2, sizeof err2) == 0) {
             char both[1024];
             snprintf(both, sizeof both, "%.500s; trace written to the fallback %.400s", err, s->fallback);
             snprintf(err, errlen, "%.500s", both);
@@ -447,7 +455,7 @@ static void end_session(vc_session *s, int status, const struct vc_result *res, 
     vc_pool_destroy(&s->pool);
     vc_thread_free_all(s);
     vc_end_msg end;
-    vc_control_prepare_end(s, res, &end);
+    vc_control_prepare_end(s, res, err, &end);
     finish_session(s, status, err);
     vc_control_send_end(&end);
     vc_life_mark_delivered();
@@ -529,6 +537,7 @@ static int launch(void)
     g_vc.threads_untraced = 0;
     g_vc.backend_name[0] = '\0';
     g_vc.start_mono_ms = 0;
+    g_vc.kept_tmp[0] = '\0';
     return vc_life_launch(agent_main);
 }
 
@@ -550,6 +559,9 @@ VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
         s->control_fd = -1;
         s->detach = 0;
         s->follow_forks = 0;
+        /* The in-process API (the Python package) names its own output and has always
+         * replaced it: only an operator's `vcattach start` is refused an existing file. */
+        s->force = 1;
         s->duration_ms = cfg->duration_ms;
         s->buffer_mb = cfg->buffer_mb ? cfg->buffer_mb : 256;
         s->hook_kind = cfg->hook;
@@ -579,6 +591,7 @@ VC_EXPORT int vc_agent_connect(const char *control_path)
         s->control_fd = -1;
         s->detach = 0;
         s->follow_forks = 0;
+        s->force = 0; /* CONFIG's force=1 (vcattach --force) */
         s->duration_ms = 0;
         s->buffer_mb = 256;
         s->hook_kind = VC_HOOK_AUTO;

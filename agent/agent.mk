@@ -13,6 +13,7 @@
 #                  deliver, end); the one uninstall path (stop, failed install, fork child)
 #   control.c      the control channel and status socket, served while tracing by a socket
 #                  thread that never takes the GIL             emit.c  records → .cvf → sink
+#                  (a file through common/atomic_file.c, the CLI's writer too)
 #   starthook.c    threading's start hook → the backend's on_new_thread
 #   follow.c       a fork child's os._exit wrapper (process-tree sessions)
 #   hook_profile.c, hook_monitoring.c, hook_evalframe.c   one backend each, behind backend.h's
@@ -20,7 +21,9 @@
 #   filter.c       the filters in force and the per-code verdict (cached in names.h's table)
 #   record.h/.c    the hot path (inline) and its out-of-line halves
 #   threads.c      per-thread states (a leaf)     lifecycle.c  state, stop request, wake fd, result
-#   session.h/.c   the session's data (g_vc)      names, buffer, clock, compat (CPython versions)
+#   session.h/.c   the session's data (g_vc) only; each file declares its own functions in its
+#                  header (threads.h, starthook.h, emit.h, follow.h, control.h, ...)
+#   names, buffer, clock, compat (CPython versions)   the leaves
 AGENT_SRCS := $(wildcard agent/*.c)
 AGENT_CFLAGS := $(CFLAGS_BASE) -Iagent -fPIC -fvisibility=hidden -fno-strict-aliasing
 AGENT_LIBS := -lz -pthread

@@ -6,7 +6,9 @@
  * life cycle (lifecycle.h) and calls nothing in agent.c: poll results go back to the agent
  * thread as stop reasons.
  */
+#include "control.h"
 #include "backend.h"
+#include "emit.h"
 #include "lifecycle.h"
 #include "session.h"
 #include "protocol.h"
@@ -178,6 +180,9 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
             s->detach = strcmp(val, "1") == 0;
         if (vc_kv_get(cfg, "follow_forks", val, sizeof val) > 0)
             s->follow_forks = strcmp(val, "1") == 0;
+        /* force=1 (vcattach start --force): the output may replace an existing file. */
+        if (vc_kv_get(cfg, "force", val, sizeof val) > 0)
+            s->force = strcmp(val, "1") == 0;
     }
     free(cfg);
     return rc;
@@ -474,17 +479,22 @@ int vc_control_emit_data(vc_session *s, struct vc_result *res, char *err, size_t
     return rc == 0 ? 0 : -EPIPE;
 }
 
-void vc_control_prepare_end(vc_session *s, const struct vc_result *res, vc_end_msg *out)
+void vc_control_prepare_end(vc_session *s, const struct vc_result *res, const char *err,
+                            vc_end_msg *out)
 {
     snprintf(out->text, sizeof out->text,
              "events=%llu\nthreads=%llu\ndrops=%llu\nbytes=%llu\ngil_us=%llu\noutput=%s\nstatus=%d\n",
              (unsigned long long)res->events, (unsigned long long)res->threads,
              (unsigned long long)res->dropped, (unsigned long long)res->bytes,
              (unsigned long long)res->gil_hold_us, s->output, res->status);
+    size_t used = strlen(out->text);
+    if (res->status != 0 && err != NULL && err[0] != '\0')
+        vc_kv_append(out->text, sizeof out->text, &used, "error", err);
+    if (s->kept_tmp[0] != '\0')
+        vc_kv_append(out->text, sizeof out->text, &used, "kept", s->kept_tmp);
     if (vc_filter_active(&s->filter)) {
         char desc[800];
         vc_filter_describe(&s->filter, desc, sizeof desc);
-        size_t used = strlen(out->text);
         vc_kv_append(out->text, sizeof out->text, &used, "filters", desc);
     }
     out->control_fd = s->control_fd;

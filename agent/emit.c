@@ -7,6 +7,9 @@
  * Raw clock values become CLOCK_MONOTONIC ticks of 10 ns; an event's end is rounded on its
  * own so that nesting survives the rounding.
  */
+#include "emit.h"
+#include "atomic_file.h"
+#include "fd_io.h"
 #include "session.h"
 
 #include <errno.h>
@@ -440,56 +443,30 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
 
 /* ---- sinks ------------------------------------------------------------------------------- */
 
-static int open_tmp(const char *tmp, mode_t mode)
+/* A file output, through the one atomic writer (common/atomic_file.h, the CLI's too):
+ * OUT.tmp, fsync, a rename that replaces an existing OUT only with VC_ATOMIC_FORCE, directory
+ * fsync.  When the rename fails the writer keeps OUT.tmp (the whole trace is in it): the
+ * session remembers it for END (kept=) and says so on the target's stderr, the one place an
+ * operator of a detached `vcattach start` may see it without a `vcattach stop`. */
+static int emit_file(vc_session *s, const char *path, mode_t mode, unsigned flags,
+                     struct vc_result *res, char *err, size_t errlen)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0 && errno == EEXIST) {
-        /* A leftover of a crashed session, if it is a plain file of ours. */
-        struct stat st;
-        if (lstat(tmp, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlink(tmp) == 0)
-            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-        else
-            errno = EEXIST;
+    vc_atomic_file f;
+    int rc = vc_atomic_open(&f, path, mode, flags, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)f.fd, res, err, errlen) == 0
+             ? vc_atomic_commit(&f, err, errlen)
+             : -EIO;
+    if (f.kept) {
+        snprintf(s->kept_tmp, sizeof s->kept_tmp, "%s", f.tmp);
+        char line[1024];
+        int n = snprintf(line, sizeof line, "vcattach agent (pid %d): %s\n", (int)getpid(), err);
+        if (n > 0)
+            (void)vc_write_all(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
-    /* exactly `mode`, whatever the target's umask: the file is the operator's, and the CLI
-     * writes its own outputs the same way (trace_sink.c) */
-    if (fd >= 0)
-        fchmod(fd, mode);
-    return fd;
-}
-
-static int emit_file(vc_session *s, const char *path, mode_t mode, struct vc_result *res,
-                     char *err, size_t errlen)
-{
-    char tmp[VC_PATH_MAX + 8];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        snprintf(err, errlen, "output path too long");
-        return -ENAMETOOLONG;
-    }
-    int fd = open_tmp(tmp, mode);
-    if (fd < 0) {
-        int e = errno;
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(e));
-        return -e;
-    }
-    int rc = vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)fd, res, err, errlen);
-    if (rc == 0 && fsync(fd) != 0) {
-        snprintf(err, errlen, "fsync %s: %s", tmp, strerror(errno));
-        rc = -EIO;
-    }
-    if (close(fd) != 0 && rc == 0) {
-        snprintf(err, errlen, "close %s: %s", tmp, strerror(errno));
-        rc = -EIO;
-    }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        snprintf(err, errlen, "rename %s to %s: %s", tmp, path, strerror(errno));
-        rc = -EIO;
-    }
-    if (rc != 0) {
-        unlink(tmp);
-        return rc < 0 ? rc : -EIO;
-    }
-    return 0;
+    vc_atomic_abort(&f); /* removes OUT.tmp unless renamed or kept */
+    return rc;
 }
 
 static int emit_unix(vc_session *s, const char *path, struct vc_result *res, char *err, size_t errlen)
@@ -518,9 +495,10 @@ static int emit_unix(vc_session *s, const char *path, struct vc_result *res, cha
     return rc == 0 ? 0 : -EIO;
 }
 
-int vc_emit(vc_session *s, const char *output, mode_t mode, struct vc_result *res, char *err,
-            size_t errlen)
+int vc_emit(vc_session *s, const char *output, mode_t mode, unsigned flags, struct vc_result *res,
+            char *err, size_t errlen)
 {
+    s->kept_tmp[0] = '\0';
     if (strncmp(output, "fd:", 3) == 0) {
         int fd = atoi(output + 3);
         return vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)fd, res, err, errlen) == 0 ? 0 : -EIO;
@@ -531,5 +509,5 @@ int vc_emit(vc_session *s, const char *output, mode_t mode, struct vc_result *re
         snprintf(err, errlen, "output=control without a controller");
         return -EPIPE;
     }
-    return emit_file(s, output, mode, res, err, errlen);
+    return emit_file(s, output, mode, flags, res, err, errlen);
 }

@@ -10,6 +10,7 @@
  * and waits (bounded) until its END has gone to the controller, then exits.
  * Nothing here runs on a hijacked thread: the fork handler runs where os.fork() was called.
  */
+#include "follow.h"
 #include "lifecycle.h"
 #include "session.h"
 

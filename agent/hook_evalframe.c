@@ -24,6 +24,7 @@
  */
 #include "backend.h"
 #include "record.h"
+#include "threads.h"
 
 #include <stdio.h>
 

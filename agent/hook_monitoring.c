@@ -19,6 +19,7 @@
  */
 #include "backend.h"
 #include "record.h"
+#include "threads.h"
 
 #include <stdio.h>
 

@@ -8,7 +8,9 @@
  * object (someone invoking the hook directly) does the same.  What "hooks" means is the
  * installed backend's on_new_thread (backend.h); the thread's name comes from threads.c.
  */
+#include "starthook.h"
 #include "backend.h"
+#include "threads.h"
 
 typedef struct {
     PyObject_HEAD

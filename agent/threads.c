@@ -6,6 +6,7 @@
  * a TLS slot left over from an earlier session still points into valid memory (its
  * generation no longer matches, so it is ignored).  Used pages are returned at session end.
  */
+#include "threads.h"
 #include "session.h"
 
 #include <fcntl.h>

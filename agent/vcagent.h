@@ -31,7 +31,9 @@ struct vc_config {
     uint32_t abi;             /* VC_CONFIG_ABI */
     uint32_t struct_size;     /* sizeof(struct vc_config): lets the struct grow */
     /* Where the trace goes when the session stops:
-     *   "/abs/path.cvf"  written as path.tmp, fsync'd, renamed (O_NOFOLLOW, mode 0600)
+     *   "/abs/path.cvf"  written as path.tmp (O_EXCL|O_NOFOLLOW, mode 0644), fsync'd, renamed
+     *                    over an existing file (common/atomic_file.h; only a `vcattach start`
+     *                    session without force=1 refuses to replace one)
      *   "fd:N"           an already-open file descriptor (not closed by the agent)
      *   "unix:/path"     a listening Unix stream socket */
     const char *output;

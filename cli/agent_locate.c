@@ -6,6 +6,7 @@
 #include "agent_locate.h"
 #include "as_target.h"
 #include "proc.h"
+#include "fd_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -157,33 +158,12 @@ static unsigned char *read_all(int fd, size_t *len)
         st.st_size > (64 << 20))
         return NULL;
     unsigned char *buf = malloc((size_t)st.st_size);
-    size_t done = 0;
-    while (buf && done < (size_t)st.st_size) {
-        ssize_t n = pread(fd, buf + done, (size_t)st.st_size - done, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(buf);
-            return NULL;
-        }
-        done += (size_t)n;
+    if (buf && vc_pread_all(fd, buf, (size_t)st.st_size, 0) != (ssize_t)st.st_size) {
+        free(buf); /* shrank meanwhile: not the file we measured */
+        return NULL;
     }
-    *len = done;
+    *len = (size_t)st.st_size;
     return buf;
-}
-
-static int write_all(int fd, const unsigned char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 #define COPY_DIR_PREFIX "/tmp/.vcattach-agent-"
@@ -223,7 +203,7 @@ static int copy_in_child(void *arg, char *out, size_t cap)
     int fd = dfd < 0 ? -1 : openat(dfd, j->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
                                                      O_CLOEXEC, 0644);
     int ok = fd >= 0 && fchmod(dfd, 0755) == 0 && fchmod(fd, 0644) == 0 &&
-             write_all(fd, j->data, j->len) == 0 && fsync(fd) == 0;
+             vc_write_all(fd, j->data, j->len) == 0 && fsync(fd) == 0;
     int e = errno;
     if (fd >= 0)
         close(fd);

@@ -61,6 +61,11 @@ int cmd_stop(int argc, char **argv)
     char output[PATH_MAX] = "?";
     vc_kv_get(reply, "output", output, sizeof output);
     long agent_status = report_end_status(reply);
+    char agent_err[1024]; /* the agent's own words: e.g. OUT appeared, the trace is in OUT.tmp */
+    if (agent_status && vc_kv_get(reply, "error", agent_err, sizeof agent_err) > 0) {
+        fprintf(stderr, "vcattach stop: the agent in pid %d: %s\n", (int)opt.pid, agent_err);
+        return VC_EXIT_FAIL;
+    }
     if (agent_status) {
         fprintf(stderr, "vcattach stop: the agent in pid %d could not write %s (%s); look for "
                         "its fallback file next to it (.partial.cvf)\n",

@@ -1,6 +1,9 @@
-/* trace_sink.c — the one atomic-output path of vcattach (`trace`, `convert`): an OUT.tmp
- * created O_EXCL|O_NOFOLLOW, fsync, rename; or a Unix socket (see trace_sink.h). */
+/* trace_sink.c — where the CLI's outputs go (`trace`, `convert`, process trees): a file
+ * through common/atomic_file.c (the writer the agent uses too), or a Unix socket (see
+ * trace_sink.h).  What is the CLI's own: the early checks of OUT before the target is touched,
+ * the socket, and removing OUT.tmp on a fatal signal. */
 #include "trace_sink.h"
+#include "fd_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +22,7 @@
 
 /* The OUT.tmp a fatal signal must remove (sink_remove_on_signal): a copy, so that the handler
  * reads nothing that the main flow may be changing. */
-static char signal_tmp[PATH_MAX + 8];
+static char signal_tmp[sizeof ((struct trace_sink *)0)->file.tmp];
 static volatile sig_atomic_t signal_tmp_live;
 
 static void on_fatal_signal(int sig)
@@ -32,10 +35,10 @@ static void on_fatal_signal(int sig)
 
 void sink_remove_on_signal(struct trace_sink *k)
 {
-    if (k->is_socket || !k->tmp_path[0])
+    if (k->is_socket || !k->file.tmp_ours)
         return;
     signal_tmp_live = 0;
-    snprintf(signal_tmp, sizeof signal_tmp, "%s", k->tmp_path);
+    snprintf(signal_tmp, sizeof signal_tmp, "%s", k->file.tmp);
     signal_tmp_live = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -47,10 +50,9 @@ void sink_remove_on_signal(struct trace_sink *k)
 }
 
 /* OUT.tmp is no longer ours to remove: renamed, removed, or kept on purpose. */
-static void forget_tmp(struct trace_sink *k)
+static void forget_tmp(void)
 {
     signal_tmp_live = 0;
-    k->tmp_path[0] = '\0';
 }
 
 int sink_absolute_path(const char *out, char *abs, size_t cap, char *err, size_t errlen)
@@ -111,40 +113,26 @@ static int check_existing(const char *abs, int force, char *err, size_t errlen)
 int sink_open_file(struct trace_sink *k, const char *out, int force, char *err, size_t errlen)
 {
     memset(k, 0, sizeof *k);
+    vc_atomic_init(&k->file);
     k->fd = -1;
     k->force = force;
     if (sink_absolute_path(out, k->path, sizeof k->path, err, errlen) < 0 ||
         check_existing(k->path, force, err, errlen) < 0)
         return -1;
-    snprintf(k->tmp_path, sizeof k->tmp_path, "%s.tmp", k->path);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        k->fd = open(k->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (k->fd >= 0)
-            break;
-        if (errno == EEXIST && force && attempt == 0 && unlink(k->tmp_path) == 0)
-            continue;
-        int e = errno;
-        if (e == EEXIST)
-            snprintf(err, errlen, "%s exists (left by an interrupted run?): remove it, or pass "
-                                  "--force",
-                     k->tmp_path);
-        else if (e == EACCES || e == EPERM || e == EROFS)
-            snprintf(err, errlen, "cannot write in the directory of %s: %s; choose a directory "
-                                  "you can write to with -o",
-                     k->path, strerror(e));
-        else
-            snprintf(err, errlen, "cannot create %s: %s", k->tmp_path, strerror(e));
-        k->tmp_path[0] = '\0';
-        errno = e;
+    /* 0644: the operator's file, readable like any other output. */
+    int rc = vc_atomic_open(&k->file, k->path, 0644, force ? VC_ATOMIC_FORCE : 0, err, errlen);
+    if (rc < 0) {
+        errno = -rc;
         return -1;
     }
-    fchmod(k->fd, 0644); /* the operator's file, readable like any other output */
+    k->fd = k->file.fd;
     return 0;
 }
 
 int sink_open_socket(struct trace_sink *k, const char *path, char *err, size_t errlen)
 {
     memset(k, 0, sizeof *k);
+    vc_atomic_init(&k->file);
     k->is_socket = 1;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (!*path || strlen(path) >= sizeof addr.sun_path) {
@@ -193,28 +181,13 @@ static int write_socket(int fd, const char *p, size_t len)
     return 0;
 }
 
-static int write_file(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int sink_write(void *ctx, const void *buf, size_t len, char *err, size_t errlen)
 {
     struct trace_sink *k = ctx;
-    int rc = k->is_socket ? write_socket(k->fd, buf, len) : write_file(k->fd, buf, len);
+    int rc = k->is_socket ? write_socket(k->fd, buf, len) : vc_write_all(k->fd, buf, len);
     if (rc < 0) {
         snprintf(err, errlen, "cannot write the trace to %s%s: %s", k->is_socket ? "unix:" : "",
-                 k->is_socket ? k->path : k->tmp_path, strerror(errno));
+                 k->is_socket ? k->path : k->file.tmp, strerror(errno));
         return -1;
     }
     k->bytes += len;
@@ -229,58 +202,32 @@ int sink_commit(struct trace_sink *k, char *err, size_t errlen)
         k->fd = -1;
         return 0;
     }
-    if (fsync(k->fd) < 0 || close(k->fd) < 0) {
-        k->fd = -1;
-        snprintf(err, errlen, "cannot write %s: %s", k->tmp_path, strerror(errno));
-        return -1;
-    }
-    k->fd = -1;
-    int rc = k->force ? rename(k->tmp_path, k->path)
-                      : renameat2(AT_FDCWD, k->tmp_path, AT_FDCWD, k->path, RENAME_NOREPLACE);
-    if (rc < 0 && !k->force && errno == EINVAL) { /* filesystem without RENAME_NOREPLACE */
-        rc = link(k->tmp_path, k->path);
-        if (rc == 0)
-            unlink(k->tmp_path);
-    }
+    k->fd = -1; /* the writer's fd: closed by the commit */
+    int rc = vc_atomic_commit(&k->file, err, errlen);
+    if (rc < 0 && !k->file.kept)
+        vc_atomic_abort(&k->file); /* not on disk: nothing worth keeping */
+    forget_tmp();
     if (rc < 0) {
-        int e = errno;
-        if (e == EEXIST)
-            snprintf(err, errlen, "%s appeared while writing: the output is kept in %s", k->path,
-                     k->tmp_path);
-        else
-            snprintf(err, errlen, "cannot rename %s to %s: %s (the trace is kept in %s)",
-                     k->tmp_path, k->path, strerror(e), k->tmp_path);
-        forget_tmp(k); /* keep the data: never remove it on this path */
+        errno = -rc;
         return -1;
-    }
-    forget_tmp(k);
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", k->path);
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        slash[slash == dir ? 1 : 0] = '\0';
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd); /* the rename itself survives a power cut */
-            close(dfd);
-        }
     }
     return 0;
 }
 
 void sink_abort(struct trace_sink *k)
 {
-    if (k->fd >= 0 && k->is_socket) {
-        /* Reset rather than close: the listener must not take a cut stream for a whole one. */
-        struct linger reset = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(k->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    if (k->is_socket) {
+        if (k->fd >= 0) {
+            /* Reset rather than close: the listener must not take a cut stream for a whole one. */
+            struct linger reset = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(k->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+            close(k->fd);
+        }
+    } else {
+        vc_atomic_abort(&k->file); /* closes k->fd, its fd */
     }
-    if (k->fd >= 0)
-        close(k->fd);
     k->fd = -1;
-    if (!k->is_socket && k->tmp_path[0])
-        unlink(k->tmp_path);
-    forget_tmp(k);
+    forget_tmp();
 }
 
 int sink_check_remote_file(const char *out, uid_t target_uid, int force, char *abs, size_t cap,
@@ -290,9 +237,7 @@ int sink_check_remote_file(const char *out, uid_t target_uid, int force, char *a
         check_existing(abs, force, err, errlen) < 0)
         return -1;
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", abs);
-    char *slash = strrchr(dir, '/');
-    slash[slash == dir ? 1 : 0] = '\0';
+    vc_atomic_dirname(abs, dir, sizeof dir);
     struct stat st;
     if (stat(dir, &st) < 0) {
         snprintf(err, errlen, "cannot check %s: %s", dir, strerror(errno));

@@ -1,14 +1,17 @@
-/* trace_sink.h — the one atomic-output path of vcattach: where `vcattach trace` puts the
- * .cvf bytes the agent sends and `vcattach convert` its output.  A file is written atomically
- * (OUT.tmp created O_EXCL|O_NOFOLLOW, fsync, rename: a crash never leaves a half-written OUT,
- * a failure or a fatal signal leaves no OUT.tmp); `trace` may also stream to a listening Unix
- * socket (-o unix:/path).
+/* trace_sink.h — the CLI's output: where `vcattach trace` puts the .cvf bytes the agent
+ * sends and `vcattach convert` its output.  A file is written by common/atomic_file.h, the
+ * one atomic writer the agent uses too (OUT.tmp created O_EXCL|O_NOFOLLOW, fsync, rename
+ * without replacing, directory fsync: a crash never leaves a half-written OUT, a failure or a
+ * fatal signal leaves no OUT.tmp, except when the last rename fails: then OUT.tmp is kept and
+ * the message names it); `trace` may also stream to a listening Unix socket (-o unix:/path).
  *
  * `trace` opens the sink during preflight, before the target is touched, so that an
  * unwritable or already existing OUT is reported with nothing done to the target.
  */
 #ifndef VC_TRACE_SINK_H
 #define VC_TRACE_SINK_H
+
+#include "atomic_file.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -17,11 +20,11 @@
 
 struct trace_sink {
     int is_socket;
-    int fd;
+    int fd;                  /* the socket, or file.fd (OUT.tmp) while writing; -1 after */
     int force;
     uint64_t bytes;
     char path[PATH_MAX];     /* absolute OUT, or the socket path */
-    char tmp_path[PATH_MAX + 8]; /* OUT.tmp while writing, "" once renamed or removed */
+    vc_atomic_file file;     /* a file output's writer (OUT.tmp and its fate) */
 };
 
 /* Resolves `out` to an absolute path (OUT's directory must exist) into abs. 0 or -1 + err. */
@@ -44,7 +47,8 @@ int sink_open_socket(struct trace_sink *k, const char *path, char *err, size_t e
 int sink_write(void *ctx, const void *buf, size_t len, char *err, size_t errlen);
 
 /* File: fsync, rename OUT.tmp to OUT (never replacing an OUT that appeared meanwhile unless
- * force), fsync the directory.  Socket: shut down the write side.  Returns 0 or -1 + err. */
+ * force), fsync the directory; a failed rename keeps OUT.tmp and err names it.  Socket: shut
+ * down the write side.  Returns 0 or -1 + err. */
 int sink_commit(struct trace_sink *k, char *err, size_t errlen);
 
 /* Closes and removes OUT.tmp if it is still there, or resets the socket so that the listener

@@ -131,6 +131,12 @@ static void note_stopped(const char *cmd, struct stopped *s, pid_t pid, const ch
 {
     char v[32];
     long status = vc_kv_get(reply, "status", v, sizeof v) > 0 ? atol(v) : 0;
+    char agent_err[1024];
+    if (status && vc_kv_get(reply, "error", agent_err, sizeof agent_err) > 0) {
+        fprintf(stderr, "%s: the agent in pid %d: %s\n", cmd, (int)pid, agent_err);
+        s->failed = 1;
+        return;
+    }
     if (status) {
         fprintf(stderr, "%s: the agent in pid %d could not write %s (%s)\n", cmd, (int)pid,
                 output, strerror((int)-status));

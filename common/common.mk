@@ -1,5 +1,6 @@
-# common/ — what the agent and the CLI both speak: the .cvf codec (cvf.h) and the control
-# protocol (protocol.h), plus version.h.  Built position-independent once, so the agent .so
+# common/ — what the agent and the CLI both speak: the .cvf codec (cvf.h, cvf_reader.h, with
+# json_scan.h and utf8.h), the control protocol (protocol.h), the one atomic file writer
+# (atomic_file.h) and the EINTR-safe read/write helpers (fd_io.h), plus version.h.  Built position-independent once, so the agent .so
 # and the CLI link the same objects.
 COMMON_SRCS := $(wildcard common/*.c)
 COMMON_OBJS := $(patsubst common/%.c,$(BUILD)/common/%.o,$(COMMON_SRCS))

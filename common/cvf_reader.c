@@ -11,6 +11,8 @@
  * unknown header bytes, an args_offset that does not follow the ts/dur stream, an args list
  * of the wrong length, trailing garbage inside a zlib blob, invalid UTF-8 in names.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -18,9 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "cvf_reader.h"
+#include "json_scan.h"
+#include "utf8.h"
 
 /* deflate's best case is about 1032:1; allow a little slack for the stream overhead. */
 #define ZLIB_MAX_RATIO 1032
@@ -490,4 +497,47 @@ out:
     free(r.vals);
     free(r.cache);
     return rc;
+}
+
+/* ---- the input: a read-only mapping of the file -------------------------------------- */
+
+int cvf_map_file(const char *path, void **data, size_t *size, cvf_error *err)
+{
+    *data = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err->msg, sizeof err->msg, "cannot open: %s", strerror(errno));
+        err->offset = 0;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err->msg, sizeof err->msg, "not a regular file");
+        err->offset = 0;
+        close(fd);
+        return -1;
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        *data = NULL;
+        return 0;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err->msg, sizeof err->msg, "cannot map the file: %s", strerror(e));
+        err->offset = 0;
+        return -1;
+    }
+    *data = p;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+void cvf_unmap_file(void *data, size_t size)
+{
+    if (data && size)
+        munmap(data, size);
 }

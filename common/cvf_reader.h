@@ -38,12 +38,8 @@
 #include <stdint.h>
 
 #include "cvf.h"
+#include "json_scan.h" /* cvf_span: the records point into their JSON text */
 
-/* Byte range [off, off + len) inside a JSON text. */
-typedef struct cvf_span {
-    size_t off;
-    size_t len;
-} cvf_span;
 
 /* One FEE record (0x01): `count` complete ("X") events of one (pid, tid, name, has_args).
  * Everything points into memory owned by the reader and is valid only during the callback. */
@@ -117,21 +113,5 @@ int cvf_read(const void *data, size_t size, const cvf_visitor *v, void *ctx, uns
 /* Maps a file read-only (an empty file maps to a valid empty buffer).  0 or -1 with err. */
 int cvf_map_file(const char *path, void **data, size_t *size, cvf_error *err);
 void cvf_unmap_file(void *data, size_t size);
-
-/* ---- JSON scanner (cvf_util.c), also used by convert ---------------------------------- */
-
-/* Checks that text[0 .. len) is exactly one JSON value (surrounding whitespace allowed).
- * If `items` is not NULL the value must be a list: *items gets a malloc'd array of the spans
- * of its elements (caller frees; NULL when empty) and *nitems their number.  Depth is limited
- * to 512.  Returns 0, or -1 with *err_pos (offset in text) and *err_what (static string). */
-int cvf_json_scan(const char *text, size_t len, cvf_span **items, size_t *nitems,
-                  size_t *err_pos, const char **err_what);
-
-/* Finds the end of the one strict-JSON value (RFC 8259: no NaN/Infinity) that starts at
- * t[pos] (whitespace before it allowed): *end is the index just after it.  0 or -1. */
-int cvf_json_skip(const char *t, size_t len, size_t pos, size_t *end);
-
-/* Checks that s[0 .. len) is valid UTF-8 (no overlongs, no surrogates). */
-int cvf_utf8_valid(const char *s, size_t len);
 
 #endif /* VC_CVF_READER_H */

@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "cvf.h"
+#include "fd_io.h"
 
 #define OUTBUF_SIZE (64 * 1024)
 /* Largest encoding of one FEE event: two 8-byte varints. */
@@ -324,23 +325,7 @@ cvf_writer *cvf_writer_new(cvf_sink_fn sink, void *sink_ctx)
 
 int cvf_sink_fd(void *ctx, const void *data, size_t len)
 {
-    int fd = (int)(intptr_t)ctx;
-    const char *p = data;
-    while (len > 0) {
-        ssize_t k = write(fd, p, len);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (k == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
+    return vc_write_all((int)(intptr_t)ctx, data, len);
 }
 
 static int write_name(cvf_writer *w, uint8_t header, uint64_t pid, uint64_t tid,

@@ -6,6 +6,7 @@
  * read_at): program headers (load bias), section headers (symbol tables, and one section by
  * name) and the entry point. */
 #include "elf.h"
+#include "fd_io.h"
 
 /* <linux/elf.h>, not <elf.h>: with -Iinjector, <elf.h> would find this directory's elf.h */
 #include <linux/elf.h>
@@ -35,16 +36,9 @@ static void *read_at(int fd, uint64_t off, uint64_t len)
     if (len == 0 || len > ELF_MAX_TABLE)
         return NULL;
     unsigned char *buf = malloc((size_t)len + 1);
-    size_t done = 0;
-    while (buf && done < len) {
-        ssize_t n = pread(fd, buf + done, (size_t)(len - done), (off_t)(off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(buf);
-            return NULL;
-        }
-        done += (size_t)n;
+    if (buf && vc_pread_all(fd, buf, (size_t)len, (off_t)off) != (ssize_t)len) {
+        free(buf);
+        return NULL;
     }
     if (buf)
         buf[len] = 0; /* a string table read this way always ends in a NUL we own */
@@ -262,9 +256,7 @@ int elf_find_code(const struct elf_file *ef, const void *pat, size_t len, uint64
         uint64_t off = 0, size = ef->code[i].filesz;
         while (off + len <= size) {
             size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
-            ssize_t n = pread(ef->fd_plus1 - 1, buf, want, (off_t)(ef->code[i].offset + off));
-            if (n < 0 && errno == EINTR)
-                continue;
+            ssize_t n = vc_pread_all(ef->fd_plus1 - 1, buf, want, (off_t)(ef->code[i].offset + off));
             if (n < (ssize_t)len)
                 break; /* truncated meanwhile: no match there */
             const unsigned char *hit = memmem(buf, (size_t)n, pat, len);

@@ -3,6 +3,7 @@
  * Everything is parsed from text the kernel writes, with bounded buffers, and every failure is a
  * return code: the target may exit at any moment, so ENOENT/ESRCH are ordinary outcomes. */
 #include "proc.h"
+#include "fd_io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -189,18 +190,9 @@ int proc_read_text(const char *path, char *buf, size_t cap)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return -errno;
-    size_t len = 0;
-    int e = 0;
-    while (len + 1 < cap) {
-        ssize_t n = read(fd, buf + len, cap - 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            e = errno;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
+    ssize_t n = vc_read_all(fd, buf, cap - 1);
+    int e = n < 0 ? errno : 0;
+    size_t len = n < 0 ? 0 : (size_t)n;
     close(fd);
     buf[len] = 0;
     return e && len == 0 ? -e : (int)len;

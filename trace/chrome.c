@@ -19,6 +19,7 @@
 
 #include "convert.h"
 #include "cvf_reader.h"
+#include "json_scan.h"
 #include "window.h"
 
 #define OUT_CAP (1 << 20)

@@ -39,7 +39,9 @@
 #include "convert.h"
 #include "cvf.h"
 #include "cvf_reader.h"
+#include "json_scan.h"
 #include "json_text.h"
+#include "utf8.h"
 
 /* ---- groups and their lookup ------------------------------------------------------------- */
 

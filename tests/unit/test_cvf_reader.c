@@ -1,4 +1,4 @@
-/* test_cvf_reader.c — unit checks of common/cvf_reader.c and cvf_util.c: a writer → reader
+/* test_cvf_reader.c — unit checks of common/cvf_reader.c, json_scan.c and utf8.c: a writer → reader
  * round trip of every record type (counter SAME/UNKNOWN resolution included), one crafted
  * file per error the reader must name (with its offset), the JSON scanner, and callbacks
  * that stop the walk. */
@@ -8,6 +8,7 @@
 #include "cvf.h"
 #include "cvf_reader.h"
 #include "cvf_test.h"
+#include "json_scan.h"
 
 typedef struct seen {
     int names, fee_groups, fee_events, counters, others, infos;

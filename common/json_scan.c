@@ -1,59 +1,21 @@
-/* cvf_util.c — helpers of the .cvf reader that are not about the record layout itself:
- * a validating JSON scanner (the format embeds JSON text in zlib blobs; we check it and find
- * the list elements without building a tree or linking a JSON library), UTF-8 validation of
- * names, and read-only file mapping.
+/* json_scan.c — a validating JSON scanner: the .cvf format embeds JSON text in zlib blobs
+ * (the names list, args, other events), and the reader and `convert` check it and find the
+ * list elements without building a tree or linking a JSON library.  Strings are checked as
+ * UTF-8 (utf8.c).
  *
  * The scanner accepts RFC 8259 JSON plus the NaN / Infinity / -Infinity tokens Python's json
  * module writes by default, since VizTracer's files may contain them.  It is iterative (an
  * explicit stack with a depth limit), so hostile nesting cannot overflow the C stack.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "cvf_reader.h"
+#include "json_scan.h"
+#include "utf8.h"
 
 #define JSON_MAX_DEPTH 512
-
-int cvf_utf8_valid(const char *str, size_t len)
-{
-    const unsigned char *s = (const unsigned char *)str, *end = s + len;
-    while (s < end) {
-        unsigned c = *s;
-        if (c < 0x80) {
-            s++;
-            continue;
-        }
-        size_t n;
-        unsigned min;
-        if (c >= 0xC2 && c <= 0xDF)
-            n = 1, min = 0x80;
-        else if (c >= 0xE0 && c <= 0xEF)
-            n = 2, min = 0x800;
-        else if (c >= 0xF0 && c <= 0xF4)
-            n = 3, min = 0x10000;
-        else
-            return 0;
-        if ((size_t)(end - s) <= n)
-            return 0;
-        unsigned cp = c & (0x3F >> n);
-        for (size_t i = 1; i <= n; i++) {
-            if ((s[i] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        s += n + 1;
-    }
-    return 1;
-}
 
 static inline size_t skip_ws(const char *t, size_t i, size_t len)
 {
@@ -338,45 +300,4 @@ int cvf_json_skip(const char *t, size_t len, size_t pos, size_t *end)
         return -1;
     *end = i;
     return 0;
-}
-
-int cvf_map_file(const char *path, void **data, size_t *size, cvf_error *err)
-{
-    *data = NULL;
-    *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err->msg, sizeof err->msg, "cannot open: %s", strerror(errno));
-        err->offset = 0;
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err->msg, sizeof err->msg, "not a regular file");
-        err->offset = 0;
-        close(fd);
-        return -1;
-    }
-    if (st.st_size == 0) {
-        close(fd);
-        *data = NULL;
-        return 0;
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED) {
-        snprintf(err->msg, sizeof err->msg, "cannot map the file: %s", strerror(e));
-        err->offset = 0;
-        return -1;
-    }
-    *data = p;
-    *size = (size_t)st.st_size;
-    return 0;
-}
-
-void cvf_unmap_file(void *data, size_t size)
-{
-    if (data && size)
-        munmap(data, size);
 }
