@@ -167,7 +167,7 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
                     struct stopped *s)
 {
     const char *cmd = request == VC_MSG_STOP ? "vcattach stop" : "vcattach status";
-    char reply[1024], err[512], output[PATH_MAX] = "?";
+    char reply[4096], err[512], output[PATH_MAX] = "?";
     int r = ctl_query(pid, request, reply, sizeof reply,
                       request == VC_MSG_STOP ? STOP_WAIT_MS : 2000, err, sizeof err);
     if (r < 0) {
