@@ -30,14 +30,11 @@
 #include "monotonic.h"
 #include "attach_options.h"
 #include "commands.h"
-#include "inject.h"
 #include "preflight.h"
-#include "proc.h"
 #include "cmd_tree.h"
-#include "rexec_script.h"
 #include "control_client.h"
 #include "trace_sink.h"
-#include "tree.h"
+#include "vcinject.h"
 
 /* Bounds of each phase (ms). */
 #define INJECT_TIMEOUT_MS 10000
@@ -92,15 +89,6 @@ static void signals_restore(const struct saved_signals *saved)
     sigaction(SIGPIPE, &saved->old_pipe, NULL);
 }
 
-static void signals_block(int block, sigset_t *old)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    for (size_t i = 0; i < N_HANDLED; i++)
-        sigaddset(&set, handled_signals[i]);
-    sigprocmask(block ? SIG_BLOCK : SIG_SETMASK, block ? &set : old, block ? old : NULL);
-}
-
 static void default_output(pid_t pid, char *buf, size_t cap)
 {
     time_t t = time(NULL);
@@ -129,7 +117,7 @@ static int dir_shared_with_target(pid_t pid, const char *file)
     if (!slash)
         return 0;
     slash[slash == dir ? 1 : 0] = '\0';
-    return proc_same_file(pid, dir);
+    return target_same_file(pid, dir);
 }
 
 static unsigned long long kv_u64(const char *text, const char *key)
@@ -151,7 +139,7 @@ static void python_children_hint(pid_t pid, char *buf, size_t cap)
 {
     buf[0] = '\0';
     pid_t *pids = NULL;
-    long n = tree_descendants(pid, &pids);
+    long n = target_descendants(pid, &pids);
     long python = 0;
     for (long i = 0; i < n; i++) {
         struct target_python py;
@@ -296,7 +284,7 @@ static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt,
             if (n > 0)
                 return 1;
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                if (!proc_alive(s->pid))
+                if (!target_alive(s->pid))
                     snprintf(err, errlen, "target process %d exited during the trace; no trace "
                                           "was written", (int)s->pid);
                 else
@@ -305,7 +293,7 @@ static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt,
                 return -1;
             }
         }
-        if (!proc_alive(s->pid)) {
+        if (!target_alive(s->pid)) {
             snprintf(err, errlen, "target process %d exited during the trace; no trace was "
                                   "written", (int)s->pid);
             return -1;
@@ -318,7 +306,7 @@ static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt,
 static int target_exits(pid_t pid)
 {
     for (int i = 0; i < 40; i++) {
-        if (!proc_alive(pid))
+        if (!target_alive(pid))
             return 1;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -381,7 +369,7 @@ static int wait_agent(void *ctx, int wait_ms)
         return -1;
     if (w->s->fd >= 0)
         return 1;
-    if (interrupts || !proc_alive(w->s->pid))
+    if (interrupts || !target_alive(w->s->pid))
         return -1;
     if (ctl_accept(w->s, wait_ms, &interrupts, w->err, sizeof w->err) == 0)
         return 1;
@@ -389,94 +377,65 @@ static int wait_agent(void *ctx, int wait_ms)
         w->broken = 1;
         return -1;
     }
-    return interrupts || !proc_alive(w->s->pid) ? -1 : 0;
+    return interrupts || !target_alive(w->s->pid) ? -1 : 0;
 }
 
-/* PEP 768: the loader script in the target's /tmp, the request, and the script removed again
- * whatever happened (once the agent connected it is no longer read).  An inject_status. */
-static int inject_by_remote_exec(const struct cli_options *opt, const struct target_info *t,
-                                 struct ctl_conn *s, char *err, size_t errlen)
+static enum inject_method method_of(const struct cli_options *opt)
 {
-    struct inject_request req = {
-        .pid = t->pid,
-        .agent_path = t->agent_in_target,
-        .control_path = s->target_path,
-        .timeout_ms = REXEC_TIMEOUT_MS,
-        .verbose = opt->verbose,
-    };
-    struct rexec_script script;
-    if (rexec_script_create(t->pid, t->agent_in_target, s->target_path, &script, err, errlen) <
-        0)
-        return INJECT_UNTOUCHED;
-    if (opt->verbose)
-        fprintf(stderr, "vcattach: remote-exec: script %s (target's view)\n", script.path);
+    switch (opt->method) {
+    case CLI_METHOD_REMOTE_EXEC:
+        return INJECT_REMOTE_EXEC;
+    case CLI_METHOD_PTRACE:
+        return INJECT_PTRACE;
+    case CLI_METHOD_GDB:
+        return INJECT_GDB;
+    default:
+        return INJECT_AUTO;
+    }
+}
+
+/* Loads and starts the agent with the chosen method (inject(), vcinject.h).  On success the
+ * agent may already be connected (remote-exec waits for that itself): s->fd >= 0 then. */
+static int inject_agent(const struct cli_options *opt, const struct target_info *t,
+                        struct ctl_conn *s, enum inject_method chosen, char *err, size_t errlen)
+{
     struct agent_wait w = {.s = s};
-    int st = inject_remote_exec(&req, script.path, wait_agent, &w, err, errlen);
-    rexec_script_remove(&script);
-    if (w.broken) {
-        snprintf(err, errlen, "%s", w.err);
-        return INJECT_FAILED;
-    }
-    return st;
-}
-
-/* Loads and starts the agent with the chosen method.  On success the agent may already be
- * connected (remote-exec waits for that itself): s->fd >= 0 then. */
-static int inject(const struct cli_options *opt, const struct target_info *t,
-                  struct ctl_conn *s, int use_remote_exec, char *err, size_t errlen)
-{
-    if (use_remote_exec) {
-        int st = inject_by_remote_exec(opt, t, s, err, errlen);
-        if (st == INJECT_OK)
-            return 0;
-        if (opt->method == CLI_METHOD_REMOTE_EXEC || st != INJECT_UNTOUCHED || interrupts)
-            return -1;
-        if (!opt->quiet)
-            fprintf(stderr, "vcattach: remote-exec: %s; falling back to ptrace\n", err);
-        err[0] = '\0';
-    }
     struct inject_request req = {
-        .pid = t->pid,
+        .target = &t->f,
+        .method = chosen,
+        .fallback = opt->method == CLI_METHOD_AUTO,
         .agent_path = t->agent_in_target,
         .control_path = s->target_path,
         .timeout_ms = INJECT_TIMEOUT_MS,
+        .rexec_timeout_ms = REXEC_TIMEOUT_MS,
+        .wait_connected = wait_agent,
+        .wait_ctx = &w,
+        .cancel = &interrupts,
         .verbose = opt->verbose,
     };
-    sigset_t old;
-    signals_block(1, &old);
-    int st = opt->method == CLI_METHOD_GDB ? inject_gdb(&req, err, errlen)
-                                           : inject_ptrace(&req, err, errlen);
-    signals_block(0, &old);
-    if (st == INJECT_UNTOUCHED && strlen(err) + 32 < errlen)
-        strcat(err, " (the target was not changed)");
+    struct inject_result res;
+    int st = inject(&req, &res, err, errlen);
+    if (res.fell_back[0] && !opt->quiet)
+        fprintf(stderr, "vcattach: remote-exec: %s; falling back to ptrace\n", res.fell_back);
+    if (w.broken && res.used == INJECT_REMOTE_EXEC) {
+        snprintf(err, errlen, "%s", w.err);
+        return -1;
+    }
     return st == INJECT_OK ? 0 : -1;
 }
 
-/* Which method: remote-exec when asked, or with auto on 3.14+ when the target allows it
- * (checked by reading only).  Returns 1 (remote-exec), 0 (ptrace/gdb), or -1 after printing
- * why an explicit --method remote-exec cannot be used (a preflight failure). */
-static int choose_remote_exec(const char *cmd, const struct cli_options *opt,
-                              const struct target_info *t)
+/* Which method (inject_choose).  Returns 0 with *chosen, or -1 after printing why an
+ * explicit --method remote-exec cannot be used (a preflight failure). */
+static int choose_method(const char *cmd, const struct cli_options *opt,
+                         const struct target_info *t, enum inject_method *chosen)
 {
-    if (opt->method != CLI_METHOD_REMOTE_EXEC && opt->method != CLI_METHOD_AUTO)
-        return 0;
-    char why[512];
-    if (t->py.minor < 14) {
-        if (opt->method == CLI_METHOD_AUTO)
-            return 0;
-        fprintf(stderr, "%s: --method remote-exec needs Python 3.14+ (PEP 768) and pid %d runs "
-                        "%d.%d: use --method ptrace\n", cmd, (int)t->pid, t->py.major,
-                t->py.minor);
+    char note[512], err[512];
+    if (inject_choose(&t->f, method_of(opt), chosen, note, sizeof note, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
         return -1;
     }
-    if (inject_remote_exec_check(t->pid, why, sizeof why) == INJECT_OK)
-        return 1;
-    if (opt->method == CLI_METHOD_REMOTE_EXEC) {
-        fprintf(stderr, "%s: %s\n", cmd, why);
-        return -1;
-    }
-    if (opt->verbose)
-        fprintf(stderr, "%s: not using remote-exec: %s; using ptrace\n", cmd, why);
+    if (note[0] && opt->verbose)
+        fprintf(stderr, "%s: not using remote-exec: %s; using ptrace\n", cmd, note);
     return 0;
 }
 
@@ -506,7 +465,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     int streaming = !strncmp(out, "unix:", 5);
     int ok;
     if (opt->mode == CLI_START)
-        ok = sink_check_remote_file(out, t->uid, opt->force, p->out_abs, sizeof p->out_abs, err,
+        ok = sink_check_remote_file(out, t->f.uid[1], opt->force, p->out_abs, sizeof p->out_abs, err,
                                     sizeof err) == 0;
     else if (streaming)
         ok = sink_open_socket(&p->sink, out + 5, err, sizeof err) == 0;
@@ -531,7 +490,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     fallback_for(p->out_abs, p->fallback, sizeof p->fallback);
 
     /* The agent writes the fallback (and, for start, OUT) in its own mount namespace. */
-    if (t->foreign_mnt_ns && !dir_shared_with_target(t->pid, p->out_abs)) {
+    if (t->f.other_mnt_ns && !dir_shared_with_target(t->f.pid, p->out_abs)) {
         if (opt->mode == CLI_START) {
             fprintf(stderr, "%s: with start the target writes %s itself, but that directory is "
                             "not the same in its mount namespace: choose a directory shared "
@@ -573,7 +532,7 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
     if (received < 0) {
         if (abandon)
             return VC_EXIT_FAIL; /* the caller reports it */
-        int alive = proc_alive(s->pid);
+        int alive = target_alive(s->pid);
         fprintf(stderr, "%s: %s; no trace was written%s%s%s\n", cmd, err,
                 alive ? "; the agent writes its fallback " : "", alive ? p->fallback : "",
                 alive ? p->fallback_note : "");
@@ -614,38 +573,45 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
     }
     if (opt.verbose) {
         char version[32];
-        int len = snprintf(version, sizeof version, "%d.%d", t.py.major, t.py.minor);
-        if (t.py.micro >= 0)
-            snprintf(version + len, sizeof version - (size_t)len, ".%d", t.py.micro);
-        fprintf(stderr, "%s: pid %d (%s) is Python %s (from %s); agent %s\n", cmd, (int)t.pid,
-                t.comm, version, t.py.how, t.agent);
+        int len = snprintf(version, sizeof version, "%d.%d", t.f.py.major, t.f.py.minor);
+        if (t.f.py.micro >= 0)
+            snprintf(version + len, sizeof version - (size_t)len, ".%d", t.f.py.micro);
+        fprintf(stderr, "%s: pid %d (%s) is Python %s (from %s); agent %s\n", cmd, (int)t.f.pid,
+                t.f.comm, version, t.f.py.how, t.agent);
     }
-    if (!strcmp(opt.hook, "monitoring") && t.py.minor < 12) {
+    if (!strcmp(opt.hook, "monitoring") && t.f.py.minor < 12) {
         fprintf(stderr, "%s: --hook monitoring needs Python 3.12+ and pid %d runs %d.%d: use "
-                        "--hook profile (or auto)\n", cmd, (int)t.pid, t.py.major, t.py.minor);
+                        "--hook profile (or auto)\n", cmd, (int)t.f.pid, t.f.py.major, t.f.py.minor);
+        preflight_release(&t);
         return VC_EXIT_USAGE;
     }
-    if (!strcmp(opt.hook, "eval") && (t.py.minor < 9 || t.py.minor > 11 || !opt.no_c_calls)) {
+    if (!strcmp(opt.hook, "eval") && (t.f.py.minor < 9 || t.f.py.minor > 11 || !opt.no_c_calls)) {
         if (!opt.no_c_calls)
             fprintf(stderr, "%s: --hook eval sees Python calls only: add --no-c-calls (or use "
                             "--hook auto to trace C calls too)\n", cmd);
         else
             fprintf(stderr, "%s: --hook eval needs Python 3.9-3.11 and pid %d runs %d.%d: use "
-                            "--hook auto\n", cmd, (int)t.pid, t.py.major, t.py.minor);
+                            "--hook auto\n", cmd, (int)t.f.pid, t.f.py.major, t.f.py.minor);
+        preflight_release(&t);
         return VC_EXIT_USAGE;
     }
-    int use_remote_exec = choose_remote_exec(cmd, &opt, &t);
-    if (use_remote_exec < 0)
+    enum inject_method chosen;
+    if (choose_method(cmd, &opt, &t, &chosen) < 0) {
+        preflight_release(&t);
         return VC_EXIT_USAGE;
+    }
     static struct output_plan plan; /* large (paths): not on the stack */
-    if (plan_output(cmd, &opt, &t, &plan) < 0)
+    if (plan_output(cmd, &opt, &t, &plan) < 0) {
+        preflight_release(&t);
         return VC_EXIT_USAGE;
+    }
     char cfg[PATH_MAX * 3];
     if (attach_build_config(&opt, mode == CLI_START ? plan.out_abs : "control", plan.fallback, cfg,
                      sizeof cfg) < 0) {
         fprintf(stderr, "%s: output path too long or contains a newline: %s\n", cmd,
                 plan.out_abs);
         sink_abort(&plan.sink);
+        preflight_release(&t);
         return VC_EXIT_USAGE;
     }
 
@@ -661,7 +627,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
 
     /* From here on the target is touched: first its filesystem, when it cannot see our agent. */
     if (t.agent_needs_copy) {
-        if (agent_copy_into_target(t.pid, t.uid, t.gid, t.agent, t.agent_in_target,
+        if (agent_copy_into_target(t.f.pid, t.f.uid[1], t.f.gid[1], t.agent, t.agent_in_target,
                                    sizeof t.agent_in_target, &copy_made, err, sizeof err) < 0) {
             fprintf(stderr, "%s: %s\n", cmd, err);
             goto out;
@@ -670,17 +636,17 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
             fprintf(stderr, "%s: agent copied into the target's mount namespace as %s\n", cmd,
                     t.agent_in_target);
     }
-    if (ctl_listen(&s, t.pid, err, sizeof err) < 0) {
+    if (ctl_listen(&s, t.f.pid, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         goto out;
     }
-    int injected = inject(&opt, &t, &s, use_remote_exec, err, sizeof err);
+    int injected = inject_agent(&opt, &t, &s, chosen, err, sizeof err);
     if (copy_made) { /* loaded (mapped) or not, the copy's name is not needed any more */
-        agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
+        agent_copy_remove(t.f.pid, t.f.uid[1], t.f.gid[1], t.agent_in_target);
         copy_made = 0;
     }
     if (injected < 0) {
-        fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.pid, err);
+        fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t.f.pid, err);
         goto out;
     }
     if (s.fd < 0 && ctl_accept(&s, ACCEPT_TIMEOUT_MS, &interrupts, err, sizeof err) < 0) {
@@ -709,7 +675,7 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
         if (!opt.quiet)
             printf("vcattach: tracing pid %d for %s (%llu threads); the agent writes %s at the "
                    "end (`vcattach stop --pid %d` stops it early)\n",
-                   (int)t.pid, dur, kv_u64(reply, "threads"), plan.out_abs, (int)t.pid);
+                   (int)t.f.pid, dur, kv_u64(reply, "threads"), plan.out_abs, (int)t.f.pid);
         rc = VC_EXIT_OK;
         goto out;
     }
@@ -725,13 +691,14 @@ int attach_one(enum cli_mode mode, const struct cli_options *given)
     if (abandon)
         fprintf(stderr, "%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
                         "writes what it has to %s%s\n",
-                cmd, (int)t.pid, plan.fallback, plan.fallback_note);
+                cmd, (int)t.f.pid, plan.fallback, plan.fallback_note);
 out:
     if (copy_made)
-        agent_copy_remove(t.pid, t.uid, t.gid, t.agent_in_target);
+        agent_copy_remove(t.f.pid, t.f.uid[1], t.f.gid[1], t.agent_in_target);
     ctl_close(&s);
     sink_abort(&plan.sink);
     signals_restore(&saved);
+    preflight_release(&t);
     return rc;
 }
 
@@ -758,7 +725,7 @@ int cmd_start(int argc, char **argv)
 
 static int check_pid_exists(const char *cmd, pid_t pid)
 {
-    if (!proc_alive(pid)) {
+    if (!target_alive(pid)) {
         fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)pid);
         return -1;
     }

@@ -33,12 +33,10 @@
 
 #include "commands.h"
 #include "control_client.h"
-#include "inject.h"
 #include "merge.h"
 #include "preflight.h"
-#include "proc.h"
 #include "trace_sink.h"
-#include "tree.h"
+#include "vcinject.h"
 
 #define TREE_POLL_MS 100           /* how soon a process born during the trace is found */
 #define INJECT_TIMEOUT_MS 10000
@@ -130,7 +128,7 @@ static struct member *add(struct tree_run *r, pid_t pid)
     m->pid = pid;
     m->fd = m->part_fd = -1;
     m->since = vc_monotonic_ms();
-    tree_cmdline(pid, m->name, sizeof m->name);
+    target_cmdline(pid, m->name, sizeof m->name);
     return m;
 }
 
@@ -223,7 +221,7 @@ static void accept_one(struct tree_run *r)
     }
     pid_t pid = cred.pid;
     struct member *m = find(r, pid);
-    if (m == NULL && pid != r->opt->pid && !tree_descends_from(pid, r->opt->pid)) {
+    if (m == NULL && pid != r->opt->pid && !target_descends_from(pid, r->opt->pid)) {
         fprintf(stderr, "vcattach: ignoring a connection from pid %d: not in the tree of %d\n",
                 (int)pid, (int)r->opt->pid);
         close(fd);
@@ -293,7 +291,7 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         static const char *const when[] = {"connecting", "starting", "tracing", "sending"};
         char why[200];
         snprintf(why, sizeof why, "%s while %s (%llu bytes of its trace received)",
-                 proc_alive(m->pid) ? "its agent closed the connection"
+                 target_alive(m->pid) ? "its agent closed the connection"
                                     : "exited (or was killed)",
                  m->st <= M_STOPPING ? when[m->st] : "?", (unsigned long long)m->bytes);
         finish(r, m, M_LOST, why);
@@ -366,7 +364,7 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
 {
     char err[1024] = "";
     struct target_info t;
-    tree_exe(m->pid, m->exe, sizeof m->exe);
+    target_exe(m->pid, m->exe, sizeof m->exe);
     if (preflight_target(m->pid, &t, err, sizeof err) < 0) {
         /* Not Python (yet), or refused: target_python_detect tells which. */
         struct target_python py;
@@ -376,34 +374,32 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
         return;
     }
     m->python = 1;
-    if (t.foreign_mnt_ns || t.agent_needs_copy) {
+    if (t.f.other_mnt_ns || t.agent_needs_copy) {
         finish(r, m, M_SKIPPED, "runs in another mount namespace: trace it on its own");
+        preflight_release(&t);
         return;
     }
-    if (!strcmp(r->hook, "monitoring") && t.py.minor < 12) {
+    if (!strcmp(r->hook, "monitoring") && t.f.py.minor < 12) {
         finish(r, m, M_SKIPPED, "--hook monitoring needs Python 3.12+");
+        preflight_release(&t);
         return;
     }
     if (!at_attach && m->share_mb == 0 && (m->share_mb = share_for(r)) == 0) {
         finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
+        preflight_release(&t);
         return;
     }
     struct inject_request req = {
-        .pid = m->pid,
+        .target = &t.f,
+        .method = r->opt->method == CLI_METHOD_GDB ? INJECT_GDB : INJECT_PTRACE,
         .agent_path = t.agent_in_target,
         .control_path = r->ctl.target_path,
         .timeout_ms = INJECT_TIMEOUT_MS,
         .verbose = r->opt->verbose,
     };
-    sigset_t set, old;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, &old); /* an injection is never cut in half */
-    int st = r->opt->method == CLI_METHOD_GDB ? inject_gdb(&req, err, sizeof err)
-                                              : inject_ptrace(&req, err, sizeof err);
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    struct inject_result res;
+    int st = inject(&req, &res, err, sizeof err); /* signals blocked inside */
+    preflight_release(&t);
     if (st != INJECT_OK) {
         char why[1100];
         snprintf(why, sizeof why, "injection failed: %s", err);
@@ -413,7 +409,7 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
     }
     if (r->opt->verbose)
         fprintf(stderr, "vcattach: pid %d (%s) is Python %d.%d: injected %s\n", (int)m->pid,
-                t.comm, t.py.major, t.py.minor, t.agent);
+                t.f.comm, t.f.py.major, t.f.py.minor, t.agent);
     set_state(m, M_CONNECT);
 }
 
@@ -457,7 +453,7 @@ static void check_waits(struct tree_run *r)
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
         if (m->st == M_CONNECT && m->forked && m->fd < 0 && now - m->since > FORK_JOIN_WAIT_MS &&
-            !r->stopping && proc_alive(m->pid)) {
+            !r->stopping && target_alive(m->pid)) {
             /* The agent was mapped but nobody connected: an agent left loaded by an earlier
              * trace, or a fork the agent did not see (fork() from C): inject it like any
              * process (the loaded agent is reused). */
@@ -467,9 +463,9 @@ static void check_waits(struct tree_run *r)
             finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
         else if (m->st == M_STARTING && now - m->since > STARTED_WAIT_MS)
             finish(r, m, M_LOST, "its agent did not start in time (GIL held?)");
-        else if (m->st == M_CONNECT && m->fd < 0 && !proc_alive(m->pid))
+        else if (m->st == M_CONNECT && m->fd < 0 && !target_alive(m->pid))
             finish(r, m, M_LOST, "exited before its agent connected");
-        else if (m->st == M_RETRY && !proc_alive(m->pid))
+        else if (m->st == M_RETRY && !target_alive(m->pid))
             finish(r, m, M_LOST, "exited while its interpreter was starting");
     }
 }
@@ -479,7 +475,7 @@ static void check_waits(struct tree_run *r)
 static void discover(struct tree_run *r, int at_attach)
 {
     pid_t *pids = NULL;
-    long n = tree_descendants(r->opt->pid, &pids);
+    long n = target_descendants(r->opt->pid, &pids);
     int64_t now = vc_monotonic_ms();
     for (long i = 0; i < n && !interrupts; i++) {
         struct member *m = find(r, pids[i]);
@@ -487,17 +483,17 @@ static void discover(struct tree_run *r, int at_attach)
             if (m->st == M_RETRY && now - m->since >= RETRY_MS && !r->stopping)
                 inject_member(r, m, 0);
             else if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
-                     tree_has_agent(m->pid) == 0) {
+                     target_has_agent(m->pid) == 0) {
                 /* A fork child that exec'd (subprocess, spawn): a new image, maybe a new
                  * interpreter, to examine like any newcomer (its share is kept). */
                 m->forked = 0;
                 inject_member(r, m, 0);
-                if (m->st == M_SKIPPED && !m->python && tree_age_ms(m->pid) < YOUNG_MS)
+                if (m->st == M_SKIPPED && !m->python && target_age_ms(m->pid) < YOUNG_MS)
                     m->exe[0] = '\0';
             }
             else if (m->st == M_SKIPPED && !m->python && !r->stopping) {
                 char exe[256];
-                tree_exe(m->pid, exe, sizeof exe);
+                target_exe(m->pid, exe, sizeof exe);
                 if (strcmp(exe, m->exe) != 0) /* it exec'd: look again */
                     goto examine;
             }
@@ -508,7 +504,7 @@ static void discover(struct tree_run *r, int at_attach)
         if ((m = add(r, pids[i])) == NULL)
             break;
     examine:
-        if (!at_attach && tree_has_agent(m->pid) == 1) {
+        if (!at_attach && target_has_agent(m->pid) == 1) {
             /* A fork child of a traced process: it connects by itself (or execs soon). */
             m->forked = 1;
             set_state(m, M_CONNECT);
@@ -520,7 +516,7 @@ static void discover(struct tree_run *r, int at_attach)
             struct target_python py;
             char e2[256];
             m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
-            tree_exe(m->pid, m->exe, sizeof m->exe);
+            target_exe(m->pid, m->exe, sizeof m->exe);
             finish(r, m, M_SKIPPED, m->python ? "over --max-processes" : "not a CPython process");
             continue;
         }
@@ -531,7 +527,7 @@ static void discover(struct tree_run *r, int at_attach)
             continue;
         }
         inject_member(r, m, 0);
-        if (m->st == M_SKIPPED && !m->python && tree_age_ms(m->pid) < YOUNG_MS)
+        if (m->st == M_SKIPPED && !m->python && target_age_ms(m->pid) < YOUNG_MS)
             m->exe[0] = '\0'; /* young: may still exec Python; look again next time */
     }
     free(pids);
@@ -542,7 +538,7 @@ static void discover(struct tree_run *r, int at_attach)
 static void plan_budget(struct tree_run *r)
 {
     pid_t *pids = NULL;
-    long n = tree_descendants(r->opt->pid, &pids);
+    long n = target_descendants(r->opt->pid, &pids);
     unsigned python = 1; /* the root */
     for (long i = 0; i < n; i++) {
         struct target_python py;
@@ -679,7 +675,9 @@ int run_tree(const struct cli_options *opt)
         fprintf(stderr, "%s: %s\n", cmd, err);
         return VC_EXIT_USAGE;
     }
-    if (t.foreign_mnt_ns || t.agent_needs_copy) {
+    int foreign = t.f.other_mnt_ns || t.agent_needs_copy;
+    preflight_release(&t); /* only judged here: each member is preflighted again */
+    if (foreign) {
         fprintf(stderr, "%s: --subprocesses does not follow a tree in another mount namespace "
                         "yet: trace its processes one by one\n", cmd);
         return VC_EXIT_USAGE;
@@ -800,7 +798,7 @@ int run_tree(const struct cli_options *opt)
         int any = 0;
         for (size_t i = 0; i < r.n; i++)
             any |= active(&r.m[i]);
-        if (!any && !proc_alive(opt->pid))
+        if (!any && !target_alive(opt->pid))
             break;
     }
     if (show)
@@ -880,7 +878,7 @@ int start_tree(const struct cli_options *opt)
         snprintf(base, sizeof base, "%s", name);
     }
     pid_t *kids = NULL;
-    long n = tree_descendants(opt->pid, &kids);
+    long n = target_descendants(opt->pid, &kids);
     if (n < 0)
         n = 0;
     pid_t *all = malloc(((size_t)n + 1) * sizeof *all);
@@ -944,12 +942,12 @@ int start_tree(const struct cli_options *opt)
 int stop_tree(const struct cli_options *opt, unsigned request)
 {
     const char *cmd = request == VC_MSG_STOP ? "vcattach stop" : "vcattach status";
-    if (!proc_alive(opt->pid)) {
+    if (!target_alive(opt->pid)) {
         fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
         return VC_EXIT_FAIL;
     }
     pid_t *kids = NULL;
-    long n = tree_descendants(opt->pid, &kids);
+    long n = target_descendants(opt->pid, &kids);
     if (n < 0)
         n = 0;
     size_t found = 0, nparts = 0;

@@ -66,7 +66,7 @@ struct target_facts {
     char python_why[512];
 };
 
-/* Reads the facts of pid once: /proc/PID/{stat,status,exe,ns/*}, and its maps and mapped ELF
+/* Reads the facts of pid once: /proc/PID/{stat,status,exe,ns/mnt,ns/user,ns/net,root}, and its maps and mapped ELF
  * files for the CPython detection.  Reads only; nothing is stopped.  A process that is not
  * Python is not an error (f->python says).  Returns 0, or -1 with one line in err when the
  * process does not exist or has gone ("no such process: pid N ..."). */
