@@ -353,6 +353,8 @@ int proc_status_read(pid_t pid, pid_t tid, struct proc_status *st)
     }
     if (status_value(buf, "CapEff", v, sizeof v) == 0)
         st->cap_eff = strtoull(v, NULL, 16);
+    st->shadow_stack = status_value(buf, "x86_Thread_features", v, sizeof v) == 0 &&
+                       strstr(v, "shstk") != NULL;
     return 0;
 }
 
@@ -424,10 +426,20 @@ static int open_in_root(pid_t pid, const char *path)
 }
 
 /* stat() of path as the target sees it, resolved inside its root (an absolute symlink there
- * cannot point us at a file of the host), without opening the file itself (O_PATH). */
+ * cannot point us at a file of the host), without opening the file itself (O_PATH).  Where
+ * openat2 is missing (kernels before 5.6, valgrind), a stat through /proc/PID/root: only a
+ * stat, nothing opened, and the method's dlopen resolves the name in the target anyway. */
 static int stat_in_root(pid_t pid, const char *path, struct stat *st)
 {
     int fd = open_in_root_how(pid, path, O_PATH);
+    if (fd == -ENOSYS) {
+        char theirs[PATH_MAX + 64];
+        if (proc_root_path(pid, path, theirs, sizeof theirs) < 0) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        return stat(theirs, st);
+    }
     if (fd < 0) {
         errno = -fd;
         return -1;

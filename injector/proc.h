@@ -1,7 +1,8 @@
-/* proc.h — the one /proc parser of the project: what the injector and the CLI's preflight read
- * about a target (its threads, its memory map, its status fields, each thread's scheduler
- * state, tracer and current syscall) and how to reach the target's files from our mount
- * namespace.  Read-only; nothing here stops or changes the target. */
+/* proc.h — internal to libvcinject.a: the one /proc parser of the project, what the injector
+ * reads about a target (its threads, its memory map, its stat and status fields, each
+ * thread's scheduler state, tracer and current syscall) and how to reach the target's files
+ * from our mount namespace.  The CLI gets these answers through vcinject.h (target_facts.c,
+ * proc_tree.c), never from here.  Read-only; nothing here stops or changes the target. */
 #ifndef VC_PROC_H
 #define VC_PROC_H
 
@@ -61,6 +62,7 @@ struct proc_status {
                                      its own namespace); pid (tid) when absent */
     int seccomp;                  /* Seccomp: 0 none, 1 strict, 2 filter (0 when absent) */
     unsigned long long cap_eff;   /* CapEff: */
+    int shadow_stack;             /* x86_Thread_features: has shstk (CET, kernels 6.6+) */
 };
 /* Reads /proc/PID/status (pid <= 0: /proc/self/status; tid > 0: that thread's
  * /proc/PID/task/TID/status) once.  Returns 0, -ESRCH when the process is gone, -EINVAL
