@@ -5,8 +5,8 @@
  */
 #include "agent_locate.h"
 #include "as_target.h"
-#include "proc.h"
 #include "fd_io.h"
+#include "vcinject.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -235,6 +235,22 @@ static int remove_in_child(void *arg, char *out, size_t cap)
     return 0;
 }
 
+/* target_find_mapped's test: the mapped file has exactly our agent's content. */
+struct same_content {
+    const unsigned char *data;
+    size_t len;
+};
+
+static int has_same_content(void *ctx, int fd)
+{
+    const struct same_content *c = ctx;
+    size_t have_len = 0;
+    unsigned char *have = read_all(fd, &have_len);
+    int same = have && have_len == c->len && memcmp(have, c->data, c->len) == 0;
+    free(have);
+    return same;
+}
+
 /* A copy made by an earlier attach and still loaded in the target, with our content: its
  * path (as it was dlopen'ed: dlopen of the same name returns the loaded object even though
  * the file is gone), so that a re-attach reuses the agent already there instead of loading a
@@ -242,34 +258,8 @@ static int remove_in_child(void *arg, char *out, size_t cap)
 static int loaded_copy(pid_t pid, const char *name, const unsigned char *data, size_t len,
                        char *out, size_t cap)
 {
-    struct proc_maps maps;
-    if (proc_read_maps(pid, &maps) < 0)
-        return 0;
-    int found = 0;
-    for (size_t i = 0; i < maps.n && !found; i++) {
-        const struct proc_map *m = &maps.v[i];
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s", m->path);
-        size_t plen = strlen(path);
-        if (plen > 10 && !strcmp(path + plen - 10, " (deleted)"))
-            path[plen -= 10] = '\0';
-        const char *base = strrchr(path, '/');
-        if (m->offset != 0 || strncmp(path, COPY_DIR_PREFIX, strlen(COPY_DIR_PREFIX)) != 0 ||
-            !base || strcmp(base + 1, name) != 0 || plen >= cap)
-            continue;
-        int fd = proc_open_mapped(pid, m); /* the mapped inode itself: regular files only */
-        size_t have_len = 0;
-        unsigned char *have = fd >= 0 ? read_all(fd, &have_len) : NULL;
-        if (fd >= 0)
-            close(fd);
-        if (have && have_len == len && memcmp(have, data, len) == 0) {
-            memcpy(out, path, plen + 1);
-            found = 1;
-        }
-        free(have);
-    }
-    proc_free_maps(&maps);
-    return found;
+    struct same_content c = {.data = data, .len = len};
+    return target_find_mapped(pid, COPY_DIR_PREFIX, name, has_same_content, &c, out, cap);
 }
 
 int agent_copy_into_target(pid_t pid, uid_t uid, gid_t gid, const char *agent, char *out,

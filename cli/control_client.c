@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc.h"
+#include "vcinject.h"
 
 /* Poll slice while waiting: how quickly a Ctrl-C or a dead target is noticed. */
 #define SLICE_MS 100
@@ -169,7 +169,7 @@ int ctl_accept(struct ctl_conn *s, int timeout_ms, volatile sig_atomic_t *cancel
             snprintf(err, errlen, "interrupted while waiting for the agent to connect");
             return -1;
         }
-        if (!proc_alive(s->pid)) {
+        if (!target_alive(s->pid)) {
             snprintf(err, errlen, "pid %d exited before the agent connected", (int)s->pid);
             return -1;
         }
@@ -268,7 +268,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t de
 
 static void describe_recv_error(char *err, size_t errlen, const char *when, pid_t pid)
 {
-    if (errno == ECONNRESET && !proc_alive(pid))
+    if (errno == ECONNRESET && !target_alive(pid))
         snprintf(err, errlen, "target process %d exited %s", (int)pid, when);
     else if (errno == ECONNRESET)
         snprintf(err, errlen, "the agent closed the connection %s", when);
@@ -386,14 +386,7 @@ void ctl_close(struct ctl_conn *s)
  * inside a pid namespace), which is the pid the agent puts in its socket's name. */
 static pid_t own_view_pid(pid_t pid)
 {
-    char v[256];
-    if (proc_status_field(pid, "NSpid", v, sizeof v) < 0)
-        return pid;
-    const char *last = strrchr(v, '\t');
-    last = last ? last + 1 : v;
-    const char *space = strrchr(last, ' ');
-    int inner = atoi(space ? space + 1 : last);
-    return inner > 0 ? (pid_t)inner : pid;
+    return target_own_pid(pid);
 }
 
 /* Asks the session on one candidate name.  1 answered, 0 nobody there (or a holder that is
@@ -509,17 +502,17 @@ static int other_user_ns(pid_t pid)
     return mine.st_ino != theirs.st_ino || mine.st_dev != theirs.st_dev;
 }
 
-/* The target's effective uid and gid as our namespace sees them (the 2nd field of Uid/Gid). */
+/* The target's effective uid and gid as our namespace sees them (from its facts: only asked
+ * for a target in another user namespace, so the snapshot's cost is rare). */
 static int target_euid(pid_t pid, uid_t *uid, gid_t *gid)
 {
-    char u[128], g[128];
-    unsigned long v[2], w[2];
-    if (proc_status_field(pid, "Uid", u, sizeof u) < 0 ||
-        proc_status_field(pid, "Gid", g, sizeof g) < 0 ||
-        sscanf(u, "%lu %lu", &v[0], &v[1]) != 2 || sscanf(g, "%lu %lu", &w[0], &w[1]) != 2)
+    struct target_facts f;
+    char err[256];
+    if (target_facts_read(pid, &f, err, sizeof err) < 0)
         return -1;
-    *uid = (uid_t)v[1];
-    *gid = (gid_t)w[1];
+    *uid = f.uid[1];
+    *gid = f.gid[1];
+    target_facts_release(&f);
     return 0;
 }
 

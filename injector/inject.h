@@ -1,7 +1,7 @@
-/* inject.h — load the agent into a live process and start it: the one interface between the
- * CLI (cmd_trace.c, preflight.c) and the injection methods (ptrace: ptrace.c, safepoint.c,
- * remote_call.c, elf.c, proc.c; gdb: inject_gdb.c; remote-exec: inject_remote_exec.c,
- * debug_offsets.c).
+/* inject.h — internal: the methods that load the agent into a live process, behind
+ * vcinject.h's inject() (inject.c), which re-checks the target and picks one of them
+ * (ptrace: ptrace.c, safepoint.c, remote_call.c, elf.c, proc.c; gdb: inject_gdb.c;
+ * remote-exec: inject_remote_exec.c, debug_offsets.c).
  *
  * ptrace and gdb do exactly two calls in the target, on one thread stopped at a safe point:
  *     handle = dlopen(agent_path, RTLD_NOW | RTLD_LOCAL)      (a no-op if already loaded)
@@ -30,7 +30,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-struct inject_request {
+#include "vcinject.h" /* enum inject_status, inject_wait_fn */
+
+/* What one method is given.  Called by inject() (inject.c) only, after target_facts_recheck
+ * and, for ptrace/gdb, proc_check_agent: the methods themselves no longer re-check the target. */
+struct method_request {
     pid_t pid;
     const char *agent_path;   /* path valid in the target's mount namespace */
     const char *control_path; /* the control socket the agent connects to (target's view) */
@@ -38,24 +42,14 @@ struct inject_request {
     int verbose;              /* progress lines on stderr */
 };
 
-enum inject_status {
-    INJECT_OK = 0,
-    INJECT_UNTOUCHED = 1, /* failed before anything ran in the target (safe to retry/report) */
-    INJECT_FAILED = 2,    /* failed after a call ran in the target; target state restored */
-};
-
 /* Each returns an enum inject_status and, when not OK, one line (no newline) in err. */
-int inject_ptrace(const struct inject_request *req, char *err, size_t errlen);
-int inject_gdb(const struct inject_request *req, char *err, size_t errlen);
+int inject_ptrace(const struct method_request *req, char *err, size_t errlen);
+int inject_gdb(const struct method_request *req, char *err, size_t errlen);
 
 /* remote-exec: whether pid is a CPython 3.14+ that accepts remote-exec requests (its debug
  * offsets are readable and known, remote debugging is enabled).  Reads only.  INJECT_OK, or
  * INJECT_UNTOUCHED with the reason in err. */
 int inject_remote_exec_check(pid_t pid, char *err, size_t errlen);
-
-/* Waits up to wait_ms for the agent to connect back: 1 connected, 0 not yet, -1 give up
- * (interrupted, target gone, a broken connection). */
-typedef int (*inject_wait_fn)(void *ctx, int wait_ms);
 
 /* remote-exec: posts script_path (a file valid and readable in the target's view, which loads
  * req->agent_path and calls vc_agent_connect(req->control_path)) to the thread most likely to
@@ -63,7 +57,7 @@ typedef int (*inject_wait_fn)(void *ctx, int wait_ms);
  * passed; then the request is cancelled (pending flag cleared, path buffer restored).
  * INJECT_OK (connected); INJECT_UNTOUCHED (refused, or cancelled before any thread took it:
  * nothing ran); INJECT_FAILED (the script was taken but the agent did not connect). */
-int inject_remote_exec(const struct inject_request *req, const char *script_path,
+int inject_remote_exec(const struct method_request *req, const char *script_path,
                        inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen);
 
 /* For the methods (method_err.c): fills err with one formatted line, always terminated. */

@@ -288,7 +288,7 @@ static int valid_path(const char *s)
 
 /* Step 1: everything that can be checked before gdb touches the target; finds gdb.  Returns 0,
  * or -1 with err set (nothing was done to the target). */
-static int check_request(const struct inject_request *req, char *gdb, size_t gdblen, char *err,
+static int check_request(const struct method_request *req, char *gdb, size_t gdblen, char *err,
                          size_t errlen)
 {
     pid_t pid = req->pid;
@@ -302,8 +302,6 @@ static int check_request(const struct inject_request *req, char *gdb, size_t gdb
         inject_set_err(err, errlen, "gdb not found: install gdb or use --method ptrace");
         return -1;
     }
-    if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
-        return -1;
     struct proc_maps maps;
     if (proc_read_maps_or_explain(pid, &maps, err, errlen) < 0)
         return -1;
@@ -334,7 +332,7 @@ static int write_all(int fd, const char *p, size_t n)
 /* Step 2: the script gdb runs, in a memfd (no file anywhere): the AGENT and CONTROL lines,
  * then vc_gdb_script.  Returns its fd (close-on-exec; spawn_gdb hands gdb a copy), or -1 with
  * err set. */
-static int write_script(const struct inject_request *req, char *err, size_t errlen)
+static int write_script(const struct method_request *req, char *err, size_t errlen)
 {
     size_t alen = strlen(req->agent_path), clen = strlen(req->control_path);
     size_t cap = sizeof script_head_fmt + 2 * (alen + clen);
@@ -366,7 +364,7 @@ out:
 /* Step 3: what one gdb run means (r: run_gdb's result, out: its output).  Returns the
  * inject_status with err set when not OK; *no_safe_point is set when the script found no
  * thread at a safe point and called nothing (the caller may run gdb again). */
-static int interpret_run(const struct inject_request *req, const char *gdb, int r,
+static int interpret_run(const struct method_request *req, const char *gdb, int r,
                          const char *out, int timeout_ms, int *no_safe_point, char *err,
                          size_t errlen)
 {
@@ -459,7 +457,7 @@ static int interpret_run(const struct inject_request *req, const char *gdb, int 
 /* Step 4: gdb runs until one run reaches a verdict; a run that found no thread at a safe point
  * is repeated after a short pause until half the timeout is spent.  Termination signals wait
  * until gdb has detached (see the top comment).  The timeout counts from t0. */
-static int run_attempts(const struct inject_request *req, const char *gdb, int script_fd,
+static int run_attempts(const struct method_request *req, const char *gdb, int script_fd,
                         int64_t t0, char *out, char *err, size_t errlen)
 {
     int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
@@ -494,7 +492,7 @@ static int run_attempts(const struct inject_request *req, const char *gdb, int s
     return status;
 }
 
-int inject_gdb(const struct inject_request *req, char *err, size_t errlen)
+int inject_gdb(const struct method_request *req, char *err, size_t errlen)
 {
     int64_t t0 = vc_monotonic_ms();
     char gdb[4096];

@@ -196,9 +196,9 @@ static double ms_since(int64_t t0)
     return (double)(pt_now_ns() - t0) / 1e6;
 }
 
-static void note(const struct inject_request *req, int64_t t0, const char *fmt, ...)
+static void note(const struct method_request *req, int64_t t0, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void note(const struct inject_request *req, int64_t t0, const char *fmt, ...)
+static void note(const struct method_request *req, int64_t t0, const char *fmt, ...)
 {
     if (!req->verbose)
         return;
@@ -230,7 +230,7 @@ static void read_remote_string(pid_t tid, uint64_t addr, char *buf, size_t len)
  * scratch region (remote_end unmaps it, or leaves it mapped when a call was abandoned on
  * timeout: its frames may still be referenced).  Returns an inject_status: UNTOUCHED while
  * dlopen has not run, FAILED after. */
-static int run_calls(const struct inject_request *req, struct remote *rc,
+static int run_calls(const struct method_request *req, struct remote *rc,
                      const struct libc_syms *ls, int64_t deadline, int64_t t0, char *err,
                      size_t errlen)
 {
@@ -308,7 +308,7 @@ call_failed:
     return INJECT_FAILED;
 }
 
-int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
+int inject_ptrace(const struct method_request *req, char *err, size_t errlen)
 {
     int64_t t0 = pt_now_ns();
     int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
@@ -320,9 +320,6 @@ int inject_ptrace(const struct inject_request *req, char *err, size_t errlen)
         inject_set_err(err, errlen, "agent or control path missing or too long");
         return INJECT_UNTOUCHED;
     }
-    if (proc_check_injectable(pid, req->agent_path, err, errlen) < 0)
-        return INJECT_UNTOUCHED;
-
     struct proc_maps maps;
     int r = proc_read_maps_or_explain(pid, &maps, err, errlen);
     if (r < 0)

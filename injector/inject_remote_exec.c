@@ -135,21 +135,8 @@ static void list_task_ids(pid_t pid, struct task_ids *ids)
     if (proc_list_tasks(pid, &tids, &n) < 0)
         return;
     for (size_t i = 0; i < n && ids->n < MAX_THREADS; i++) {
-        char path[96], text[4096];
-        snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tids[i]);
-        pid_t inner = tids[i];
-        if (proc_read_text(path, text, sizeof text) > 0) {
-            const char *line = strstr(text, "\nNSpid:");
-            if (line) {
-                const char *end = strchr(line + 1, '\n');
-                const char *last = end ? end : line + strlen(line);
-                while (last > line && (last[-1] == ' ' || last[-1] == '\t'))
-                    last--;
-                while (last > line && last[-1] >= '0' && last[-1] <= '9')
-                    last--;
-                inner = (pid_t)atoi(last);
-            }
-        }
+        struct proc_status st; /* its NSpid: the id the interpreter knows it by */
+        pid_t inner = proc_status_read(pid, tids[i], &st) == 0 ? st.own_pid : tids[i];
         ids->slices[ids->n] = task_slices(pid, tids[i]);
         ids->inner[ids->n] = inner;
         ids->outer[ids->n++] = tids[i];
@@ -349,7 +336,7 @@ static int await_script(const struct target *t, const struct request *r, inject_
     return INJECT_FAILED;
 }
 
-int inject_remote_exec(const struct inject_request *req, const char *script_path,
+int inject_remote_exec(const struct method_request *req, const char *script_path,
                        inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen)
 {
     struct target t;

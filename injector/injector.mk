@@ -1,7 +1,10 @@
-# injector/ — libvcinject.a, the injection machinery: /proc parsing, ELF symbol lookup in the
-# target's files, ptrace seize/interrupt/detach, the safe-point check (libunwind-ptrace), the
-# remote call, and the two methods built on them (inject_ptrace, inject_gdb).  No CLI, no
-# Python knowledge beyond what a method needs; callers link UNWIND_LIBS.
+# injector/ — libvcinject.a, the injection machinery behind one public header,
+# injector/include/vcinject.h: the target's facts (target_facts.c), CPython detection
+# (target_python.c), process questions (proc_tree.c), the choice of method and the fallback
+# (inject.c); inside, /proc parsing, ELF symbol lookup in the target's files, ptrace
+# seize/interrupt/detach, the safe-point check (libunwind-ptrace), the remote call, and the
+# methods built on them (inject_ptrace, inject_gdb, inject_remote_exec).  No CLI; callers
+# include injector/include only and link UNWIND_LIBS.
 #
 # The safe-point rules are one table, injector/safepoint_rules.def: safepoint.c compiles it in,
 # and the build renders it into the gdb method's script (injector/gdb_inject.py) with
@@ -12,7 +15,7 @@ INJECT_SRCS := $(wildcard injector/*.c)
 INJECT_GEN_SRCS := $(BUILD)/injector/gdb_script.c
 INJECT_OBJS := $(patsubst injector/%.c,$(BUILD)/injector/%.o,$(INJECT_SRCS)) \
                $(BUILD)/injector/gdb_script.o
-INJECT_CFLAGS = $(CFLAGS_BASE) -Iinjector $(UNWIND_CFLAGS)
+INJECT_CFLAGS = $(CFLAGS_BASE) -Iinjector -Iinjector/include $(UNWIND_CFLAGS)
 
 $(BUILD)/injector/%.o: injector/%.c | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)

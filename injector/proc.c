@@ -1,4 +1,5 @@
-/* proc.c — the project's one /proc parser, for the injector and the CLI (see proc.h).
+/* proc.c — the project's one /proc parser (see proc.h): internal to libvcinject.a; the CLI
+ * reaches what it needs of it through vcinject.h (target_facts.c, proc_tree.c).
  *
  * Everything is parsed from text the kernel writes, with bounded buffers, and every failure is a
  * return code: the target may exit at any moment, so ENOENT/ESRCH are ordinary outcomes. */
@@ -211,14 +212,50 @@ char proc_task_state(pid_t pid, pid_t tid)
     return p[2];
 }
 
-char proc_state(pid_t pid)
+int proc_stat_read(pid_t pid, struct proc_stat *st)
 {
     char path[64], buf[1024];
+    memset(st, 0, sizeof *st);
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     if (proc_read_text(path, buf, sizeof buf) <= 0)
-        return 0;
-    char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-    return p && p[1] == ' ' ? p[2] : 0;
+        return -ESRCH;
+    /* comm may contain spaces and parentheses: the fields follow the LAST ')' */
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return -ESRCH;
+    st->state = p[2];
+    /* field 3 is the state; count the spaces to each later field */
+    int field = 3;
+    for (const char *q = p + 3; *q; q++) {
+        if (*q != ' ')
+            continue;
+        field++;
+        if (field == 4)
+            st->ppid = (pid_t)strtol(q + 1, NULL, 10);
+        else if (field == 9)
+            st->flags = strtoul(q + 1, NULL, 10);
+        else if (field == 22) {
+            st->start_time = strtoull(q + 1, NULL, 10);
+            break;
+        }
+    }
+    return 0;
+}
+
+/* PF_KTHREAD in the flags field of /proc/PID/stat: a kernel thread has no user memory to
+ * inject into.  Told apart up front, before any question about its (the host's) filesystem,
+ * which a check run in a chroot or container cannot even see. */
+#define VC_PF_KTHREAD 0x00200000UL
+int proc_kernel_thread(pid_t pid)
+{
+    struct proc_stat st;
+    return proc_stat_read(pid, &st) == 0 && (st.flags & VC_PF_KTHREAD) != 0;
+}
+
+char proc_state(pid_t pid)
+{
+    struct proc_stat st;
+    return proc_stat_read(pid, &st) == 0 ? st.state : 0;
 }
 
 int proc_alive(pid_t pid)
@@ -249,27 +286,68 @@ static int status_value(const char *buf, const char *field, char *out, size_t ca
     return -1;
 }
 
-/* A numeric status field (the first number of it, for Uid:/Gid:), or -1. */
-static long status_number(const char *buf, const char *field)
+/* Four ids of a Uid:/Gid: line into v.  0, or -1. */
+static int status_ids(const char *buf, const char *field, unsigned v[4])
+{
+    char line[128];
+    if (status_value(buf, field, line, sizeof line) < 0)
+        return -1;
+    return sscanf(line, "%u %u %u %u", &v[0], &v[1], &v[2], &v[3]) == 4 ? 0 : -1;
+}
+
+/* A numeric field, or dflt when absent. */
+static long status_long(const char *buf, const char *field, long dflt)
 {
     char v[128];
     if (status_value(buf, field, v, sizeof v) < 0)
-        return -1;
+        return dflt;
     char *end;
     long n = strtol(v, &end, 10);
-    return end == v ? -1 : n;
+    return end == v ? dflt : n;
 }
 
-int proc_status_field(pid_t pid, const char *field, char *out, size_t cap)
+int proc_status_read(pid_t pid, pid_t tid, struct proc_status *st)
 {
-    char path[64], buf[8192];
-    if (pid > 0)
-        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    else
+    char path[96], buf[8192], v[256];
+    memset(st, 0, sizeof *st);
+    if (pid <= 0)
         snprintf(path, sizeof path, "/proc/self/status");
-    if (proc_read_text(path, buf, sizeof buf) <= 0)
-        return -1;
-    return status_value(buf, field, out, cap);
+    else if (tid > 0)
+        snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    else
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int r = proc_read_text(path, buf, sizeof buf);
+    if (r <= 0)
+        return r == -ENOENT || r == 0 ? -ESRCH : r;
+    unsigned u[4], g[4];
+    if (status_ids(buf, "Uid", u) < 0 || status_ids(buf, "Gid", g) < 0)
+        return -EINVAL;
+    for (int i = 0; i < 4; i++) {
+        st->uid[i] = (uid_t)u[i];
+        st->gid[i] = (gid_t)g[i];
+    }
+    status_value(buf, "Name", st->name, sizeof st->name);
+    if (status_value(buf, "State", v, sizeof v) == 0)
+        st->state = v[0];
+    st->ppid = (pid_t)status_long(buf, "PPid", 0);
+    st->tracer = (pid_t)status_long(buf, "TracerPid", 0);
+    st->seccomp = (int)status_long(buf, "Seccomp", 0);
+    st->own_pid = tid > 0 ? tid : pid > 0 ? pid : getpid();
+    if (status_value(buf, "NSpid", v, sizeof v) == 0) { /* the last number: innermost view */
+        size_t n = strlen(v);
+        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            n--;
+        size_t e = n;
+        while (n > 0 && v[n - 1] >= '0' && v[n - 1] <= '9')
+            n--;
+        if (n < e && atoi(v + n) > 0)
+            st->own_pid = (pid_t)atoi(v + n);
+    }
+    if (status_value(buf, "CapEff", v, sizeof v) == 0)
+        st->cap_eff = strtoull(v, NULL, 16);
+    st->shadow_stack = status_value(buf, "x86_Thread_features", v, sizeof v) == 0 &&
+                       strstr(v, "shstk") != NULL;
+    return 0;
 }
 
 int proc_same_file(pid_t pid, const char *path)
@@ -284,26 +362,8 @@ int proc_same_file(pid_t pid, const char *path)
 
 int proc_tracer_pid(pid_t pid, pid_t tid)
 {
-    char path[96], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-    if (proc_read_text(path, buf, sizeof buf) <= 0)
-        return -1;
-    return (int)status_number(buf, "TracerPid");
-}
-
-int proc_ids(pid_t pid, uid_t *uid, gid_t *gid)
-{
-    char path[64], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    int r = proc_read_text(path, buf, sizeof buf);
-    if (r < 0)
-        return r == -ENOENT ? -ESRCH : r;
-    long u = status_number(buf, "Uid"), g = status_number(buf, "Gid");
-    if (u < 0 || g < 0)
-        return -EINVAL;
-    *uid = (uid_t)u;
-    *gid = (gid_t)g;
-    return 0;
+    struct proc_status st;
+    return proc_status_read(pid, tid, &st) == 0 ? (int)st.tracer : -1;
 }
 
 long proc_task_syscall(pid_t pid, pid_t tid)
@@ -358,10 +418,20 @@ static int open_in_root(pid_t pid, const char *path)
 }
 
 /* stat() of path as the target sees it, resolved inside its root (an absolute symlink there
- * cannot point us at a file of the host), without opening the file itself (O_PATH). */
+ * cannot point us at a file of the host), without opening the file itself (O_PATH).  Where
+ * openat2 is missing (kernels before 5.6, valgrind), a stat through /proc/PID/root: only a
+ * stat, nothing opened, and the method's dlopen resolves the name in the target anyway. */
 static int stat_in_root(pid_t pid, const char *path, struct stat *st)
 {
     int fd = open_in_root_how(pid, path, O_PATH);
+    if (fd == -ENOSYS) {
+        char theirs[PATH_MAX + 64];
+        if (proc_root_path(pid, path, theirs, sizeof theirs) < 0) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        return stat(theirs, st);
+    }
     if (fd < 0) {
         errno = -fd;
         return -1;
@@ -415,32 +485,6 @@ int proc_open_mapped(pid_t pid, const struct proc_map *m)
     return -ENOEXEC;
 }
 
-/* PF_KTHREAD in the flags field of /proc/PID/stat: a kernel thread has no user memory to
- * inject into.  Told apart up front, before any question about its (the host's) filesystem,
- * which a check run in a chroot or container cannot even see. */
-#define VC_PF_KTHREAD 0x00200000UL
-static int is_kernel_thread(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (proc_read_text(path, buf, sizeof buf) <= 0)
-        return 0;
-    /* after the LAST ')': state ppid pgrp session tty_nr tpgid flags */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 0; field < 7; field++) {
-        while (*p == ' ')
-            p++;
-        if (field == 6)
-            return (strtoul(p, NULL, 10) & VC_PF_KTHREAD) != 0;
-        while (*p && *p != ' ')
-            p++;
-    }
-    return 0;
-}
-
 int proc_root_path(pid_t pid, const char *path, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "/proc/%d/root%s%s", (int)pid, path[0] == '/' ? "" : "/", path);
@@ -461,52 +505,9 @@ int proc_other_root(pid_t pid)
     return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
 }
 
-int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t errlen)
+int proc_check_agent(pid_t pid, const char *agent_path, uid_t uid, gid_t gid, char *err,
+                     size_t errlen)
 {
-    uid_t uid;
-    gid_t gid;
-    if (pid <= 0) {
-        snprintf(err, errlen, "invalid pid %d", (int)pid);
-        return -EINVAL;
-    }
-    int r = proc_ids(pid, &uid, &gid);
-    if (r < 0) {
-        snprintf(err, errlen, "no process with pid %d (check the pid; it may have exited)",
-                 (int)pid);
-        return -ESRCH;
-    }
-    char st = proc_task_state(pid, pid);
-    if (st == 'Z' || st == 'X') {
-        snprintf(err, errlen, "process %d is a zombie (it has exited): nothing to attach to",
-                 (int)pid);
-        return -ESRCH;
-    }
-    if (is_kernel_thread(pid)) {
-        snprintf(err, errlen, "process %d is a kernel thread: nothing to trace (give the pid "
-                 "of a Python process)", (int)pid);
-        return -EINVAL;
-    }
-    if (st == 'T') {
-        snprintf(err, errlen,
-                 "process %d is stopped (job control): resume it with `kill -CONT %d` and retry",
-                 (int)pid, (int)pid);
-        return -EAGAIN;
-    }
-    pid_t *tids = NULL;
-    size_t ntids = 0;
-    if (proc_list_tasks(pid, &tids, &ntids) == 0) {
-        for (size_t i = 0; i < ntids; i++) {
-            int tracer = proc_tracer_pid(pid, tids[i]);
-            if (tracer > 0) {
-                snprintf(err, errlen, "process %d is already traced by pid %d (thread %d; a "
-                         "debugger, a profiler, another vcattach?): detach it first", (int)pid,
-                         tracer, (int)tids[i]);
-                free(tids);
-                return -EBUSY;
-            }
-        }
-        free(tids);
-    }
     if (!agent_path || agent_path[0] != '/') {
         snprintf(err, errlen, "agent path must be absolute (got '%s')",
                  agent_path ? agent_path : "(null)");
@@ -587,42 +588,22 @@ long proc_list_pids(pid_t **out)
     return (long)n;
 }
 
-/* The fields after "(comm)" of /proc/PID/stat (the comm may hold anything), or NULL. */
-static const char *stat_fields(pid_t pid, char *buf, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (proc_read_text(path, buf, cap) < 0)
-        return NULL;
-    const char *p = strrchr(buf, ')');
-    return p ? p + 1 : NULL;
-}
-
 pid_t proc_parent(pid_t pid)
 {
-    char buf[1024];
-    const char *p = stat_fields(pid, buf, sizeof buf);
-    char state;
-    int ppid;
-    if (p == NULL || sscanf(p, " %c %d", &state, &ppid) != 2)
+    struct proc_stat st;
+    if (proc_stat_read(pid, &st) < 0)
         return -1;
-    return state == 'Z' || state == 'X' ? -1 : (pid_t)ppid;
+    return st.state == 'Z' || st.state == 'X' ? -1 : st.ppid;
 }
 
 long proc_age_ms(pid_t pid)
 {
-    char buf[1024], up[64];
-    const char *p = stat_fields(pid, buf, sizeof buf);
-    if (p == NULL || proc_read_text("/proc/uptime", up, sizeof up) < 0)
+    struct proc_stat st;
+    char up[64];
+    if (proc_stat_read(pid, &st) < 0 || proc_read_text("/proc/uptime", up, sizeof up) < 0)
         return -1;
-    /* starttime is field 22 (clock ticks since boot); p starts after field 2 */
-    unsigned long long start = 0;
-    int field = 2;
-    for (const char *q = p; *q && field < 22; q++)
-        if (*q == ' ' && ++field == 22)
-            start = strtoull(q + 1, NULL, 10);
     long hz = sysconf(_SC_CLK_TCK);
-    double age = strtod(up, NULL) - (double)start / (double)(hz > 0 ? hz : 100);
+    double age = strtod(up, NULL) - (double)st.start_time / (double)(hz > 0 ? hz : 100);
     return age < 0 ? 0 : (long)(age * 1000.0);
 }
 

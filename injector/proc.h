@@ -1,7 +1,8 @@
-/* proc.h — the one /proc parser of the project: what the injector and the CLI's preflight read
- * about a target (its threads, its memory map, its status fields, each thread's scheduler
- * state, tracer and current syscall) and how to reach the target's files from our mount
- * namespace.  Read-only; nothing here stops or changes the target. */
+/* proc.h — internal to libvcinject.a: the one /proc parser of the project, what the injector
+ * reads about a target (its threads, its memory map, its stat and status fields, each
+ * thread's scheduler state, tracer and current syscall) and how to reach the target's files
+ * from our mount namespace.  The CLI gets these answers through vcinject.h (target_facts.c,
+ * proc_tree.c), never from here.  Read-only; nothing here stops or changes the target. */
 #ifndef VC_PROC_H
 #define VC_PROC_H
 
@@ -47,10 +48,39 @@ const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *
  * opened O_NOFOLLOW|O_NONBLOCK (never a last symlink, never a FIFO's wait).  Returns the
  * length, or -errno. */
 int proc_read_text(const char *path, char *buf, size_t cap);
-/* A line of /proc/PID/status ("TracerPid", "Uid", "NSpid", …; pid <= 0: /proc/self/status):
- * copies its value (leading blanks skipped) into out.  Returns 0, or -1 if the process or the
- * field is absent. */
-int proc_status_field(pid_t pid, const char *field, char *out, size_t cap);
+
+/* What the project reads of /proc/PID/status, parsed in one place (proc_status_read): every
+ * caller that needs a status field gets it from here, so the format is handled once. */
+struct proc_status {
+    char name[64];                /* Name: */
+    char state;                   /* the letter of State: */
+    uid_t uid[4];                 /* Uid: real, effective, saved, fs */
+    gid_t gid[4];                 /* Gid: */
+    pid_t ppid;                   /* PPid: */
+    pid_t tracer;                 /* TracerPid: */
+    pid_t own_pid;                /* the last NSpid: field (the pid, or the thread's id, in
+                                     its own namespace); pid (tid) when absent */
+    int seccomp;                  /* Seccomp: 0 none, 1 strict, 2 filter (0 when absent) */
+    unsigned long long cap_eff;   /* CapEff: */
+    int shadow_stack;             /* x86_Thread_features: has shstk (CET, kernels 6.6+) */
+};
+/* Reads /proc/PID/status (pid <= 0: /proc/self/status; tid > 0: that thread's
+ * /proc/PID/task/TID/status) once.  Returns 0, -ESRCH when the process is gone, -EINVAL
+ * when Uid:/Gid: are missing, or another -errno. */
+int proc_status_read(pid_t pid, pid_t tid, struct proc_status *st);
+
+/* What the project reads of /proc/PID/stat (after the "(comm)", which may hold anything). */
+struct proc_stat {
+    char state;                   /* R S D T t Z X */
+    pid_t ppid;
+    unsigned long flags;          /* PF_* (PF_KTHREAD: a kernel thread) */
+    uint64_t start_time;          /* clock ticks since boot (field 22) */
+};
+/* Returns 0, or -ESRCH when the process is gone (or the file unparsable). */
+int proc_stat_read(pid_t pid, struct proc_stat *st);
+/* 1 for a kernel thread (PF_KTHREAD), else 0. */
+int proc_kernel_thread(pid_t pid);
+
 /* The process state letter from /proc/PID/stat ('R', 'S', 'T', 'Z', …), or 0 if gone. */
 char proc_state(pid_t pid);
 /* 1 while the process exists and is not a zombie, else 0. */
@@ -62,8 +92,6 @@ int proc_same_file(pid_t pid, const char *path);
 char proc_task_state(pid_t pid, pid_t tid);
 /* TracerPid of /proc/PID/task/TID/status: >= 0, or -1 if unreadable. */
 int proc_tracer_pid(pid_t pid, pid_t tid);
-/* Real uid/gid of the process (Uid:/Gid: of /proc/PID/status). 0 or -errno. */
-int proc_ids(pid_t pid, uid_t *uid, gid_t *gid);
 /* Syscall number the thread is blocked in (first field of /proc/PID/task/TID/syscall),
  * -1 if running in user space, -2 if unknown.  Needs the thread stopped or blocked. */
 long proc_task_syscall(pid_t pid, pid_t tid);
@@ -83,13 +111,14 @@ int proc_root_path(pid_t pid, const char *path, char *buf, size_t len);
  * us.  0 when it is the same view (or it cannot be told). */
 int proc_other_root(pid_t pid);
 
-/* The checks both injection methods make before touching anything: the process exists and is
- * not a zombie, is not stopped by job control, is not traced already, and the agent file exists
- * at agent_path in the target's mount namespace as a regular file the target's uid can read.
- * 0, or -errno with one line in err naming the problem and the fix. */
-int proc_check_injectable(pid_t pid, const char *agent_path, char *err, size_t errlen);
+/* The agent file as the ptrace and gdb methods will dlopen it: an absolute path naming, in
+ * the target's root, a regular file that the target's ids (fsuid, fsgid) can read (or a file
+ * the target still has mapped under that name although it was deleted: dlopen returns that
+ * one).  0, or -errno with one line in err naming the problem and the fix. */
+int proc_check_agent(pid_t pid, const char *agent_path, uid_t uid, gid_t gid, char *err,
+                     size_t errlen);
 
-/* ---- processes (the CLI's process trees, cli/tree.c) ---- */
+/* ---- processes (process trees, proc_tree.c) ---- */
 
 /* Every pid in /proc, into a malloc'd array.  Returns the count, or -1. */
 long proc_list_pids(pid_t **out);

@@ -31,6 +31,7 @@
  *  - no return before the deadline: the thread is interrupted and remote_end sends it home
  *    (-ETIMEDOUT). */
 #include "remote_call.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -335,17 +336,8 @@ static int run_piece(struct remote *rc, struct user_regs_struct *regs, uint64_t 
  * "x86_Thread_features: shstk ..." on kernels that support it (6.6+). */
 static int uses_shadow_stack(pid_t tid)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    int yes = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "x86_Thread_features:", 20) == 0 && strstr(line + 20, "shstk"))
-            yes = 1;
-    fclose(f);
-    return yes;
+    struct proc_status st;
+    return proc_status_read(tid, 0, &st) == 0 && st.shadow_stack;
 }
 
 int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadgets *g)

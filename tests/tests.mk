@@ -6,7 +6,7 @@
 #   build/asan/vcattach          the whole CLI under ASan+UBSan (corrupt-input tests run it)
 #   build/tests/cvf_corrupt      in-process truncation/flip driver (and build/asan/tests/…)
 #   build/fuzz/fuzz_cvf_*        libFuzzer targets (clang), run briefly by test_codec_fuzz.py
-#   build/inject-test            calls inject_ptrace()/inject_gdb() directly (libvcinject.a);
+#   build/inject-test            target_facts_read + inject() with ptrace/gdb (libvcinject.a);
 #                                its judge-stacks mode judges recorded stacks with safepoint.c
 #   build/inject_fixture/        a stand-in agent with no Python C-API use, a C target
 
@@ -43,9 +43,9 @@ $(BUILD)/asan/tests/cvf_corrupt: tests/unit/cvf_corrupt.c $(CODEC_JSON_SRCS) $(C
 # The whole CLI, instrumented: every cli, trace, injector and common source (with the injector's
 # generated one, the gdb script), same libraries.
 ASAN_CLI_SRCS = $(wildcard cli/*.c trace/*.c injector/*.c common/*.c) $(INJECT_GEN_SRCS)
-$(BUILD)/asan/vcattach: $(ASAN_CLI_SRCS) $(wildcard cli/*.h trace/*.h injector/*.h injector/*.def common/*.h)
+$(BUILD)/asan/vcattach: $(ASAN_CLI_SRCS) $(wildcard cli/*.h trace/*.h injector/*.h injector/include/*.h injector/*.def common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CODEC_SAN_CFLAGS) -Icli -Iinjector $(UNWIND_CFLAGS) -o $@ $(ASAN_CLI_SRCS) $(CLI_LIBS)
+	$(CC) $(CODEC_SAN_CFLAGS) -Icli -Iinjector -Iinjector/include $(UNWIND_CFLAGS) -o $@ $(ASAN_CLI_SRCS) $(CLI_LIBS)
 
 # libFuzzer targets: always clang (gcc has no libFuzzer).
 CODEC_FUZZ_CFLAGS = $(SAN_CFLAGS_BASE) -fsanitize=fuzzer,address,undefined \
@@ -62,10 +62,10 @@ TEST_PREREQS += $(CODEC_UNIT_BINS) $(CODEC_ASAN_UNIT_BINS) $(BUILD)/tests/cvf_co
                 $(BUILD)/asan/tests/cvf_corrupt $(BUILD)/asan/vcattach $(CODEC_FUZZ_BINS)
 
 # ---- injection tests: fixture agent + driver -------------------------------------------------
-$(BUILD)/inject-test: tests/inject_fixture/driver.c $(BUILD)/libvcinject.a injector/inject.h \
-                      injector/safepoint.h
+$(BUILD)/inject-test: tests/inject_fixture/driver.c $(BUILD)/libvcinject.a \
+                      injector/include/vcinject.h injector/safepoint.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -Iinjector -o $@ tests/inject_fixture/driver.c $(BUILD)/libvcinject.a $(UNWIND_LIBS)
+	$(CC) $(CFLAGS_BASE) -Iinjector -Iinjector/include -o $@ tests/inject_fixture/driver.c $(BUILD)/libvcinject.a $(UNWIND_LIBS)
 
 $(BUILD)/inject_fixture/libvcfixture.so: tests/inject_fixture/fixture_agent.c
 	@mkdir -p $(dir $@)

@@ -66,10 +66,11 @@ struct target_facts {
     char python_why[512];
 };
 
-/* Reads the facts of pid once: /proc/PID/{stat,status,exe} and ns/{mnt,user,net}, and its maps and mapped ELF
- * files for the CPython detection.  Reads only; nothing is stopped.  A process that is not
- * Python is not an error (f->python says).  Returns 0, or -1 with one line in err when the
- * process does not exist or has gone ("no such process: pid N ..."). */
+/* Reads the facts of pid once: /proc/PID/{stat,status,exe,root} and its namespaces
+ * (/proc/PID/ns/...), and its maps and mapped ELF files for the CPython detection.  Reads
+ * only; nothing is stopped.  A process that is not Python is not an error (f->python says).
+ * Returns 0, or -1 with one line in err when the process does not exist or has gone
+ * ("no such process: pid N ..."). */
 int target_facts_read(pid_t pid, struct target_facts *f, char *err, size_t errlen);
 
 /* Closes the pidfd (every path; safe twice, and on a zeroed struct with pidfd -1). */

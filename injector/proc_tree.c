@@ -1,18 +1,33 @@
-/* tree.c — process-tree discovery (tree.h), over injector/proc.c's readers.
+/* proc_tree.c — owns vcinject.h's "processes, as /proc shows them" (target_alive,
+ * target_descendants, target_find_mapped, ...): the questions the CLI's tree workflow asks
+ * every 100 ms and the agent lookup asks once, answered over proc.c's readers so that the CLI
+ * never parses /proc itself.
  *
  * Why one pass over every /proc/N/stat and not /proc/PID/task/T/children: `children` is only
  * complete when the children are not being reaped or reparented concurrently, and needs
  * CONFIG_PROC_CHILDREN; one pass gives every parent link at once and is what the 100 ms poll
  * of a running tree trace costs (a few hundred small reads).
  */
-#include "tree.h"
+#include "vcinject.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proc.h"
 
-long tree_descendants(pid_t root, pid_t **out)
+int target_alive(pid_t pid)
+{
+    return proc_alive(pid);
+}
+
+int target_same_file(pid_t pid, const char *path)
+{
+    return proc_same_file(pid, path);
+}
+
+long target_descendants(pid_t root, pid_t **out)
 {
     pid_t *pids = NULL;
     long n = proc_list_pids(&pids);
@@ -58,7 +73,7 @@ long tree_descendants(pid_t root, pid_t **out)
     return k;
 }
 
-int tree_descends_from(pid_t pid, pid_t root)
+int target_descends_from(pid_t pid, pid_t root)
 {
     for (int depth = 0; depth < 64 && pid > 1; depth++) {
         pid_t pp = proc_parent(pid);
@@ -71,7 +86,7 @@ int tree_descends_from(pid_t pid, pid_t root)
     return 0;
 }
 
-int tree_has_agent(pid_t pid)
+int target_has_agent(pid_t pid)
 {
     struct proc_maps maps;
     if (proc_read_maps(pid, &maps) != 0)
@@ -83,17 +98,54 @@ int tree_has_agent(pid_t pid)
     return found;
 }
 
-void tree_cmdline(pid_t pid, char *buf, size_t cap)
+void target_cmdline(pid_t pid, char *buf, size_t cap)
 {
     proc_cmdline(pid, buf, cap);
 }
 
-void tree_exe(pid_t pid, char *buf, size_t cap)
+void target_exe(pid_t pid, char *buf, size_t cap)
 {
     proc_exe(pid, buf, cap);
 }
 
-long tree_age_ms(pid_t pid)
+long target_age_ms(pid_t pid)
 {
     return proc_age_ms(pid);
+}
+
+pid_t target_own_pid(pid_t pid)
+{
+    struct proc_status st;
+    return proc_status_read(pid, 0, &st) == 0 && st.own_pid > 0 ? st.own_pid : pid;
+}
+
+int target_find_mapped(pid_t pid, const char *dir_prefix, const char *name,
+                       int (*match)(void *ctx, int fd), void *ctx, char *out, size_t cap)
+{
+    struct proc_maps maps;
+    if (proc_read_maps(pid, &maps) < 0)
+        return 0;
+    int found = 0;
+    for (size_t i = 0; i < maps.n && !found; i++) {
+        const struct proc_map *m = &maps.v[i];
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s", m->path);
+        size_t plen = strlen(path);
+        if (plen > 10 && !strcmp(path + plen - 10, " (deleted)"))
+            path[plen -= 10] = '\0';
+        const char *base = strrchr(path, '/');
+        if (m->offset != 0 || strncmp(path, dir_prefix, strlen(dir_prefix)) != 0 || !base ||
+            strcmp(base + 1, name) != 0 || plen >= cap)
+            continue;
+        int fd = proc_open_mapped(pid, m); /* the mapped inode itself: regular files only */
+        if (fd < 0)
+            continue;
+        if (match(ctx, fd) == 1) {
+            memcpy(out, path, plen + 1);
+            found = 1;
+        }
+        close(fd);
+    }
+    proc_free_maps(&maps);
+    return found;
 }

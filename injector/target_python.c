@@ -1,9 +1,15 @@
-/* target_python.c — CPython detection and version of a live process (see target_python.h).
+/* target_python.c — owns target_python_detect (vcinject.h): is a process CPython, and which
+ * version?  It lives in the injector, next to debug_offsets.c, because it needs what only the
+ * injector may parse: the process's maps and mapped ELF files (opened the target's way by
+ * proc.c, read by elf.c).
  *
- * Reads only /proc/PID/{exe,maps,mem} and the mapped ELF files (opened the target's way by
- * proc.c, parsed by elf.c).  Nothing stops the process.
+ * Answers from what the process has mapped, without stopping it: the ELF that carries the
+ * C-API (a libpythonX.Y.so mapping, or an executable that exports it in .dynsym, like Debian's
+ * static /usr/bin/python3.11), and the version from the `Py_Version` data symbol (3.11+) read
+ * from the live process, else from the libpythonX.Y soname or the pythonX.Y executable name.
+ * Reads only /proc/PID/{exe,maps,mem} and the mapped files.  Nothing stops the process.
  */
-#include "target_python.h"
+#include "vcinject.h"
 
 #include <ctype.h>
 #include <errno.h>

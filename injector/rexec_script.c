@@ -1,4 +1,5 @@
-/* rexec_script.c — the remote-exec script in the target's /tmp (see rexec_script.h).
+/* rexec_script.c — the remote-exec script in the target's /tmp (see rexec_script.h); internal
+ * to the injector: inject() (inject.c) writes it around the remote-exec method.
  *
  * The paths go into the script as bytes literals with every byte outside [A-Za-z0-9/._-]
  * written as \xNN, so no file name can end the literal or inject code into what the target
@@ -125,16 +126,11 @@ static void sweep_stale(int tmp_fd)
 /* The uid and gid the target opens files with (fsuid, fsgid: the 4th field of Uid:/Gid:). */
 static int target_fs_ids(pid_t pid, uid_t *uid, gid_t *gid)
 {
-    char u[128], g[128];
-    if (proc_status_field(pid, "Uid", u, sizeof u) < 0 ||
-        proc_status_field(pid, "Gid", g, sizeof g) < 0)
+    struct proc_status st;
+    if (proc_status_read(pid, 0, &st) < 0)
         return -1;
-    unsigned long uv[4], gv[4];
-    if (sscanf(u, "%lu %lu %lu %lu", &uv[0], &uv[1], &uv[2], &uv[3]) != 4 ||
-        sscanf(g, "%lu %lu %lu %lu", &gv[0], &gv[1], &gv[2], &gv[3]) != 4)
-        return -1;
-    *uid = (uid_t)uv[3];
-    *gid = (gid_t)gv[3];
+    *uid = st.uid[3];
+    *gid = st.gid[3];
     return 0;
 }
 

@@ -1,5 +1,6 @@
-/* rexec_script.h — the small Python file the remote-exec method asks the target to run
- * (PEP 768): it loads the agent with ctypes and calls vc_agent_connect(control_path).
+/* rexec_script.h — internal to the injector (used by inject.c): the small Python file the
+ * remote-exec method asks the target to run (PEP 768): it loads the agent with ctypes and
+ * calls vc_agent_connect(control_path).
  *
  * It is made with the same rules as the agent copy (agent_locate.h): in the target's own /tmp,
  * reached through /proc/PID/root with every component opened O_NOFOLLOW relative to a
