@@ -18,8 +18,8 @@
 #define STOP_WAIT_MS 60000 /* `vcattach stop`: the agent writes the file first */
 
 /* Parses the command line and asks the session in PID (a tree's sessions: tree_stop).
- * Returns -1 with the exit code in *rc when there is nothing more to do, else ctl_query's
- * answer: 1 with the reply, 0 when no session is running. */
+ * Returns 1 with the reply, or 0 (no session is running: said) or -1 (an error: said) with
+ * the exit code in *rc. */
 static int ask(enum cli_mode mode, int argc, char **argv, struct cli_options *opt, char *reply,
                size_t cap, int *rc)
 {
@@ -43,6 +43,11 @@ static int ask(enum cli_mode mode, int argc, char **argv, struct cli_options *op
                       err, sizeof err);
     if (r < 0)
         fprintf(stderr, "%s: %s\n", cmd, err);
+    if (r == 0 && mode == CLI_STOP)
+        fprintf(stderr, "vcattach stop: no vcattach session is running in pid %d\n",
+                (int)opt->pid);
+    if (r == 0 && mode == CLI_STATUS && !opt->quiet)
+        printf("vcattach: no session is running in pid %d\n", (int)opt->pid);
     return r;
 }
 
@@ -50,14 +55,9 @@ int cmd_stop(int argc, char **argv)
 {
     struct cli_options opt;
     char reply[8192];
-    int rc, r = ask(CLI_STOP, argc, argv, &opt, reply, sizeof reply, &rc);
-    if (r < 0)
+    int rc;
+    if (ask(CLI_STOP, argc, argv, &opt, reply, sizeof reply, &rc) <= 0)
         return rc;
-    if (r == 0) {
-        fprintf(stderr, "vcattach stop: no vcattach session is running in pid %d\n",
-                (int)opt.pid);
-        return VC_EXIT_FAIL;
-    }
     char output[PATH_MAX] = "?";
     vc_kv_get(reply, "output", output, sizeof output);
     long agent_status = report_end_status(reply);
@@ -81,14 +81,9 @@ int cmd_status(int argc, char **argv)
 {
     struct cli_options opt;
     char reply[8192];
-    int rc, r = ask(CLI_STATUS, argc, argv, &opt, reply, sizeof reply, &rc);
-    if (r < 0)
+    int rc;
+    if (ask(CLI_STATUS, argc, argv, &opt, reply, sizeof reply, &rc) <= 0)
         return rc;
-    if (r == 0) {
-        if (!opt.quiet)
-            printf("vcattach: no session is running in pid %d\n", (int)opt.pid);
-        return VC_EXIT_FAIL;
-    }
     char state[32] = "running", output[PATH_MAX] = "?", e[32], l[32], left[48];
     vc_kv_get(reply, "state", state, sizeof state);
     vc_kv_get(reply, "output", output, sizeof output);

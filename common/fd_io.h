@@ -38,14 +38,14 @@ static inline int vc_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* Reads up to len bytes from fd into buf, retrying EINTR and short reads, until len bytes or
- * the end of the file.  Returns the bytes read (< len only at end of file), or -1 with errno. */
-static inline ssize_t vc_read_all(int fd, void *buf, size_t len)
+/* The loop of vc_read_all and vc_pread_all: read() when off < 0, else pread() at off. */
+static inline ssize_t vc_read_loop(int fd, void *buf, size_t len, off_t off)
 {
     char *p = buf;
     size_t done = 0;
     while (done < len) {
-        ssize_t n = read(fd, p + done, len - done);
+        ssize_t n = off < 0 ? read(fd, p + done, len - done)
+                            : pread(fd, p + done, len - done, off + (off_t)done);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -57,23 +57,18 @@ static inline ssize_t vc_read_all(int fd, void *buf, size_t len)
     return (ssize_t)done;
 }
 
-/* vc_read_all at offset off (pread: the file position is left alone).  Returns the bytes
+/* Reads up to len bytes from fd into buf, retrying EINTR and short reads, until len bytes or
+ * the end of the file.  Returns the bytes read (< len only at end of file), or -1 with errno. */
+static inline ssize_t vc_read_all(int fd, void *buf, size_t len)
+{
+    return vc_read_loop(fd, buf, len, -1);
+}
+
+/* vc_read_all at offset off >= 0 (pread: the file position is left alone).  Returns the bytes
  * read (< len only at end of file), or -1 with errno. */
 static inline ssize_t vc_pread_all(int fd, void *buf, size_t len, off_t off)
 {
-    char *p = buf;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, p + done, len - done, off + (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            break;
-        done += (size_t)n;
-    }
-    return (ssize_t)done;
+    return vc_read_loop(fd, buf, len, off);
 }
 
 #endif /* VC_FD_IO_H */

@@ -131,6 +131,7 @@ static int run_ptrace_or_gdb(const struct inject_request *req, enum inject_metho
         .control_path = req->control_path,
         .timeout_ms = req->timeout_ms,
         .verbose = req->verbose,
+        .facts = t,
     };
     sigset_t set, old;
     sigemptyset(&set);

@@ -40,7 +40,15 @@ struct method_request {
     const char *control_path; /* the control socket the agent connects to (target's view) */
     int timeout_ms;           /* bound for the whole injection (every wait inside is bounded) */
     int verbose;              /* progress lines on stderr */
+    /* ptrace: called once every thread is seized and stopped (the target's credentials cannot
+     * change until they run again): 0 when it is still the process preflight judged, else -1
+     * with err, and nothing runs.  NULL: no check. */
+    const struct target_facts *facts;
 };
+
+/* The check behind method_request.facts (target_facts.c): same start time, same uids and
+ * gids as at target_facts_read.  0, or -1 with one line in err. */
+int target_facts_same_identity(const struct target_facts *f, char *err, size_t errlen);
 
 /* Each returns an enum inject_status and, when not OK, one line (no newline) in err. */
 int inject_ptrace(const struct method_request *req, char *err, size_t errlen);

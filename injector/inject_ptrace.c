@@ -364,6 +364,11 @@ int inject_ptrace(const struct method_request *req, char *err, size_t errlen)
                         strerror(-r));
             goto out;
         }
+        /* Every thread is stopped: its credentials cannot change until it runs again, so
+         * this is the last look at them, and the one that counts (a setuid() between the
+         * preflight and the seize is caught here). */
+        if (req->facts && target_facts_same_identity(req->facts, err, errlen) < 0)
+            goto out;
         /* the map may have changed while the threads ran */
         proc_free_maps(&maps);
         if (proc_read_maps(pid, &maps) < 0) {

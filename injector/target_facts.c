@@ -117,6 +117,36 @@ static int pidfd_exited(int pidfd)
     return pidfd >= 0 && poll(&p, 1, 0) > 0;
 }
 
+/* Still the process and the credentials that were examined: the same start time (a pid
+ * reused by another process has another), the same uids and gids. */
+static int same_identity(const struct target_facts *f, const struct proc_stat *ps,
+                         const struct proc_status *st, char *err, size_t errlen)
+{
+    if (ps->start_time != f->start_time) {
+        snprintf(err, errlen, "process %d is not the one examined (it exited and its pid was "
+                 "reused): run vcattach again", (int)f->pid);
+        return -1;
+    }
+    if (memcmp(st->uid, f->uid, sizeof st->uid) || memcmp(st->gid, f->gid, sizeof st->gid)) {
+        snprintf(err, errlen, "process %d changed its user or group ids since it was examined "
+                 "(uid %u, now %u): run vcattach again", (int)f->pid, (unsigned)f->uid[1],
+                 (unsigned)st->uid[1]);
+        return -1;
+    }
+    return 0;
+}
+
+int target_facts_same_identity(const struct target_facts *f, char *err, size_t errlen)
+{
+    struct proc_stat ps;
+    struct proc_status st;
+    if (proc_stat_read(f->pid, &ps) < 0 || proc_status_read(f->pid, 0, &st) < 0) {
+        snprintf(err, errlen, "process %d exited", (int)f->pid);
+        return -1;
+    }
+    return same_identity(f, &ps, &st, err, errlen);
+}
+
 int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
 {
     pid_t pid = f->pid;
@@ -142,17 +172,8 @@ int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
                  "of a Python process)", (int)pid);
         return -1;
     }
-    if (ps.start_time != f->start_time) {
-        snprintf(err, errlen, "process %d is not the one examined (it exited and its pid was "
-                 "reused): run vcattach again", (int)pid);
+    if (same_identity(f, &ps, &st, err, errlen) < 0)
         return -1;
-    }
-    if (memcmp(st.uid, f->uid, sizeof st.uid) || memcmp(st.gid, f->gid, sizeof st.gid)) {
-        snprintf(err, errlen, "process %d changed its user or group ids since it was examined "
-                 "(uid %u, now %u): run vcattach again", (int)pid, (unsigned)f->uid[1],
-                 (unsigned)st.uid[1]);
-        return -1;
-    }
     if (ps.state == 'T') {
         snprintf(err, errlen,
                  "process %d is stopped (job control): resume it with `kill -CONT %d` and retry",

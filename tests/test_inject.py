@@ -588,3 +588,36 @@ def test_ptrace_thread_that_cannot_stop_bounds_the_pause(tmp_path):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(10)
         p.stdout.close()
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_refuses_a_target_whose_ids_changed_since_its_facts(method, tmp_path):
+    """The facts are read while the target runs as root; it then drops to nobody before the
+    injection: the injector refuses (untouched), it does not inject a process whose
+    credentials are not the ones examined."""
+    ready = tmp_path / "ready"
+    code = ("import os, sys, time\n"
+            "open(sys.argv[1], 'w').close()\n"
+            "while not os.path.exists(sys.argv[1] + '.go'): time.sleep(0.01)\n"
+            "os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)\n"
+            "open(sys.argv[1] + '.done', 'w').close()\n"
+            "time.sleep(30)\n")
+    t = subprocess.Popen(list(one_python()["argv"]) + ["-c", code, str(ready)])
+    try:
+        deadline = time.time() + 10
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.01)
+        cmd = [INJECT_TEST, method, str(t.pid), FIXTURE, "file:%s" % (tmp_path / "m"),
+               "--pause-ms", "3000"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)  # the facts are read (as root) within the first moments
+        (tmp_path / "ready.go").touch()
+        out, _ = p.communicate(timeout=60)
+        assert (tmp_path / "ready.done").exists(), "the target did not change its ids"
+        assert p.returncode == 1, out
+        assert "changed its user or group ids" in out, out
+        assert not (tmp_path / "m").exists()
+        assert t.poll() is None, "the target died"
+    finally:
+        t.kill()
+        t.wait(10)

@@ -3,7 +3,10 @@
  * before each injection), for the tests (tests/test_inject*.py) and for measuring injection
  * time without the rest of the CLI.  (safepoint.h, internal, only for judge-stacks.)
  *
- *   inject-test ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] [-v]
+ *   inject-test ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] [--pause-ms N] [-v]
+ *
+ * --pause-ms: the target's facts are read, then N ms pass before the first injection (a test
+ * changes the target meanwhile).
  *
  * Prints one line per injection: "status=S elapsed_us=U err=TEXT"; exit code = the last
  * status (0 INJECT_OK, 1 INJECT_UNTOUCHED, 2 INJECT_FAILED), 3 on usage errors.
@@ -87,7 +90,7 @@ int main(int argc, char **argv)
         return judge_stacks();
     if (argc < 5 || (strcmp(argv[1], "ptrace") != 0 && strcmp(argv[1], "gdb") != 0)) {
         fprintf(stderr, "usage: %s ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] "
-                "[-v]\n       %s judge-stacks < STACKS\n", argv[0], argv[0]);
+                "[--pause-ms N] [-v]\n       %s judge-stacks < STACKS\n", argv[0], argv[0]);
         return 3;
     }
     struct inject_request req = {0};
@@ -101,7 +104,7 @@ int main(int argc, char **argv)
     req.agent_path = argv[3];
     req.control_path = argv[4];
     req.timeout_ms = 5000;
-    int repeat = 1;
+    int repeat = 1, pause_ms = 0;
     for (int i = 5; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0)
             req.verbose++;
@@ -109,6 +112,8 @@ int main(int argc, char **argv)
             req.timeout_ms = atoi(argv[++i]);
         else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
             repeat = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--pause-ms") == 0 && i + 1 < argc)
+            pause_ms = atoi(argv[++i]);
         else {
             fprintf(stderr, "inject-test: unknown argument '%s'\n", argv[i]);
             return 3;
@@ -125,6 +130,10 @@ int main(int argc, char **argv)
         return INJECT_UNTOUCHED;
     }
     req.target = &f;
+    if (pause_ms > 0) { /* the target may change between its facts and the injection */
+        struct timespec ts = {pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     int status = 0;
     for (int i = 0; i < repeat; i++) {
         char err[512] = "";
