@@ -70,7 +70,7 @@ int vc_atomic_open(vc_atomic_file *f, const char *path, mode_t mode, unsigned fl
         int e = errno;
         if (e == EEXIST)
             snprintf(err, errlen, "%s exists (a trace kept there, or left by an interrupted run?): "
-                                  "move it away, or pass --force",
+                                  "move it away or remove it, or pass --force",
                      f->tmp);
         else if (e == EACCES || e == EPERM || e == EROFS)
             snprintf(err, errlen, "cannot write in the directory of %s: %s; choose a directory "

@@ -600,7 +600,6 @@ def test_refuses_a_target_whose_ids_changed_since_its_facts(method, tmp_path):
             "open(sys.argv[1], 'w').close()\n"
             "while not os.path.exists(sys.argv[1] + '.go'): time.sleep(0.01)\n"
             "os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)\n"
-            "open(sys.argv[1] + '.done', 'w').close()\n"
             "time.sleep(30)\n")
     t = subprocess.Popen(list(one_python()["argv"]) + ["-c", code, str(ready)])
     try:
@@ -612,8 +611,13 @@ def test_refuses_a_target_whose_ids_changed_since_its_facts(method, tmp_path):
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)  # the facts are read (as root) within the first moments
         (tmp_path / "ready.go").touch()
+        changed, deadline = False, time.time() + 2
+        while not changed and time.time() < deadline:
+            with open("/proc/%d/status" % t.pid) as f:
+                changed = "\nUid:\t65534\t" in f.read()
+            time.sleep(0.01)
         out, _ = p.communicate(timeout=60)
-        assert (tmp_path / "ready.done").exists(), "the target did not change its ids"
+        assert changed, "the target did not change its ids before the injection"
         assert p.returncode == 1, out
         assert "changed its user or group ids" in out, out
         assert not (tmp_path / "m").exists()
