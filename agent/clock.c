@@ -3,26 +3,46 @@
 
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 int vc_clock_use_tsc = 0;
 
-/* The TSC is usable as a clock only if it ticks at a constant rate in every P/C-state. */
+/* The TSC is usable as a clock only if it ticks at a constant rate in every P/C-state: the
+ * kernel's view (/proc/cpuinfo's constant_tsc and nonstop_tsc) when it can be read, else the
+ * CPU's own (CPUID 0x80000007, EDX bit 8: invariant TSC, which the kernel reports as those two
+ * flags).  A process in a chroot or a container without /proc (3.14/3.15 in the test root)
+ * otherwise fell back to clock_gettime: 2 × 11 ns more per call here. */
+#if defined(__x86_64__)
+static int cpuid_invariant_tsc(void)
+{
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u)
+        return 0;
+    if (!__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx))
+        return 0;
+    return (edx >> 8) & 1;
+}
+#endif
+
 static int tsc_is_invariant(void)
 {
 #if defined(__x86_64__)
     FILE *f = fopen("/proc/cpuinfo", "re");
     if (f == NULL)
-        return 0;
+        return cpuid_invariant_tsc();
     char line[4096];
-    int ok = 0;
+    int ok = 0, seen = 0;
     while (fgets(line, sizeof line, f) != NULL) {
         if (strncmp(line, "flags", 5) == 0) {
             ok = strstr(line, " constant_tsc") != NULL && strstr(line, " nonstop_tsc") != NULL;
+            seen = 1;
             break;
         }
     }
     fclose(f);
-    return ok;
+    return seen ? ok : cpuid_invariant_tsc();
 #else
     return 0;
 #endif

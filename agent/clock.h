@@ -15,7 +15,8 @@
 #include <x86intrin.h>
 #endif
 
-extern int vc_clock_use_tsc; /* decided once per process by vc_clock_init */
+/* decided once per process by vc_clock_init; hidden: the hot path reads it PC-relative */
+extern int vc_clock_use_tsc __attribute__((visibility("hidden")));
 
 static inline uint64_t vc_clock_mono_ns(void)
 {
@@ -32,6 +33,27 @@ static inline uint64_t vc_clock_now(void)
         return __rdtsc();
 #endif
     return vc_clock_mono_ns();
+}
+
+/* The hot paths' fast halves (record.h) are leaves: they read the clock only when it is the
+ * TSC (an inline instruction); otherwise (no invariant TSC, not x86-64) they leave the call
+ * to the general path, whose clock_gettime is a call. */
+static inline int vc_clock_fast_ok(void)
+{
+#if defined(__x86_64__)
+    return __builtin_expect(vc_clock_use_tsc, 1);
+#else
+    return 0;
+#endif
+}
+
+static inline uint64_t vc_clock_fast(void)
+{
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return 0; /* never used: vc_clock_fast_ok() is 0 */
+#endif
 }
 
 /* A (raw, ns) calibration pair. */

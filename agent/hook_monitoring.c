@@ -29,12 +29,16 @@
 
 /* Thread → state binding: a TLS slot checked against the session generation (a slot left
  * over from an earlier session is ignored).  Measured with callgrind: cheaper here than a
- * pthread key. */
+ * pthread key.  initial-exec: the slot is read at a fixed offset from %fs (2 instructions)
+ * instead of a __tls_get_addr call per callback (the general-dynamic model a dlopen'ed
+ * library gets by default).  Legal in a dlopen'ed library on glibc, which sets aside surplus
+ * static TLS for this; the agent's whole TLS is two 16-byte slots (this one and
+ * hook_evalframe.c's). */
 typedef struct vc_tls_slot {
     vc_thread *thread;
-    uint32_t gen;
+    uint32_t gen; /* never 0 for a bound slot: g_vc.gen counts from 1 */
 } vc_tls_slot;
-static __thread vc_tls_slot vc_tls;
+static __thread vc_tls_slot vc_tls __attribute__((tls_model("initial-exec")));
 
 static PyObject *g_missing; /* sys.monitoring.MISSING (borrowed while the session runs) */
 
@@ -62,10 +66,19 @@ static vc_thread *claim_current(vc_session *s)
 
 static inline vc_thread *current_thread(vc_session *s)
 {
-    vc_tls_slot *slot = &vc_tls; /* one TLS address computation */
-    if (__builtin_expect(slot->gen == s->gen && slot->thread != NULL, 1))
-        return slot->thread;
+    if (__builtin_expect(vc_tls.gen == s->gen, 1))
+        return vc_tls.thread; /* never NULL once gen matches: bind_current is the only writer */
     return claim_current(s);
+}
+
+/* The fast halves of the callbacks: the thread bound in this session and traced (else NULL:
+ * the general path binds it or ignores it). */
+static inline vc_thread *bound_thread(vc_session *s)
+{
+    vc_thread *t = vc_tls.thread;
+    if (__builtin_expect(vc_tls.gen != s->gen || t == &vc_ignored_thread, 0))
+        return NULL;
+    return t;
 }
 
 /* sys.monitoring.DISABLE: returned for a location whose events we never want again (an
@@ -79,32 +92,68 @@ static inline PyObject *disable(void)
     return g_disable;
 }
 
+/* Each callback is a fast half, inline and a leaf (record.h: the common case, with no call,
+ * so the function saves no registers), in front of its general half, out of line (the whole
+ * case analysis, as it always was).  The fast half checks every condition before it writes
+ * anything, so the general half starts from the same state.  VC_SLOW (cold too) for the
+ * general halves that only rare events reach; CALL's and C_RETURN's serve every event when
+ * globs are in force (the caller's verdict), so they are only kept out of line. */
+#define VC_SLOW __attribute__((noinline, cold))
+#define VC_OUT_OF_LINE __attribute__((noinline))
+
 /* PY_START: may be disabled per location. */
+static VC_SLOW PyObject *cb_enter_slow(PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = current_thread(s);
+    if (t != &vc_ignored_thread && nargs >= 1 &&
+        vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED)
+        return disable();
+    Py_RETURN_NONE;
+}
+
 static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = current_thread(s);
-    if (t != &vc_ignored_thread && nargs >= 1 &&
-        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED, 0))
-        return disable();
-    Py_RETURN_NONE;
+    vc_thread *t = bound_thread(s);
+    if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
+        int r = vc_record_enter_fast(s, t, args[0], args[0], NULL, 0, 0);
+        if (__builtin_expect(r == VC_FAST_DONE, 1))
+            Py_RETURN_NONE;
+        if (r == VC_FAST_EXCLUDED)
+            return disable();
+    }
+    return cb_enter_slow(args, nargs);
 }
 
-/* PY_THROW: cannot be disabled (sys.monitoring raises for it). */
 /* PY_RESUME: a suspended generator or coroutine runs again — a new slice of the same call,
  * marked so that the summary counts the call once.  May be disabled per location. */
-static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static VC_SLOW PyObject *cb_resume_slow(PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread && nargs >= 1 &&
-        __builtin_expect(vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) ==
-                         VC_ID_EXCLUDED, 0))
+        vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) == VC_ID_EXCLUDED)
         return disable();
     Py_RETURN_NONE;
 }
 
-/* PY_THROW: a resume slice too; cannot be disabled (sys.monitoring raises for it). */
+static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = bound_thread(s);
+    if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
+        int r = vc_record_enter_fast(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME);
+        if (__builtin_expect(r == VC_FAST_DONE, 1))
+            Py_RETURN_NONE;
+        if (r == VC_FAST_EXCLUDED)
+            return disable();
+    }
+    return cb_resume_slow(args, nargs);
+}
+
+/* PY_THROW: a resume slice too; cannot be disabled (sys.monitoring raises for it).  Rare: the
+ * general path only. */
 static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
@@ -115,13 +164,23 @@ static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t narg
 }
 
 /* PY_RETURN, PY_YIELD: may be disabled per location. */
-static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static VC_SLOW PyObject *cb_exit_slow(PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
     if (t != &vc_ignored_thread && nargs >= 1 && vc_record_exit_py(s, t, args[0], args[0]))
         return disable();
     Py_RETURN_NONE;
+}
+
+static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    vc_thread *t = bound_thread(s);
+    if (__builtin_expect(t != NULL && nargs >= 1, 1) &&
+        __builtin_expect(vc_record_exit_fast(s, t, args[0], 0) == VC_FAST_DONE, 1))
+        Py_RETURN_NONE;
+    return cb_exit_slow(args, nargs);
 }
 
 /* PY_UNWIND: cannot be disabled. */
@@ -145,15 +204,26 @@ static inline int c_callable_key(PyObject *const *args, Py_ssize_t nargs, const 
     return vc_cfunc_key(args[2], self_arg, ml, qual);
 }
 
+/* The same for the fast halves: -1 where the general path must decide.  The callable's type
+ * is tested before arg0 is read: a Python callee (the common CALL) costs a load and three
+ * compares. */
+static inline int c_callable_key_fast(PyObject *const *args, Py_ssize_t nargs,
+                                      const PyMethodDef **ml, PyObject **qual)
+{
+    if (nargs < 4)
+        return 0;
+    return vc_cfunc_key_exact(args[2], args + 3, g_missing, ml, qual);
+}
+
 /* CALL (not subscribed with --no-c-calls).  A call site in excluded code is disabled
  * whatever it calls: its C callees are judged by this caller, its Python callees get their
  * own PY_START. */
-static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static VC_OUT_OF_LINE PyObject *cb_call_slow(PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
     PyObject *qual;
-    if (__builtin_expect(s->filter.has_globs, 0) && nargs >= 1) {
+    if (s->filter.has_globs && nargs >= 1) {
         vc_thread *t = current_thread(s);
         if (t != &vc_ignored_thread && !vc_record_caller_traced(s, t, args[0], args[0]))
             return disable();
@@ -166,7 +236,24 @@ static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    if (__builtin_expect(!s->filter.has_globs, 1)) {
+        const PyMethodDef *ml;
+        PyObject *qual;
+        int k = c_callable_key_fast(args, nargs, &ml, &qual);
+        if (k == 0)
+            Py_RETURN_NONE; /* a Python callable: its PY_START does the work */
+        vc_thread *t = bound_thread(s);
+        if (k > 0 && t != NULL && vc_record_enter_fast(s, t, ml, ml, qual, 1, 0) == VC_FAST_DONE)
+            Py_RETURN_NONE;
+    }
+    return cb_call_slow(args, nargs);
+}
+
+/* C_RETURN, C_RAISE. */
+static VC_OUT_OF_LINE PyObject *cb_c_exit_slow(PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
@@ -177,6 +264,22 @@ static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (t != &vc_ignored_thread)
         vc_record_exit_c(s, t, ml, args[0]);
     Py_RETURN_NONE;
+}
+
+static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    vc_session *s = &g_vc;
+    if (__builtin_expect(!s->filter.has_globs, 1)) {
+        const PyMethodDef *ml;
+        PyObject *qual;
+        int k = c_callable_key_fast(args, nargs, &ml, &qual);
+        if (k == 0)
+            Py_RETURN_NONE;
+        vc_thread *t = bound_thread(s);
+        if (k > 0 && t != NULL && vc_record_exit_fast(s, t, ml, 1) == VC_FAST_DONE)
+            Py_RETURN_NONE;
+    }
+    return cb_c_exit_slow(args, nargs);
 }
 
 static PyObject *cb_null(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -66,6 +66,21 @@ uint32_t vc_pins_judge(vc_pins *pins, const void *code);
  * monitoring backend's cleanup at stop): calls fn(code, ctx) for each.  GIL held. */
 void vc_pins_each_excluded(vc_pins *pins, void (*fn)(PyObject *code, void *ctx), void *ctx);
 
+/* Hot path, read only: the id of (ptr, qual) if it is pinned (VC_ID_EXCLUDED for an excluded
+ * code object), else VC_ID_NONE (then vc_pins_lookup pins it). */
+static inline uint32_t vc_pins_find(const vc_pins *pins, const void *ptr, PyObject *qual)
+{
+    uint32_t i = vc_pins_hash(ptr, qual) & pins->mask;
+    for (;;) {
+        const vc_pin_slot *s = &pins->slots[i];
+        if (s->ptr == ptr && s->qual == qual)
+            return s->id;
+        if (s->ptr == NULL)
+            return VC_ID_NONE;
+        i = (i + 1) & pins->mask;
+    }
+}
+
 /* Hot path: the id of (ptr, qual), pinning it on first sight.  VC_ID_NONE if full,
  * VC_ID_EXCLUDED for a code object the filters leave out. */
 static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *qual, int is_c)

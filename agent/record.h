@@ -87,6 +87,66 @@ static inline void vc_record_exit(vc_session *s, vc_thread *t, const void *match
     vc_record_store(s, t, f->id, f->start, now, f->flags);
 }
 
+/* The fast halves of enter and exit, for the sys.monitoring callbacks (whose every call costs
+ * a C-to-C call with its own frame, so what they do inline matters): the common case only,
+ * as a leaf (no call, so the callback needs no saved registers), with every rare condition
+ * checked before anything is written.  VC_FAST_SLOW: nothing was done, the caller takes the
+ * general path (vc_record_enter / vc_record_exit*), which gives the same result. */
+#define VC_FAST_DONE 0
+#define VC_FAST_SLOW 1
+#define VC_FAST_EXCLUDED 2 /* enter only: the code is excluded, nothing pushed (as VC_ID_EXCLUDED) */
+
+/* As vc_record_enter when the TSC is the clock, the key is already pinned, the stack has
+ * room and the thread's tid is known. */
+static inline int vc_record_enter_fast(vc_session *s, vc_thread *t, const void *match,
+                                       const void *key, PyObject *qual, int is_c, uint32_t flags)
+{
+    uint32_t d = t->depth;
+    if (__builtin_expect(!vc_clock_fast_ok() || d >= VC_STACK_DEPTH || t->tid == 0, 0))
+        return VC_FAST_SLOW;
+    uint32_t id = vc_pins_find(&s->pins, key, qual);
+    if (__builtin_expect(id >= VC_ID_EXCLUDED, 0))
+        return id == VC_ID_EXCLUDED ? VC_FAST_EXCLUDED : VC_FAST_SLOW;
+    t->depth = d + 1;
+    vc_frame *f = &t->stack[d];
+    f->match = match;
+    f->id = __builtin_expect(d >= s->filter.depth_limit, 0) ? VC_ID_NONE : id;
+    f->is_c = (uint16_t)is_c;
+    f->flags = (uint16_t)flags;
+    f->start = vc_clock_fast(); /* last: the lookup is not charged to the callee */
+    return VC_FAST_DONE;
+}
+
+/* As vc_record_exit when the TSC is the clock, the exit matches the top of the stack and the
+ * thread's chunk has room.  A Python exit that matches the top is the same with globs (only
+ * included calls are pushed: vc_record_exit_py); a C exit with globs takes the general path
+ * (vc_record_exit_c's check of the caller). */
+static inline int vc_record_exit_fast(vc_session *s, vc_thread *t, const void *match, int is_c)
+{
+    if (__builtin_expect(!vc_clock_fast_ok(), 0))
+        return VC_FAST_SLOW;
+    uint64_t now = vc_clock_fast();
+    uint32_t depth = t->depth;
+    vc_chunk *c = t->chunk;
+    if (__builtin_expect(depth - 1 >= VC_STACK_DEPTH || c == NULL || c->count == VC_CHUNK_RECORDS, 0))
+        return VC_FAST_SLOW; /* depth 0 or past the stack; no chunk, or a full one */
+    vc_frame *f = &t->stack[depth - 1];
+    if (__builtin_expect(f->match != match || f->is_c != (uint16_t)is_c, 0))
+        return VC_FAST_SLOW;
+    t->depth = depth - 1;
+    uint64_t start = f->start;
+    if (__builtin_expect(s->filter.min_dur_raw != 0, 0) && now - start < s->filter.min_dur_raw)
+        return VC_FAST_DONE;
+    if (f->id == VC_ID_NONE)
+        return VC_FAST_DONE;
+    vc_record *r = &c->rec[c->count++];
+    r->start = start;
+    r->dur = now >= start ? now - start : 0;
+    r->id = f->id;
+    r->flags = f->flags;
+    return VC_FAST_DONE;
+}
+
 /* The exit of a Python call (match: what its entry pushed; code: its code object).  With
  * globs, an exit that is not the top of the stack is first checked against the cached
  * verdict, so that excluded code never pays the mismatch walk.  Returns 1 if the code is
@@ -128,6 +188,28 @@ static inline void vc_record_exit_c(vc_session *s, vc_thread *t, const void *ml,
     vc_record_exit(s, t, ml, 1);
 }
 
+/* The (PyMethodDef, qualifier) of a builtin function or method (PyCFunctionObject). */
+static inline void vc_cfunc_fill(PyObject *callable, const PyMethodDef **ml, PyObject **qual)
+{
+    PyCFunctionObject *fn = (PyCFunctionObject *)callable;
+    *ml = fn->m_ml;
+    if (fn->m_module != NULL)
+        *qual = fn->m_module;
+    else if (fn->m_self != NULL)
+        *qual = (PyObject *)Py_TYPE(fn->m_self);
+    else
+        *qual = NULL;
+}
+
+/* The (PyMethodDef, qualifier) of a method descriptor: the type that defines the method, not
+ * the (sub)class of self: a C method called on a Python subclass keeps its own name (names.c
+ * does the same for bound ones). */
+static inline void vc_cdescr_fill(PyObject *callable, const PyMethodDef **ml, PyObject **qual)
+{
+    *ml = ((PyMethodDescrObject *)callable)->d_method;
+    *qual = (PyObject *)PyDescr_TYPE(callable);
+}
+
 /* The (PyMethodDef, qualifier) of a C callable, as VizTracer names it; 0 if the callable is
  * not a C function we trace.  self_arg: the first argument for method descriptors (or NULL). */
 static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyMethodDef **ml,
@@ -141,24 +223,37 @@ static inline int vc_cfunc_key(PyObject *callable, PyObject *self_arg, const PyM
     if (type == &PyMethodDescr_Type) {
         if (self_arg == NULL)
             return 0;
-        *ml = ((PyMethodDescrObject *)callable)->d_method;
-        /* the type that defines the method, not the (sub)class of self: a C method called
-         * on a Python subclass keeps its own name (names.c does the same for bound ones) */
-        *qual = (PyObject *)PyDescr_TYPE(callable);
+        vc_cdescr_fill(callable, ml, qual);
         return 1;
     }
     if (vc_compat_is_cfunction_exact(type) || PyCFunction_Check(callable)) {
-        PyCFunctionObject *fn = (PyCFunctionObject *)callable;
-        *ml = fn->m_ml;
-        if (fn->m_module != NULL)
-            *qual = fn->m_module;
-        else if (fn->m_self != NULL)
-            *qual = (PyObject *)Py_TYPE(fn->m_self);
-        else
-            *qual = NULL;
+        vc_cfunc_fill(callable, ml, qual);
         return 1;
     }
     return 0;
+}
+
+/* vc_cfunc_key for the fast halves of the monitoring callbacks, exact types only: -1 for any
+ * other type (a subclass of builtin_function_or_method needs PyCFunction_Check's MRO walk, a
+ * call: the general path does it).  The descriptor's first argument is read only for a
+ * descriptor: *self_slot, where `missing` (sys.monitoring.MISSING) means none. */
+static inline int vc_cfunc_key_exact(PyObject *callable, PyObject *const *self_slot,
+                                     PyObject *missing, const PyMethodDef **ml, PyObject **qual)
+{
+    PyTypeObject *type = Py_TYPE(callable);
+    if (type == &PyFunction_Type || type == &PyType_Type || type == &PyMethod_Type)
+        return 0;
+    if (type == &PyMethodDescr_Type) {
+        if (*self_slot == missing)
+            return 0;
+        vc_cdescr_fill(callable, ml, qual);
+        return 1;
+    }
+    if (vc_compat_is_cfunction_exact(type)) {
+        vc_cfunc_fill(callable, ml, qual);
+        return 1;
+    }
+    return -1;
 }
 
 #endif /* VC_RECORD_H */

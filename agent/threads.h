@@ -19,6 +19,7 @@ void vc_threads_capture_names(vc_session *s);
 void vc_thread_capture_current_name(vc_session *s, vc_thread *t);
 void vc_thread_free_all(vc_session *s);
 int vc_threads_alloc(vc_session *s);
-extern vc_thread vc_ignored_thread;
+/* hidden: the monitoring callbacks compare with its address PC-relative */
+extern vc_thread vc_ignored_thread __attribute__((visibility("hidden")));
 
 #endif /* VC_AGENT_THREADS_H */
