@@ -8,6 +8,8 @@ untrusted.  Attackers run as nobody (65534) against a root vcattach:
     trace or a FIFO: root used to open it (following the link, or blocking forever), merge it
     into a 0644 file and unlink it.  Now stop opens parts O_NOFOLLOW|O_NONBLOCK in OUT's
     directory, only regular files of the member's user, copied with pread;
+  * a member that truncates its own (valid) part as soon as root opens it: root used to map
+    it and die of SIGBUS; now it merges a private copy;
   * a stranger that gets the pid of a skipped non-Python helper of the tree once it exited
     (the harness forces the reuse through /proc/sys/kernel/ns_last_pid) and connects to the
     tree's control socket: it used to receive CONFIG (the session token included) as a "fork
@@ -76,6 +78,43 @@ while True:
     end = ("status=0\noutput=%s\nevents=1\nthreads=1\ndrops=0\n" % part).encode()
     c.sendall(struct.pack("<II", 7, len(end)) + end)   # END
     c.close()
+"""
+
+# A member whose part (OUT.PID.cvf, a regular file of its own: it passes every check) is a
+# large valid trace that it truncates as soon as root opens it (inotify IN_OPEN): a root that
+# mmaps it and reads on dies of SIGBUS.
+TRUNCATING_MEMBER = r"""
+import ctypes, os, socket, struct, sys, time, zlib, json
+out_stem, ready = sys.argv[1:3]
+me = os.getpid()
+part = "%s.%d.cvf" % (out_stem, me)
+n = 100000
+groups = []
+for g in range(100):
+    head = b"\x01" + struct.pack("<QQ", me, me) + b"f%d\0" % g
+    groups.append(head + struct.pack("<QQq", n, 0, 1000) + b"\x04" + b"\x04\x04" * (n - 1))  # varint 1
+blob = zlib.compress(b"[]")
+with open(part, "wb") as f:
+    f.write(struct.pack("<Q", 1) + b"".join(groups))
+    f.write(b"\x05" + struct.pack("<QQ", 2, len(blob)) + blob)
+libc = ctypes.CDLL(None, use_errno=True)
+ino = libc.inotify_init()
+libc.inotify_add_watch(ino, part.encode(), 0x20)          # IN_OPEN
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0vcattach-agent-%d" % me)
+s.listen(4)
+with open(ready + ".new", "w") as f:
+    f.write(str(me))
+os.rename(ready + ".new", ready)
+c, _ = s.accept()
+c.recv(8)
+end = ("status=0\noutput=%s\nevents=1\nthreads=1\ndrops=0\n" % part).encode()
+c.sendall(struct.pack("<II", 7, len(end)) + end)        # END
+c.close()
+os.read(ino, 4096)                                      # root opened the part
+time.sleep(0.01)
+os.truncate(part, 0)
+time.sleep(30)
 """
 
 # A stranger that connects to the tree's control socket and says HELLO: prints what it got.
@@ -173,6 +212,25 @@ def test_stop_opens_no_part_a_member_planted(tmp_path, shared_dir, kind):
         assert not os.path.exists(out + ".tmp")
         assert os.path.lexists(os.path.join(shared_dir, "out.%d.cvf" % hostile))  # not ours
         assert os.stat(secret).st_mode & 0o777 == 0o600
+    finally:
+        tree.close()
+
+
+def test_part_truncated_while_merged_cannot_sigbus(tmp_path, shared_dir):
+    spec = os.path.join(shared_dir, "spawn")
+    tree = TreeRoot(SYSTEM_PY, spec, user=NOBODY)
+    try:
+        out = os.path.join(shared_dir, "out.cvf")
+        r = subprocess.run([VCATTACH, "start", "--pid", str(tree.pid), "--subprocesses", "-t",
+                            "60s", "-o", out], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        ready = os.path.join(shared_dir, "member.ready")
+        tree.spawn([SYSTEM_PY, "-c", TRUNCATING_MEMBER, out[:-4], ready])
+        wait_for(lambda: os.path.exists(ready), 60, "the truncating member")
+        s = subprocess.run([VCATTACH, "stop", "--pid", str(tree.pid), "--subprocesses"],
+                           capture_output=True, text=True, timeout=120)
+        assert s.returncode in (0, 1), (s.returncode, s.stdout, s.stderr)  # not -SIGBUS
+        assert not os.path.exists(out + ".tmp")
     finally:
         tree.close()
 
