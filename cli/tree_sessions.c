@@ -335,7 +335,6 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
                 k++;
             }
         }
-        tree_record_remove(opt->pid);
         if (!opt->quiet)
             printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu events, "
                    "%llu threads, %llu dropped -> %s\n", (int)opt->pid, n, s->events,
@@ -377,8 +376,6 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
         if (!opt->quiet)
             printf("vcattach: no session is running in pid %d or its subprocesses\n",
                    (int)opt->pid);
-        if (request == VC_MSG_STOP)
-            tree_record_remove(opt->pid);
         rc = VC_EXIT_FAIL;
     } else if (request == VC_MSG_STOP && s.nparts && merge_parts(opt, &s) != VC_EXIT_OK) {
         rc = VC_EXIT_FAIL;
@@ -387,6 +384,10 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
                "%d (`vcattach convert A B ... -o ONE.cvf` merges their traces)\n", s.strangers,
                s.strangers == 1 ? "" : "s", (int)opt->pid);
     }
+    /* The sessions are stopped: no later stop could merge them (the parts that stay are
+     * named above), so the record goes, whatever happened. */
+    if (request == VC_MSG_STOP)
+        tree_record_remove(opt->pid);
     free(s.parts);
     return rc;
 }
