@@ -2,16 +2,21 @@
  *
  * start attaches each Python process of the tree with the single-target workflow
  * (trace_process.c), its share of the --buffer-mb budget and its own part name
- * (attach.c's OUT.PID.cvf); stop asks each session of the tree through its status socket and,
- * when every part has the common name of one `start --subprocesses`, merges them
- * (trace/merge.c) into OUT.cvf and removes them.
+ * (attach.c's OUT.PID.cvf); stop asks each session of the tree through its status socket and
+ * merges the parts vcattach itself named (OUT from tree_record.c, OUT.PID.cvf from it; a
+ * member's reply is only compared with that name, never opened) into OUT and removes them.
  */
 #include "tree_sessions.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attach.h"
@@ -20,6 +25,7 @@
 #include "merge.h"
 #include "trace_process.h"
 #include "trace_sink.h"
+#include "tree_record.h"
 #include "vcinject.h"
 
 #define DEFAULT_BUDGET_MB 256
@@ -59,11 +65,19 @@ static size_t python_tree(const struct cli_options *opt, pid_t **out, size_t *ov
 
 int tree_start(const struct cli_options *opt)
 {
-    char out[PATH_MAX], stem[PATH_MAX], part[PATH_MAX + 32];
+    char given[PATH_MAX], out[PATH_MAX], stem[PATH_MAX], part[PATH_MAX + 32], err[512];
     if (opt->output)
-        snprintf(out, sizeof out, "%s", opt->output);
+        snprintf(given, sizeof given, "%s", opt->output);
     else
-        attach_default_output(opt->pid, 1, out, sizeof out);
+        attach_default_output(opt->pid, 1, given, sizeof given);
+    /* Absolute, and recorded: stop takes OUT and every part name from this record. */
+    if (sink_absolute_path(given, out, sizeof out, err, sizeof err) < 0) {
+        fprintf(stderr, "vcattach start: %s\n", err);
+        return VC_EXIT_FAIL;
+    }
+    if (tree_record_save(opt->pid, out, err, sizeof err) < 0)
+        fprintf(stderr, "vcattach start: warning: %s; `stop --subprocesses` will not merge the "
+                        "traces\n", err);
     attach_output_stem(out, stem, sizeof stem);
     pid_t *all = NULL;
     size_t over = 0, total = python_tree(opt, &all, &over);
@@ -110,12 +124,20 @@ int tree_start(const struct cli_options *opt)
     return VC_EXIT_OK;
 }
 
+/* One part of the tree's trace: the file vcattach named OUT.PID.cvf, and who may own it. */
+struct part {
+    pid_t pid;
+    uid_t owner;             /* the member's euid when it was asked (root is accepted too) */
+    char path[PATH_MAX + 32]; /* OUT.PID.cvf: the name vcattach chose (and the member reported) */
+};
+
 /* What `stop --subprocesses` learned from the sessions of a tree. */
 struct stopped {
-    char (*parts)[PATH_MAX]; /* each session's output, as it reported it */
+    struct part *parts;      /* sessions whose output is the name vcattach chose for them */
     size_t found, nparts;
-    char base[PATH_MAX];     /* the common OUT of a `start --subprocesses`, "" if none */
-    int same_base, failed;
+    char out[PATH_MAX];      /* the tree's OUT, from tree_record ("" when none) */
+    int strangers;           /* sessions whose output is not a name vcattach chose */
+    int failed;
     unsigned long long events, threads, drops;
 };
 
@@ -125,9 +147,11 @@ static unsigned long long text_u64(const char *text, const char *key)
     return vc_kv_get(text, key, v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
 }
 
-/* One session's END (after STOP): its counts, and its part if it has the common name. */
-static void note_stopped(const char *cmd, struct stopped *s, pid_t pid, const char *reply,
-                         const char *output)
+/* One session's END (after STOP): its counts, and its part if its name is the one vcattach
+ * chose for this pid (OUT.PID.cvf of the recorded OUT).  A member's reply names no path that
+ * root then opens: any descendant can answer on the agent's status name. */
+static void note_stopped(const char *cmd, struct stopped *s, pid_t pid, uid_t owner,
+                         const char *reply, const char *output)
 {
     char v[32];
     long status = vc_kv_get(reply, "status", v, sizeof v) > 0 ? atol(v) : 0;
@@ -146,20 +170,20 @@ static void note_stopped(const char *cmd, struct stopped *s, pid_t pid, const ch
     s->events += text_u64(reply, "events");
     s->threads += text_u64(reply, "threads");
     s->drops += text_u64(reply, "drops");
-    /* OUT.PID.cvf: the common base of a `start --subprocesses` */
-    char suffix[48], b[PATH_MAX];
-    snprintf(suffix, sizeof suffix, ".%d.cvf", (int)pid);
-    size_t ol = strlen(output), sl = strlen(suffix);
-    if (ol > sl && !strcmp(output + ol - sl, suffix)) {
-        snprintf(b, sizeof b, "%.*s", (int)(ol - sl), output);
-        if (!s->base[0])
-            snprintf(s->base, sizeof s->base, "%s", b);
-        else if (strcmp(s->base, b))
-            s->same_base = 0;
-    } else {
-        s->same_base = 0;
+    char want[PATH_MAX + 32];
+    if (s->out[0])
+        attach_part_name(s->out, pid, want, sizeof want);
+    struct part *p = &s->parts[s->nparts];
+    if (!s->out[0] || strcmp(output, want) != 0) {
+        s->strangers++;
+        printf("vcattach: the session in pid %d wrote %s: not a part of this tree's trace%s\n",
+               (int)pid, output, s->out[0] ? " (not merged)" : "");
+        return;
     }
-    snprintf(s->parts[s->nparts++], PATH_MAX, "%s", output);
+    p->pid = pid;
+    p->owner = owner;
+    snprintf(p->path, sizeof p->path, "%s", want);
+    s->nparts++;
 }
 
 /* Asks one process's session (STATUS or STOP); what it says goes into *s. */
@@ -168,6 +192,10 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
 {
     const char *cmd = request == VC_MSG_STOP ? "vcattach stop" : "vcattach status";
     char reply[4096], err[512], output[PATH_MAX] = "?";
+    uid_t owner = 0;
+    uint64_t born = target_start_time(pid);
+    if (target_owner(pid, &owner) < 0)
+        return; /* gone */
     int r = ctl_query(pid, request, reply, sizeof reply,
                       request == VC_MSG_STOP ? STOP_WAIT_MS : 2000, err, sizeof err);
     if (r < 0) {
@@ -180,7 +208,14 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
     s->found++;
     vc_kv_get(reply, "output", output, sizeof output);
     if (request == VC_MSG_STOP) {
-        note_stopped(cmd, s, pid, reply, output);
+        uint64_t now = target_start_time(pid);
+        if (now != 0 && now != born) { /* another process got the pid meanwhile */
+            fprintf(stderr, "%s: pid %d changed while it was asked: its reply is ignored\n",
+                    cmd, (int)pid);
+            s->failed = 1;
+            return;
+        }
+        note_stopped(cmd, s, pid, owner, reply, output);
         return;
     }
     char state[32] = "running", v[32];
@@ -190,35 +225,128 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
                vc_kv_get(reply, "threads", v, sizeof v) > 0 ? v : "?", output);
 }
 
-/* The parts of one `start --subprocesses` merged into BASE.cvf, then removed.  An exit code. */
+/* One part, opened in OUT's directory without following a link or blocking, checked (a
+ * regular file of the member's user or root) and copied with pread into a memfd of ours: the
+ * merge maps that copy, never a file someone else can truncate (SIGBUS) or swap.  The memfd,
+ * or -1 with err; *st is the part's identity, for the unlink. */
+static int part_copy(int dfd, const struct part *p, struct stat *st, char *err, size_t errlen)
+{
+    const char *base = strrchr(p->path, '/');
+    base = base ? base + 1 : p->path;
+    int fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%.512s: %s", p->path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
+        (st->st_uid != p->owner && st->st_uid != 0)) {
+        snprintf(err, errlen, "%.512s: not a regular file of pid %d's user: refused", p->path,
+                 (int)p->pid);
+        close(fd);
+        return -1;
+    }
+    int mfd = memfd_create("vcattach-part.cvf", MFD_CLOEXEC);
+    if (mfd < 0) {
+        snprintf(err, errlen, "memfd_create: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    static char buf[1 << 16];
+    off_t off = 0, size = st->st_size; /* no more than it had: a file that grows is cut */
+    while (off < size) {
+        size_t want = size - off < (off_t)sizeof buf ? (size_t)(size - off) : sizeof buf;
+        ssize_t n = pread(fd, buf, want, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || write(mfd, buf, (size_t)n) != n)
+            break; /* truncated meanwhile: the copy is shorter, the merge says it is malformed */
+        off += n;
+    }
+    close(fd);
+    return mfd;
+}
+
+/* The parts of one `start --subprocesses` merged into OUT, then removed (unlinkat in OUT's
+ * directory, only the very file that was copied).  An exit code. */
 static int merge_parts(const struct cli_options *opt, const struct stopped *s)
 {
-    char merged[PATH_MAX + 8], err[1024];
-    snprintf(merged, sizeof merged, "%s.cvf", s->base);
+    char dir[PATH_MAX], err[1024];
+    snprintf(dir, sizeof dir, "%s", s->out);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        fprintf(stderr, "vcattach stop: cannot open %s: %s; the parts stay\n", dir,
+                strerror(errno));
+        return VC_EXIT_FAIL;
+    }
+    int *fds = malloc((s->nparts ? s->nparts : 1) * sizeof *fds);
+    struct stat *ids = calloc(s->nparts ? s->nparts : 1, sizeof *ids);
+    char (*names)[32] = calloc(s->nparts ? s->nparts : 1, sizeof *names);
+    const char **paths = calloc(s->nparts ? s->nparts : 1, sizeof *paths);
+    size_t n = 0;
+    int rc = VC_EXIT_OK;
+    for (size_t i = 0; fds && ids && names && paths && i < s->nparts; i++) {
+        int mfd = part_copy(dfd, &s->parts[i], &ids[n], err, sizeof err);
+        if (mfd < 0) {
+            fprintf(stderr, "vcattach stop: %s; not merged\n", err);
+            rc = VC_EXIT_FAIL;
+            continue;
+        }
+        fds[n] = mfd;
+        snprintf(names[n], sizeof names[n], "/proc/self/fd/%d", mfd);
+        paths[n] = names[n];
+        n++;
+    }
+    /* The operator's own OUT is replaced as before; a file or link someone else made there
+     * (a member of the tree, say) is not written over. */
+    struct stat ost;
+    int force = !(lstat(s->out, &ost) == 0 && ost.st_uid != geteuid());
     struct trace_sink sink;
     memset(&sink, 0, sizeof sink);
     sink.fd = -1;
-    const char **paths = calloc(s->nparts, sizeof *paths);
-    for (size_t i = 0; paths && i < s->nparts; i++)
-        paths[i] = s->parts[i];
-    int rc = VC_EXIT_OK;
-    if (paths == NULL || sink_open_file(&sink, merged, 1, err, sizeof err) < 0 ||
-        vct_cvf_merge(paths, s->nparts, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
-                      sizeof err) < 0 ||
-        sink_commit(&sink, err, sizeof err) < 0) {
+    if (fds == NULL || ids == NULL || names == NULL || paths == NULL) {
+        fprintf(stderr, "vcattach stop: out of memory; the parts stay\n");
+        rc = VC_EXIT_FAIL;
+    } else if (n == 0) {
+        fprintf(stderr, "vcattach stop: no part to merge into %s\n", s->out);
+        rc = VC_EXIT_FAIL;
+    } else if (sink_open_file(&sink, s->out, force, err, sizeof err) < 0 ||
+               vct_cvf_merge(paths, n, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
+                             sizeof err) < 0 ||
+               sink_commit(&sink, err, sizeof err) < 0) {
         fprintf(stderr, "vcattach stop: merging the traces into %s failed: %s; the parts stay\n",
-                merged, paths ? err : "out of memory");
+                s->out, err);
         sink_abort(&sink);
         rc = VC_EXIT_FAIL;
     } else {
-        for (size_t i = 0; i < s->nparts; i++)
-            unlink(s->parts[i]);
+        size_t k = 0;
+        for (size_t i = 0; i < s->nparts; i++) {
+            const char *base = strrchr(s->parts[i].path, '/');
+            base = base ? base + 1 : s->parts[i].path;
+            struct stat now;
+            /* only the file that was merged: not a name swapped meanwhile */
+            if (k < n && fstatat(dfd, base, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                now.st_dev == ids[k].st_dev && now.st_ino == ids[k].st_ino) {
+                unlinkat(dfd, base, 0);
+                k++;
+            }
+        }
         if (!opt->quiet)
             printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu events, "
-                   "%llu threads, %llu dropped -> %s\n", (int)opt->pid, s->nparts, s->events,
+                   "%llu threads, %llu dropped -> %s\n", (int)opt->pid, n, s->events,
                    s->threads, s->drops, sink.path);
     }
+    for (size_t i = 0; fds && i < n; i++)
+        close(fds[i]);
+    free(fds);
+    free(ids);
+    free(names);
     free(paths);
+    close(dfd);
     return rc;
 }
 
@@ -229,13 +357,16 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
         fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
         return VC_EXIT_FAIL;
     }
+    struct stopped s;
+    memset(&s, 0, sizeof s);
+    char err[512];
+    if (request == VC_MSG_STOP &&
+        tree_record_load(opt->pid, s.out, sizeof s.out, err, sizeof err) < 0)
+        fprintf(stderr, "%s: %s; the traces are not merged\n", cmd, err);
     pid_t *kids = NULL;
     long n = target_descendants(opt->pid, &kids);
     if (n < 0)
         n = 0;
-    struct stopped s;
-    memset(&s, 0, sizeof s);
-    s.same_base = 1;
     s.parts = calloc((size_t)n + 1, sizeof *s.parts);
     for (long i = -1; i < n && s.parts; i++)
         ask_one(opt, request, i < 0 ? opt->pid : kids[i], &s);
@@ -246,14 +377,17 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
             printf("vcattach: no session is running in pid %d or its subprocesses\n",
                    (int)opt->pid);
         rc = VC_EXIT_FAIL;
-    } else if (request == VC_MSG_STOP && s.nparts && (!s.same_base || !s.base[0])) {
-        printf("vcattach: stopped %zu sessions; their traces: ", s.nparts);
-        for (size_t i = 0; i < s.nparts; i++)
-            printf("%s%s", i ? ", " : "", s.parts[i]);
-        printf(" (`vcattach convert A B ... -o ONE.cvf` merges them)\n");
     } else if (request == VC_MSG_STOP && s.nparts && merge_parts(opt, &s) != VC_EXIT_OK) {
         rc = VC_EXIT_FAIL;
+    } else if (request == VC_MSG_STOP && s.strangers && !s.out[0]) {
+        printf("vcattach: stopped %d session%s not started by `start --subprocesses` on pid "
+               "%d (`vcattach convert A B ... -o ONE.cvf` merges their traces)\n", s.strangers,
+               s.strangers == 1 ? "" : "s", (int)opt->pid);
     }
+    /* The sessions are stopped: no later stop could merge them (the parts that stay are
+     * named above), so the record goes, whatever happened. */
+    if (request == VC_MSG_STOP)
+        tree_record_remove(opt->pid);
     free(s.parts);
     return rc;
 }

@@ -47,6 +47,7 @@
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
 #define DEFAULT_BUDGET_MB 256
 #define MIN_SHARE_MB 2
+#define VERBOSE_KEEP 4096          /* -v lists skipped processes: kept up to this many members */
 
 enum mstate {
     M_CONNECT,   /* injected (or forked with the agent): waiting for its connection */
@@ -61,6 +62,7 @@ enum mstate {
 
 struct member {
     pid_t pid;
+    uint64_t start_time;     /* with pid, the process's identity: a reused pid is a stranger */
     enum mstate st;
     int fd;                  /* its control connection */
     int part_fd;             /* its .cvf stream (an unlinked file next to OUT) */
@@ -90,6 +92,7 @@ struct tree_run {
     char out_abs[PATH_MAX];
         char *buf;               /* one frame (VC_MSG_MAX + 1) */
     uint64_t received;       /* trace bytes from every process: capped by --max-trace-mb */
+    size_t skipped_gone;     /* non-Python members dropped from m[] once their process ended */
 };
 
 static struct member *find(struct tree_run *r, pid_t pid)
@@ -115,8 +118,61 @@ static struct member *add(struct tree_run *r, pid_t pid)
     m->pid = pid;
     m->fd = m->part_fd = -1;
     m->since = vc_monotonic_ms();
+    m->start_time = target_start_time(pid);
     target_cmdline(pid, m->name, sizeof m->name);
     return m;
+}
+
+/* Whether the process now behind m->pid is the one m was made for (same start time; a
+ * member stays itself when it is reparented). */
+static int same_process(const struct member *m)
+{
+    return m->start_time != 0 && target_start_time(m->pid) == m->start_time;
+}
+
+/* A member that holds nothing (no connection, no part, no budget share) and whose process is
+ * gone takes the slot of a newcomer with its pid: the old one is forgotten. */
+static int holds_nothing(const struct member *m)
+{
+    return m->fd < 0 && m->part_fd < 0 && (m->st == M_SKIPPED || m->st == M_LOST) &&
+           (m->share_mb == 0 || m->share_returned);
+}
+
+/* The slot of a member that holds nothing, for the new process that has its pid (as a skipped
+ * one: the caller examines it like a newcomer). */
+static void rebind(struct member *m)
+{
+    pid_t pid = m->pid;
+    memset(m, 0, sizeof *m);
+    m->pid = pid;
+    m->fd = m->part_fd = -1;
+    m->since = vc_monotonic_ms();
+    m->start_time = target_start_time(pid);
+    target_cmdline(pid, m->name, sizeof m->name);
+    m->st = M_SKIPPED;
+}
+
+/* Drops the skipped non-Python members whose process is gone: the table would otherwise grow
+ * by one slot for every short-lived helper (a shell, `sleep`) ever seen in the tree.  Only
+ * their count is kept, for the summary line; members print_result always lists (lost,
+ * refused) stay.  With -v (which lists them) only beyond VERBOSE_KEEP members. */
+static void compact(struct tree_run *r)
+{
+    if (r->opt->verbose && r->n < VERBOSE_KEEP)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        struct member *m = &r->m[i];
+        if (i > 0 && m->st == M_SKIPPED && !m->python && holds_nothing(m) &&
+            !same_process(m)) {
+            r->skipped_gone++;
+            continue;
+        }
+        if (k != i)
+            r->m[k] = *m;
+        k++;
+    }
+    r->n = k;
 }
 
 static void set_state(struct member *m, enum mstate st)
@@ -208,12 +264,24 @@ static void accept_one(struct tree_run *r)
     }
     pid_t pid = cred.pid;
     struct member *m = find(r, pid);
-    if (m == NULL && pid != r->opt->pid && !target_descends_from(pid, r->opt->pid)) {
+    /* Judged now, at accept: a member's pid whose process is not the member's any more (it
+     * exited and someone else got the pid) is a stranger, checked like any unknown pid. */
+    int stranger = m != NULL && !same_process(m);
+    if ((m == NULL || stranger) && pid != r->opt->pid &&
+        !target_descends_from(pid, r->opt->pid)) {
         fprintf(stderr, "vcattach: ignoring a connection from pid %d: not in the tree of %d\n",
                 (int)pid, (int)r->opt->pid);
         close(fd);
         return;
     }
+    if (stranger && !holds_nothing(m)) {
+        fprintf(stderr, "vcattach: ignoring a connection from pid %d: a new process with the "
+                        "pid of a member whose trace is still held\n", (int)pid);
+        close(fd);
+        return;
+    }
+    if (stranger) /* a new descendant with an old member's pid: that slot is its own now */
+        rebind(m);
     if (m == NULL || m->st == M_SKIPPED) { /* a fork child joining by itself */
         if (m == NULL && (m = add(r, pid)) == NULL) {
             close(fd);
@@ -456,10 +524,15 @@ static void check_waits(struct tree_run *r)
 static void discover(struct tree_run *r, int at_attach)
 {
     pid_t *pids = NULL;
+    compact(r);
     long n = target_descendants(r->opt->pid, &pids);
     int64_t now = vc_monotonic_ms();
     for (long i = 0; i < n && !attach_interrupts; i++) {
         struct member *m = find(r, pids[i]);
+        if (m != NULL && !r->stopping && !same_process(m) && holds_nothing(m)) {
+            rebind(m); /* the pid of a gone member, reused by a new descendant */
+            goto examine;
+        }
         if (m != NULL) {
             if (m->st == M_RETRY && now - m->since >= RETRY_MS && !r->stopping)
                 inject_member(r, m, 0);
@@ -608,6 +681,7 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
             lost++;
         }
     }
+    skipped += r->skipped_gone;
     char size[32];
     cli_format_bytes(sink->bytes, size, sizeof size);
     if (!r->opt->quiet) {
@@ -636,6 +710,8 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
             printf(" — %s", m->why);
         putchar('\n');
     }
+    if (r->opt->verbose && !r->opt->quiet && r->skipped_gone)
+        printf("  (%zu more non-Python processes skipped, not listed)\n", r->skipped_gone);
     fflush(stdout);
 }
 

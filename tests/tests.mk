@@ -85,3 +85,11 @@ test-inject: all $(INJECT_TEST_PREREQS)
 	$(call pytest,test_inject.py)
 test-agent: all
 	$(call pytest,test_agent.py test_agent_control.py)
+
+# ---- process-tree walk: correctness and the time of one scan of a 30 000-process host ------
+$(BUILD)/tests/proc-tree-bench: tests/unit/proc_tree_bench.c $(BUILD)/libvcinject.a \
+                                injector/include/vcinject.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Iinjector/include -o $@ $< $(BUILD)/libvcinject.a $(UNWIND_LIBS)
+
+TEST_PREREQS += $(BUILD)/tests/proc-tree-bench

@@ -99,6 +99,16 @@ int target_same_file(pid_t pid, const char *path);
 /* Every live descendant of root (not root), in pid order, into a malloc'd array.  Returns the
  * count, or -1 if /proc cannot be read. */
 long target_descendants(pid_t root, pid_t **out);
+/* The walk behind target_descendants, over a snapshot: pids[i]'s parent is ppids[i] (<= 0:
+ * none).  Writes the descendants of root, in pid order, into out (room for n); returns their
+ * count, or -1 out of memory.  O(n log n): exposed for its unit test (tests/unit). */
+long target_descendants_of(const pid_t *pids, const pid_t *ppids, long n, pid_t root,
+                           pid_t *out);
+/* Field 22 of /proc/PID/stat (with the pid, the process's identity: a reused pid has another
+ * one), or 0 if the process is gone or a zombie. */
+uint64_t target_start_time(pid_t pid);
+/* The effective uid of pid: 0 with *uid, -1 if it is gone. */
+int target_owner(pid_t pid, uid_t *uid);
 /* 1 if pid descends from root (its parent chain reaches root), else 0. */
 int target_descends_from(pid_t pid, pid_t root);
 /* 1 if pid has a libvcagent-py*.so mapped, 0 if not, -1 if its maps cannot be read. */
