@@ -1,0 +1,144 @@
+"""Issue 18 #3, #4: the status socket's stale SO_PEERCRED, and the remote-exec loader's
+filesystem work done as root across the target's mounts.
+
+#3: a listening socket keeps the pid of whoever called listen().  `nobody` binds the agent's
+well-known status name `vcattach-agent-P` from a process with pid P, hands the socket to a
+child and exits; the real (root) target then gets pid P (forced with
+/proc/sys/kernel/ns_last_pid).  SO_PEERCRED then names the target: vcattach used to refuse the
+attach ("already running") and print what the squatter sent for status.  Now the listener
+must be one of the target's own fds (or SO_PEERPIDFD, on 6.5+, must name the live target),
+and a squatter that never accepts (its backlog full) no longer makes status fail with EAGAIN.
+
+#4: the loader script's directory (created, swept, removed) is now handled by a child in the
+target's filesystem with the target's uid and gid, in a /tmp that must be root-owned (as the
+target's user namespace maps uid 0) and sticky; a stale-looking directory that is a mount
+point is never swept into.
+"""
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.paths import CHROOT_PYTHONS, PYTHONS, TEST_ROOT, VCATTACH
+
+NOBODY = 65534
+
+TARGET = """
+import time
+print("ready", flush=True)
+while True:
+    sum(range(1000)); time.sleep(0.005)
+"""
+
+# argv[1]: "talk" (accepts and answers every request with its own STATUS and END) or "mute"
+# (never accepts; its backlog is filled at once, so a blocking connect() would wait).
+SQUATTER = r"""
+import os, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0vcattach-agent-%d" % os.getpid())
+s.listen(0 if sys.argv[1] == "mute" else 8)
+r, w = os.pipe()
+child = os.fork()
+if child == 0:                      # keeps the socket that its parent (pid P) listened on
+    os.close(r)
+    held = []
+    if sys.argv[1] == "mute":
+        for _ in range(3):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.setblocking(False)
+            try:
+                c.connect("\0vcattach-agent-%d" % os.getppid())
+            except OSError:
+                pass
+            held.append(c)
+    os.write(w, b"x")
+    os.close(w)
+    while True:
+        if sys.argv[1] == "mute":
+            time.sleep(60)
+            continue
+        c, _ = s.accept()
+        text = b"output=SQUATTER-TEXT\nelapsed_ms=1\n"
+        try:
+            c.recv(64)
+            c.sendall(struct.pack("<II", 5, len(text)) + text)    # STATUS
+            c.sendall(struct.pack("<II", 7, len(text)) + text)    # END
+        except OSError:
+            pass
+        c.close()
+os.close(w)
+os.read(r, 1)
+print(os.getpid(), child, flush=True)
+"""
+
+
+def vc(*args, timeout=90):
+    return subprocess.run([VCATTACH] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def spawn_with_pid(pid, argv, **kw):
+    """argv started so that it gets pid (the next pid is forced through ns_last_pid; another
+    process of the machine may take it first: a few tries)."""
+    for _ in range(40):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(argv, **kw)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    pytest.fail("could not start a process with pid %d" % pid)
+
+
+@pytest.fixture(params=["talk", "mute"])
+def squatted_target(request):
+    sq = subprocess.Popen([sys.executable, "-c", SQUATTER, request.param],
+                          stdout=subprocess.PIPE, text=True, preexec_fn=as_nobody)
+    line = sq.stdout.readline().split()
+    sq.wait(10)
+    pid, keeper = int(line[0]), int(line[1])
+    try:
+        t = spawn_with_pid(pid, PYTHONS[-1]["argv"] + ["-c", TARGET], stdout=subprocess.PIPE,
+                           text=True)
+    except BaseException:
+        os.kill(keeper, 9)
+        raise
+    assert t.stdout.readline().strip() == "ready"
+    yield t, request.param
+    os.kill(keeper, 9)
+    t.kill()
+    t.wait()
+
+
+def test_stale_peercred_squatter_neither_blocks_nor_speaks(squatted_target, tmp_path):
+    t, mode = squatted_target
+    out = tmp_path / "t.cvf"
+    r = vc("--pid", t.pid, "-t", "1s", "-o", out, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "already running" not in r.stderr and "SQUATTER" not in r.stderr
+    assert out.stat().st_size > 0
+
+    s_out = tmp_path / "s.cvf"
+    r = vc("start", "--pid", t.pid, "-t", "60s", "-o", s_out)
+    assert r.returncode == 0, r.stderr
+    st = vc("status", "--pid", t.pid, timeout=30)
+    assert st.returncode == 0, st.stderr
+    assert "SQUATTER" not in st.stdout + st.stderr
+    assert "session running in pid %d" % t.pid in st.stdout, st.stdout
+    stop = vc("stop", "--pid", t.pid, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    assert "SQUATTER" not in stop.stdout + stop.stderr
+    assert s_out.stat().st_size > 0
+    assert t.poll() is None
