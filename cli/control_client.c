@@ -10,7 +10,6 @@
  * bounded (deadlines per phase, a byte cap) and its text sanitized before it is printed.
  */
 #include "control_client.h"
-#include "as_target.h"
 #include "monotonic.h"
 
 #include <dirent.h>

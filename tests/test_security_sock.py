@@ -142,3 +142,142 @@ def test_stale_peercred_squatter_neither_blocks_nor_speaks(squatted_target, tmp_
     assert "SQUATTER" not in stop.stdout + stop.stderr
     assert s_out.stat().st_size > 0
     assert t.poll() is None
+
+
+# ---- #4: the remote-exec loader's directory -------------------------------------------------
+
+needs_root = pytest.mark.skipif(not CHROOT_PYTHONS, reason="no sid test root (CPython 3.14+)")
+
+SLEEPER = """import time
+print("ready", flush=True)
+while True:
+    time.sleep(0.02)
+"""
+
+
+def chroot_target(user, argv_prefix=()):
+    """A 3.14 interpreter of the test root running SLEEPER, as root or as nobody."""
+    py = CHROOT_PYTHONS[0]
+    userspec = ["--userspec=%d:%d" % (NOBODY, NOBODY)] if user == "nobody" else []
+    p = subprocess.Popen(list(argv_prefix) + ["chroot"] + userspec +
+                         [py["root"], py["argv"][-1], "-c", SLEEPER],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+    line = p.stdout.readline().strip()
+    assert line == "ready", (line, p.stderr.read() if p.poll() is not None else "")
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    p.communicate(timeout=10)
+
+
+def root_only_dir(tmp_path, name):
+    """A root-owned host directory (mode 0700 unless said) holding attach.py: what root must
+    never unlink or chmod on the target's behalf."""
+    d = tmp_path / name
+    d.mkdir()
+    (d / "attach.py").write_text("keep")
+    os.chmod(d, 0o700)
+    return d
+
+
+def unmount(path):
+    subprocess.run(["umount", "-l", path], capture_output=True)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+@needs_root
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_sweep_never_enters_a_mount(user, tmp_path):
+    """#4a: a stale-looking loader directory that is a bind mount of a root-owned host
+    directory: its attach.py is still there after an attach (root used to unlink it)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = root_only_dir(tmp_path, "host")
+    tmp = os.path.join(CHROOT_PYTHONS[0]["root"], "tmp")
+    plant = os.path.join(tmp, ".vcattach-rx-%d-%016x" % (gone.pid, random.getrandbits(64)))
+    os.mkdir(plant, 0o711)
+    t = None
+    try:
+        subprocess.run(["mount", "--bind", str(host), plant], check=True)
+        past = time.time() - 120
+        os.utime(plant, (past, past))
+        t = chroot_target(user)
+        r = vc("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "o.cvf", "--method",
+               "remote-exec")
+        assert r.returncode == 0, r.stderr
+        assert (host / "attach.py").read_text() == "keep"
+        assert stat.S_IMODE(os.stat(host).st_mode) == 0o700
+    finally:
+        if t:
+            stop(t)
+        unmount(plant)
+
+
+@needs_root
+def test_loader_refuses_a_tmp_not_root_owned_and_sticky(tmp_path):
+    """#4b: a target (nobody, in its own mount namespace) whose /tmp is its user's own,
+    non-sticky directory: no loader directory is made there; auto falls back to ptrace."""
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+    os.chown(hostile, NOBODY, NOBODY)
+    os.chmod(hostile, 0o755)
+    py = CHROOT_PYTHONS[0]
+    t = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount --bind "$0" "$1/tmp" && exec chroot --userspec=%d:%d "$1" "$2" -c "$3"'
+         % (NOBODY, NOBODY), str(hostile), py["root"], py["argv"][-1], SLEEPER],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert t.stdout.readline().strip() == "ready", t.stderr.read()
+        r = vc("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "o.cvf", "-v")
+        assert r.returncode == 0, r.stderr
+        assert "not root-owned and sticky" in r.stderr and "falling back to ptrace" in r.stderr
+        assert "request posted" not in r.stderr, r.stderr
+        assert not [n for n in os.listdir(hostile) if n.startswith(".vcattach-rx-")]
+    finally:
+        stop(t)
+
+
+@needs_root
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_directory_swapped_for_a_mount_keeps_its_mode(user, tmp_path):
+    """#4c: a root-only 0700 directory mounted over the loader directory right after it was
+    made (VCATTACH_TEST_RX_PAUSE_MS opens that window): refused, auto falls back to ptrace,
+    and the directory keeps its mode (root used to fchmod it to 0711 before any check)."""
+    secret = root_only_dir(tmp_path, "secret")
+    tmp = os.path.join(CHROOT_PYTHONS[0]["root"], "tmp")
+    before = {n for n in os.listdir(tmp) if n.startswith(".vcattach-rx-")}
+    t = chroot_target(user)
+    mounted = []
+    try:
+        p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "300ms", "-o",
+                              str(tmp_path / "o.cvf"), "-v"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, VCATTACH_TEST_RX_PAUSE_MS="1500"))
+        end = time.time() + 20
+        while not mounted and time.time() < end and p.poll() is None:
+            new = {n for n in os.listdir(tmp) if n.startswith(".vcattach-rx-")} - before
+            for n in new:
+                path = os.path.join(tmp, n)
+                if subprocess.run(["mount", "--bind", str(secret), path]).returncode == 0:
+                    mounted.append(path)
+                    break
+            time.sleep(0.002)
+        err = p.communicate(timeout=60)[1]
+        assert mounted, "no loader directory appeared: %s" % err
+        assert p.returncode == 0, err
+        assert "falling back to ptrace" in err and "request posted" not in err, err
+        assert stat.S_IMODE(os.stat(secret).st_mode) == 0o700
+        assert os.stat(secret).st_uid == 0
+        assert (secret / "attach.py").read_text() == "keep"
+        assert os.listdir(secret) == ["attach.py"]
+    finally:
+        stop(t)
+        for m in mounted:
+            unmount(m)
