@@ -281,3 +281,50 @@ def test_directory_swapped_for_a_mount_keeps_its_mode(user, tmp_path):
         stop(t)
         for m in mounted:
             unmount(m)
+
+
+# ---- #5: reads of the target's memory are bounded -------------------------------------------
+
+@needs_root
+def test_blocking_memory_read_is_bounded(tmp_path):
+    """#5: a read of the target's memory that never returns (a FUSE-backed mapping whose daemon
+    stalls; VCATTACH_TEST_BLOCKING_READ=dbg makes the reader block so) ends at its deadline:
+    remote-exec is refused with a timeout, auto goes on with ptrace."""
+    t = chroot_target("nobody")
+    env = dict(os.environ, VCATTACH_TEST_BLOCKING_READ="dbg")
+    try:
+        start = time.time()
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "--method", "remote-exec", "-t",
+                            "300ms", "-o", str(tmp_path / "rx.cvf")], capture_output=True,
+                           text=True, timeout=60, env=env)
+        assert r.returncode != 0 and "timed out" in r.stderr, r.stderr
+        assert time.time() - start < 15
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "300ms", "-o",
+                            str(tmp_path / "auto.cvf")], capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "auto.cvf").stat().st_size > 0
+        assert t.poll() is None
+    finally:
+        stop(t)
+
+
+def test_blocking_cmdline_read_is_bounded(tmp_path):
+    """#5: the tree workflow's read of a member's /proc/PID/cmdline (which reads the target's
+    memory) that never returns (VCATTACH_TEST_BLOCKING_READ=cmdline) ends at its deadline:
+    the member is named "?" and traced."""
+    t = subprocess.Popen(PYTHONS[-1]["argv"] + ["-c", TARGET], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert t.stdout.readline().strip() == "ready"
+        start = time.time()
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "--subprocesses", "-t", "1s", "-v",
+                            "-o", str(tmp_path / "tree.cvf")], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, VCATTACH_TEST_BLOCKING_READ="cmdline"))
+        assert r.returncode == 0, r.stderr
+        assert time.time() - start < 20
+        rows = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("pid %d " % t.pid)]
+        assert rows and ": ? " in rows[0] + " ", r.stdout
+    finally:
+        t.kill()
+        t.wait()
