@@ -155,16 +155,23 @@ while True:
 """
 
 
-def chroot_target(user, argv_prefix=()):
-    """A 3.14 interpreter of the test root running SLEEPER, as root or as nobody."""
+def chroot_target(user, tmp_path):
+    """A 3.14 interpreter of the test root running SLEEPER, as root or as nobody, in its own
+    mount namespace with a private root-owned sticky /tmp (tmp_path/ptmp, mounts under it
+    included): the test root's /tmp is shared with other runs, whose vcattach (maybe an older
+    one) must neither sweep what these tests plant nor be raced by them.  (proc, ptmp)."""
     py = CHROOT_PYTHONS[0]
-    userspec = ["--userspec=%d:%d" % (NOBODY, NOBODY)] if user == "nobody" else []
-    p = subprocess.Popen(list(argv_prefix) + ["chroot"] + userspec +
-                         [py["root"], py["argv"][-1], "-c", SLEEPER],
+    priv = tmp_path / "ptmp"
+    priv.mkdir(exist_ok=True)
+    os.chmod(priv, 0o1777)
+    userspec = "--userspec=%d:%d" % (NOBODY, NOBODY) if user == "nobody" else ""
+    p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                          'mount --rbind "$0" "$1/tmp" && exec chroot %s "$1" "$2" -c "$3"'
+                          % userspec, str(priv), py["root"], py["argv"][-1], SLEEPER],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
     line = p.stdout.readline().strip()
     assert line == "ready", (line, p.stderr.read() if p.poll() is not None else "")
-    return p
+    return p, str(priv)
 
 
 def stop(p):
@@ -199,7 +206,8 @@ def test_sweep_never_enters_a_mount(user, tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
     host = root_only_dir(tmp_path, "host")
-    tmp = os.path.join(CHROOT_PYTHONS[0]["root"], "tmp")
+    tmp = tmp_path / "ptmp"
+    tmp.mkdir()
     plant = os.path.join(tmp, ".vcattach-rx-%d-%016x" % (gone.pid, random.getrandbits(64)))
     os.mkdir(plant, 0o711)
     t = None
@@ -207,7 +215,7 @@ def test_sweep_never_enters_a_mount(user, tmp_path):
         subprocess.run(["mount", "--bind", str(host), plant], check=True)
         past = time.time() - 120
         os.utime(plant, (past, past))
-        t = chroot_target(user)
+        t, _ = chroot_target(user, tmp_path)
         r = vc("--pid", t.pid, "-t", "300ms", "-o", tmp_path / "o.cvf", "--method",
                "remote-exec")
         assert r.returncode == 0, r.stderr
@@ -251,9 +259,8 @@ def test_directory_swapped_for_a_mount_keeps_its_mode(user, tmp_path):
     made (VCATTACH_TEST_RX_PAUSE_MS opens that window): refused, auto falls back to ptrace,
     and the directory keeps its mode (root used to fchmod it to 0711 before any check)."""
     secret = root_only_dir(tmp_path, "secret")
-    tmp = os.path.join(CHROOT_PYTHONS[0]["root"], "tmp")
-    before = {n for n in os.listdir(tmp) if n.startswith(".vcattach-rx-")}
-    t = chroot_target(user)
+    t, tmp = chroot_target(user, tmp_path)
+    inside = os.path.join(CHROOT_PYTHONS[0]["root"], "tmp")   # the private /tmp, in its namespace
     mounted = []
     try:
         p = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-t", "300ms", "-o",
@@ -262,11 +269,12 @@ def test_directory_swapped_for_a_mount_keeps_its_mode(user, tmp_path):
                              env=dict(os.environ, VCATTACH_TEST_RX_PAUSE_MS="1500"))
         end = time.time() + 20
         while not mounted and time.time() < end and p.poll() is None:
-            new = {n for n in os.listdir(tmp) if n.startswith(".vcattach-rx-")} - before
-            for n in new:
-                path = os.path.join(tmp, n)
-                if subprocess.run(["mount", "--bind", str(secret), path]).returncode == 0:
-                    mounted.append(path)
+            for n in os.listdir(tmp):
+                if not n.startswith(".vcattach-rx-"):
+                    continue
+                if subprocess.run(["nsenter", "-t", str(t.pid), "-m", "mount", "--bind",
+                                   str(secret), os.path.join(inside, n)]).returncode == 0:
+                    mounted.append(n)
                     break
             time.sleep(0.002)
         err = p.communicate(timeout=60)[1]
@@ -278,9 +286,7 @@ def test_directory_swapped_for_a_mount_keeps_its_mode(user, tmp_path):
         assert (secret / "attach.py").read_text() == "keep"
         assert os.listdir(secret) == ["attach.py"]
     finally:
-        stop(t)
-        for m in mounted:
-            unmount(m)
+        stop(t)   # its mount namespace, and the mount in it, go with it
 
 
 # ---- #5: reads of the target's memory are bounded -------------------------------------------
@@ -290,7 +296,7 @@ def test_blocking_memory_read_is_bounded(tmp_path):
     """#5: a read of the target's memory that never returns (a FUSE-backed mapping whose daemon
     stalls; VCATTACH_TEST_BLOCKING_READ=dbg makes the reader block so) ends at its deadline:
     remote-exec is refused with a timeout, auto goes on with ptrace."""
-    t = chroot_target("nobody")
+    t, _ = chroot_target("nobody", tmp_path)
     env = dict(os.environ, VCATTACH_TEST_BLOCKING_READ="dbg")
     try:
         start = time.time()
