@@ -4,7 +4,6 @@
  * could have replaced is refused rather than loaded: that would hand them the target process.
  */
 #include "agent_locate.h"
-#include "as_target.h"
 #include "fd_io.h"
 #include "vcinject.h"
 

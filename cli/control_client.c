@@ -10,9 +10,9 @@
  * bounded (deadlines per phase, a byte cap) and its text sanitized before it is printed.
  */
 #include "control_client.h"
-#include "as_target.h"
 #include "monotonic.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -29,6 +30,10 @@
 #include <unistd.h>
 
 #include "vcinject.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
 
 /* Poll slice while waiting: how quickly a Ctrl-C or a dead target is noticed. */
 #define SLICE_MS 100
@@ -389,6 +394,94 @@ static pid_t own_view_pid(pid_t pid)
     return target_own_pid(pid);
 }
 
+/* Does pid hold the socket listening on the abstract name?  SO_PEERCRED cannot say: a
+ * listening socket keeps the pid of whoever called listen(), which may have exited (handing
+ * the socket to another process) and been reused by the target since.  So: the inodes of the
+ * sockets listening on "@name" in /proc/net/unix (__SO_ACCEPTCON in Flags; accepted sockets
+ * carry the name too, and there may be several lines), one of which /proc/PID/fd must link
+ * to ("socket:[INODE]").  1 yes, 0 no (or unreadable: not proven), -1 nobody listens. */
+static int holds_listener(pid_t pid, const char *name)
+{
+    unsigned long inodes[8];
+    int n = 0;
+    FILE *f = fopen("/proc/net/unix", "re");
+    if (!f)
+        return 0;
+    char line[512];
+    size_t len = strlen(name);
+    while (n < 8 && fgets(line, sizeof line, f)) {
+        unsigned long flags = 0, inode = 0;
+        unsigned type = 0, st = 0;
+        int at = 0;
+        /* Num RefCount Protocol Flags Type St Inode Path */
+        if (sscanf(line, "%*s %*s %*s %lx %x %x %lu %n", &flags, &type, &st, &inode, &at) < 4 ||
+            at <= 0 || !(flags & 0x10000))
+            continue;
+        const char *path = line + at;
+        if (path[0] == '@' && strncmp(path + 1, name, len) == 0 &&
+            (path[1 + len] == '\n' || path[1 + len] == '\0'))
+            inodes[n++] = inode;
+    }
+    fclose(f);
+    if (n == 0)
+        return -1;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return 0;
+    }
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        char link[64];
+        ssize_t l = readlinkat(dfd, e->d_name, link, sizeof link - 1);
+        unsigned long ino;
+        if (l <= 0)
+            continue;
+        link[l] = '\0';
+        if (sscanf(link, "socket:[%lu]", &ino) != 1)
+            continue;
+        for (int i = 0; i < n && !found; i++)
+            found = inodes[i] == ino;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Is the peer of the connected fd the live process pid?  SO_PEERPIDFD (Linux 6.5+) names the
+ * listener's process itself, not a number: it must still run and have that pid.  Older
+ * kernels: SO_PEERCRED's pid must match and pid must hold the listening socket (above).
+ * 1 yes, 0 no. */
+static int peer_is(int fd, pid_t pid, const char *name)
+{
+    pid_t peer = 0;
+    if (peer_pid(fd, &peer) < 0 || peer != pid)
+        return 0;
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0) {
+        char path[64], line[128];
+        long seen = -1;
+        snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+        FILE *f = fopen(path, "re");
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "Pid: %ld", &seen) == 1)
+                break;
+        if (f)
+            fclose(f);
+        int alive = syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+        close(pidfd);
+        return alive && seen == (long)pid;
+    }
+    if (errno != ENOPROTOOPT && errno != EINVAL)
+        return 0; /* e.g. ESRCH: the listener's process is gone */
+    return holds_listener(pid, name) == 1;
+}
+
 /* Asks the session on one candidate name.  1 answered, 0 nobody there (or a holder that is
  * not the target: warned about and skipped), -1 with err. */
 static int query_name(pid_t pid, const char *name, uint32_t request, char *reply, size_t cap,
@@ -398,9 +491,17 @@ static int query_name(pid_t pid, const char *name, uint32_t request, char *reply
     size_t len = strlen(name);
     if (len + 1 >= sizeof addr.sun_path)
         return 0;
+    /* Whose listener it is, before we connect: a squatter that never accepts would hold a
+     * blocking connect() until SO_SNDTIMEO (EAGAIN) instead of letting us go on to the other
+     * names, and one whose listen() was done by a pid the target got later would pass the
+     * SO_PEERCRED check.  Another's name is only connected to without blocking, to name its
+     * holder in the warning. */
+    int held = holds_listener(pid, name);
+    if (held < 0)
+        return 0; /* nobody listens there */
     memcpy(addr.sun_path + 1, name, len);
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (held ? 0 : SOCK_NONBLOCK), 0);
     if (fd < 0) {
         snprintf(err, errlen, "cannot create a socket: %s", strerror(errno));
         return -1;
@@ -414,17 +515,28 @@ static int query_name(pid_t pid, const char *name, uint32_t request, char *reply
         close(fd);
         if (e == ECONNREFUSED || e == ENOENT)
             return 0;
+        if (!held) {
+            fprintf(stderr, "vcattach: warning: the session socket name %s is held by another "
+                            "process, not by the target %d: ignored\n", name, (int)pid);
+            return 0;
+        }
         snprintf(err, errlen, "cannot reach the session socket of pid %d: %s", (int)pid,
                  strerror(e));
         return -1;
     }
-    pid_t peer = 0;
-    if (peer_pid(fd, &peer) < 0 || peer != pid) {
+    if (!held || !peer_is(fd, pid, name)) {
         /* Squatting: any local user may bind a name first.  Not an error: the session (if
          * any) listens on another name then, found by the caller's scan. */
+        pid_t peer = 0;
+        peer_pid(fd, &peer);
         close(fd);
-        fprintf(stderr, "vcattach: warning: the session socket name %s is held by pid %d, not "
-                        "by the target %d: ignored\n", name, (int)peer, (int)pid);
+        if (peer == pid) /* the listen() was done by an earlier process with the same pid */
+            fprintf(stderr, "vcattach: warning: the session socket name %s is held by another "
+                            "process (listening since an earlier pid %d), not by the target: "
+                            "ignored\n", name, (int)pid);
+        else
+            fprintf(stderr, "vcattach: warning: the session socket name %s is held by pid %d, "
+                            "not by the target %d: ignored\n", name, (int)peer, (int)pid);
         return 0;
     }
     int rc = -1;

@@ -14,6 +14,7 @@
  * against each other; anything inconsistent is refused with -EPROTO.
  */
 #include "debug_offsets.h"
+#include "bounded_read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,8 @@
 #include "proc.h"
 
 #define COOKIE "xdebugpy"
+/* One read of the target's memory (bounded_read.h): far more than a read ever takes. */
+#define DBG_READ_TIMEOUT_MS 2000
 
 /* Byte positions inside _Py_DebugOffsets of the fields vcattach reads.  The first sections
  * (runtime, interpreter and the start of the thread state) are the same in 3.14 and 3.15;
@@ -57,11 +60,26 @@ enum {
      * debugger_pending_call, debugger_script_path, debugger_script_path_size */
 };
 
+struct vm_read {
+    pid_t pid;
+    uint64_t addr;
+};
+
+static int vm_read(void *arg, void *buf, size_t len)
+{
+    const struct vm_read *r = arg;
+    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)r->addr, len};
+    ssize_t n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+    return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
+/* The address comes from the target's memory (pointers it controls), and may be in a
+ * FUSE-backed mapping whose daemon never answers: read in a child with a deadline
+ * (bounded_read.h). */
 int dbg_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+    struct vm_read r = {.pid = pid, .addr = addr};
+    return bounded_read("dbg", vm_read, &r, buf, len, DBG_READ_TIMEOUT_MS);
 }
 
 int dbg_write(pid_t pid, uint64_t addr, const void *buf, size_t len)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "bounded_read.h"
 
 int target_alive(pid_t pid)
 {
@@ -158,9 +159,28 @@ int target_has_agent(pid_t pid)
     return found;
 }
 
+struct cmdline_read {
+    pid_t pid;
+};
+
+static int cmdline_read(void *arg, void *buf, size_t cap)
+{
+    const struct cmdline_read *r = arg;
+    proc_cmdline(r->pid, buf, cap);
+    return 0;
+}
+
+/* /proc/PID/cmdline reads the target's memory (its argument pages, which it may have moved
+ * into a FUSE-backed mapping that never answers): read in a child with a deadline
+ * (bounded_read.h); "?" when it did not finish. */
 void target_cmdline(pid_t pid, char *buf, size_t cap)
 {
-    proc_cmdline(pid, buf, cap);
+    struct cmdline_read r = {.pid = pid};
+    if (cap == 0)
+        return;
+    if (bounded_read("cmdline", cmdline_read, &r, buf, cap, 1000) < 0)
+        snprintf(buf, cap, "?");
+    buf[cap - 1] = '\0';
 }
 
 void target_exe(pid_t pid, char *buf, size_t cap)

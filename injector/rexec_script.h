@@ -2,14 +2,17 @@
  * remote-exec method asks the target to run (PEP 768): it loads the agent with ctypes and
  * calls vc_agent_connect(control_path).
  *
- * It is made with the same rules as the agent copy (agent_locate.h): in the target's own /tmp,
- * reached through /proc/PID/root with every component opened O_NOFOLLOW relative to a
- * directory fd, in a fresh directory of ours (0711, owned by us: nobody else can write or
- * list it) named .vcattach-rx-<our pid>-<random>, the file created O_EXCL|O_NOFOLLOW and
- * given to the target's user, mode 0400: it holds the session's token.  The script removes
- * nothing itself: vcattach removes it once the agent connected, or when the request was
- * withdrawn; a vcattach killed in between leaves it, and the next one that makes a script in
- * that /tmp removes it (its creator gone, older than any live script).
+ * It is made like the agent copy (vcinject.h, part 4): by a child in the target's mount
+ * namespace and root with the target's uid and gid (the script belongs to the target's user,
+ * mode 0400: it holds the session's token), in the target's /tmp only when that directory is
+ * root-owned (uid 0 of the target's user namespace) and sticky, in a fresh directory (0711:
+ * nobody lists it) named .vcattach-rx-<our pid>-<random>, the file created O_EXCL|O_NOFOLLOW.
+ * Root itself never creates, chmods or unlinks anything there: a mount or symlink raced in by
+ * the target's user can only redirect what that user could do anyway.  The script removes
+ * nothing itself: vcattach removes it (the same kind of child) once the agent connected, or
+ * when the request was withdrawn; a vcattach killed in between leaves it, and the next one
+ * that makes a script in that /tmp removes it (its creator gone, older than any live script,
+ * the target user's, and not a mount point).
  */
 #ifndef VC_REXEC_SCRIPT_H
 #define VC_REXEC_SCRIPT_H
@@ -19,9 +22,10 @@
 #include <sys/types.h>
 
 struct rexec_script {
-    int tmp_fd;                /* the target's /tmp, -1 when nothing was created */
-    int dir_fd;                /* our directory in it */
-    char dir[64];              /* its name */
+    pid_t pid;                 /* the target */
+    uid_t uid;                 /* the target's fsuid and fsgid: the helper's credentials */
+    gid_t gid;
+    char dir[64];              /* our directory in its /tmp, "" when nothing was created */
     char path[PATH_MAX];       /* the script as the target sees it: /tmp/DIR/attach.py */
 };
 

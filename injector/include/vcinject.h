@@ -3,7 +3,7 @@
  * ptrace.h, remote_call.h, safepoint.h, debug_offsets.h, the methods' inject.h) is internal:
  * cli/ is compiled with -Iinjector/include only, so it cannot reach them.
  *
- * Three parts:
+ * Four parts:
  *   1. the target's facts, one snapshot of /proc/PID read once (ids, state, tracer, comm,
  *      namespaces, the CPython found in it), tied to a pidfd so that a recycled pid is never
  *      mistaken for the process that was examined; preflight judges the snapshot, and the
@@ -13,7 +13,9 @@
  *      that the tree workflow asks every 100 ms;
  *   3. inject(): the method chosen (auto: remote-exec on 3.14+ when the target allows it,
  *      else ptrace), run with SIGINT/SIGTERM/SIGHUP blocked for ptrace/gdb (an injection is
- *      never cut in half), and auto's fallback from remote-exec to ptrace.
+ *      never cut in half), and auto's fallback from remote-exec to ptrace;
+ *   4. a helper process in the target's filesystem with the target's credentials, for
+ *      whatever must be created where the target's user can reach it.
  *
  * ptrace and gdb do exactly two calls in the target, on one thread stopped at a safe point:
  *     handle = dlopen(agent_path, RTLD_NOW | RTLD_LOCAL)      (a no-op if already loaded)
@@ -180,5 +182,32 @@ int inject(const struct inject_request *req, struct inject_result *res, char *er
 
 /* "auto", "remote-exec", "ptrace", "gdb". */
 const char *inject_method_name(enum inject_method m);
+
+/* ---- 4. a helper process as the target's user (as_target.c) ---------------------------- */
+
+/* Whatever vcattach must create where the target can see it (the agent's copy in a container's
+ * /tmp, the remote-exec loader script) is created by a short-lived child that entered the
+ * target's mount namespace, chrooted to the target's root and dropped to the target's uid and
+ * gid (no supplementary groups).  The target's user owns that /tmp (or can mount over any name
+ * in it, in its own namespaces) and can swap any name for a symlink or a mount point at any
+ * instant; as that user, the child can only do what the user could do anyway, so no race there
+ * can make root write, chmod, chown or unlink a file of the host (SECURITY.md).
+ *
+ * as_target_run runs fn(arg, out, outcap) in such a child; fn returns 0 and puts its result
+ * text in out, or non-zero with a one-line reason in out.  The child is killed after
+ * timeout_ms.  Returns 0 with out filled, or -1 with err (fn's reason, or why the child could
+ * not be started). */
+int as_target_run(pid_t pid, uid_t uid, gid_t gid, int (*fn)(void *arg, char *out, size_t cap),
+                  void *arg, char *out, size_t outcap, int timeout_ms, char *err,
+                  size_t errlen);
+
+/* The same child without entering the target's filesystem: only its uid and gid (e.g. to talk
+ * to a target in another user namespace, which sees root as an unmapped uid). */
+int as_target_user_run(pid_t pid, uid_t uid, gid_t gid,
+                       int (*fn)(void *arg, char *out, size_t cap), void *arg, char *out,
+                       size_t outcap, int timeout_ms, char *err, size_t errlen);
+
+/* The most a child's result (out, or its reason) can hold, NUL included. */
+#define AS_TARGET_OUT_MAX 8192
 
 #endif /* VC_VCINJECT_H */

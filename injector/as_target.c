@@ -1,12 +1,13 @@
 /* as_target.c — a child in the target's filesystem with the target's credentials (see
- * as_target.h).
+ * vcinject.h, part 4: the CLI's agent copy and status queries, the injector's remote-exec
+ * loader script).
  *
  * Order matters: the target's root and mount namespace are opened while we are still root
  * (/proc/PID/root needs ptrace access), the namespace entered, the root changed, and only then
  * the credentials dropped, groups first (setgroups needs privilege), uid last.  The result
  * comes back on a pipe; the parent waits with a deadline and kills a child that blocks (a
  * FUSE /tmp of the target's user could). */
-#include "as_target.h"
+#include "vcinject.h"
 #include "monotonic.h"
 
 #include <errno.h>
