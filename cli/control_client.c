@@ -482,15 +482,15 @@ static int peer_is(int fd, pid_t pid, const char *name)
     return holds_listener(pid, name) == 1;
 }
 
-/* Asks the session on one candidate name.  1 answered, 0 nobody there (or a holder that is
- * not the target: warned about and skipped), -1 with err. */
-static int query_name(pid_t pid, const char *name, uint32_t request, char *reply, size_t cap,
-                      int64_t deadline, char *err, size_t errlen)
+/* Connects to the target's own listener on one candidate name.  Returns the connected fd;
+ * -2 when nobody there is the target (nobody listens, or a holder that is not the target:
+ * warned about and skipped); -1 with err. */
+static int connect_name(pid_t pid, const char *name, char *err, size_t errlen)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     size_t len = strlen(name);
     if (len + 1 >= sizeof addr.sun_path)
-        return 0;
+        return -2;
     /* Whose listener it is, before we connect: a squatter that never accepts would hold a
      * blocking connect() until SO_SNDTIMEO (EAGAIN) instead of letting us go on to the other
      * names, and one whose listen() was done by a pid the target got later would pass the
@@ -498,7 +498,7 @@ static int query_name(pid_t pid, const char *name, uint32_t request, char *reply
      * holder in the warning. */
     int held = holds_listener(pid, name);
     if (held < 0)
-        return 0; /* nobody listens there */
+        return -2; /* nobody listens there */
     memcpy(addr.sun_path + 1, name, len);
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (held ? 0 : SOCK_NONBLOCK), 0);
@@ -514,11 +514,11 @@ static int query_name(pid_t pid, const char *name, uint32_t request, char *reply
         int e = errno;
         close(fd);
         if (e == ECONNREFUSED || e == ENOENT)
-            return 0;
+            return -2;
         if (!held) {
             fprintf(stderr, "vcattach: warning: the session socket name %s is held by another "
                             "process, not by the target %d: ignored\n", name, (int)pid);
-            return 0;
+            return -2;
         }
         snprintf(err, errlen, "cannot reach the session socket of pid %d: %s", (int)pid,
                  strerror(e));
@@ -537,8 +537,19 @@ static int query_name(pid_t pid, const char *name, uint32_t request, char *reply
         else
             fprintf(stderr, "vcattach: warning: the session socket name %s is held by pid %d, "
                             "not by the target %d: ignored\n", name, (int)peer, (int)pid);
-        return 0;
+        return -2;
     }
+    return fd;
+}
+
+/* Asks the session on one candidate name.  1 answered, 0 nobody there (or a holder that is
+ * not the target: warned about and skipped), -1 with err. */
+static int query_name(pid_t pid, const char *name, uint32_t request, char *reply, size_t cap,
+                      int64_t deadline, char *err, size_t errlen)
+{
+    int fd = connect_name(pid, name, err, errlen);
+    if (fd < 0)
+        return fd == -2 ? 0 : -1;
     int rc = -1;
     uint32_t want = request == VC_MSG_STOP ? VC_MSG_END : VC_MSG_STATUS;
     if (vc_msg_send(fd, request, NULL, 0, 2000) < 0) {

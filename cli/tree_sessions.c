@@ -266,8 +266,73 @@ static int part_copy(int dfd, const struct part *p, struct stat *st, char *err, 
     return mfd;
 }
 
-/* The parts of one `start --subprocesses` merged into OUT, then removed (unlinkat in OUT's
- * directory, only the very file that was copied).  An exit code. */
+/* The parts copied for a merge: a private memfd each, its path for the merge, and the
+ * identity of the file it was copied from (only that file is removed afterwards). */
+struct copies {
+    size_t n;
+    int *fds;
+    size_t *part;          /* index into stopped.parts */
+    struct stat *ids;
+    char (*names)[32];     /* "/proc/self/fd/N" */
+    const char **paths;
+};
+
+static void copies_free(struct copies *c)
+{
+    for (size_t i = 0; c->fds && i < c->n; i++)
+        close(c->fds[i]);
+    free(c->fds);
+    free(c->part);
+    free(c->ids);
+    free(c->names);
+    free(c->paths);
+}
+
+/* Copies every part that passes part_copy's checks.  0, or -1 when out of memory. */
+static int copy_parts(int dfd, const struct stopped *s, struct copies *c, int *rc)
+{
+    size_t cap = s->nparts ? s->nparts : 1;
+    memset(c, 0, sizeof *c);
+    c->fds = malloc(cap * sizeof *c->fds);
+    c->part = malloc(cap * sizeof *c->part);
+    c->ids = calloc(cap, sizeof *c->ids);
+    c->names = calloc(cap, sizeof *c->names);
+    c->paths = calloc(cap, sizeof *c->paths);
+    if (!c->fds || !c->part || !c->ids || !c->names || !c->paths)
+        return -1;
+    for (size_t i = 0; i < s->nparts; i++) {
+        char err[1024];
+        int mfd = part_copy(dfd, &s->parts[i], &c->ids[c->n], err, sizeof err);
+        if (mfd < 0) {
+            fprintf(stderr, "vcattach stop: %s; not merged\n", err);
+            *rc = VC_EXIT_FAIL;
+            continue;
+        }
+        c->fds[c->n] = mfd;
+        c->part[c->n] = i;
+        snprintf(c->names[c->n], sizeof c->names[c->n], "/proc/self/fd/%d", mfd);
+        c->paths[c->n] = c->names[c->n];
+        c->n++;
+    }
+    return 0;
+}
+
+/* Removes the merged parts: unlinkat in OUT's directory, and only the very file that was
+ * copied (not a name swapped meanwhile). */
+static void remove_merged(int dfd, const struct stopped *s, const struct copies *c)
+{
+    for (size_t k = 0; k < c->n; k++) {
+        const char *path = s->parts[c->part[k]].path;
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        struct stat now;
+        if (fstatat(dfd, base, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            now.st_dev == c->ids[k].st_dev && now.st_ino == c->ids[k].st_ino)
+            unlinkat(dfd, base, 0);
+    }
+}
+
+/* The parts of one `start --subprocesses` merged into OUT, then removed.  An exit code. */
 static int merge_parts(const struct cli_options *opt, const struct stopped *s)
 {
     char dir[PATH_MAX], err[1024];
@@ -283,24 +348,9 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
                 strerror(errno));
         return VC_EXIT_FAIL;
     }
-    int *fds = malloc((s->nparts ? s->nparts : 1) * sizeof *fds);
-    struct stat *ids = calloc(s->nparts ? s->nparts : 1, sizeof *ids);
-    char (*names)[32] = calloc(s->nparts ? s->nparts : 1, sizeof *names);
-    const char **paths = calloc(s->nparts ? s->nparts : 1, sizeof *paths);
-    size_t n = 0;
     int rc = VC_EXIT_OK;
-    for (size_t i = 0; fds && ids && names && paths && i < s->nparts; i++) {
-        int mfd = part_copy(dfd, &s->parts[i], &ids[n], err, sizeof err);
-        if (mfd < 0) {
-            fprintf(stderr, "vcattach stop: %s; not merged\n", err);
-            rc = VC_EXIT_FAIL;
-            continue;
-        }
-        fds[n] = mfd;
-        snprintf(names[n], sizeof names[n], "/proc/self/fd/%d", mfd);
-        paths[n] = names[n];
-        n++;
-    }
+    struct copies c;
+    int copied = copy_parts(dfd, s, &c, &rc);
     /* The operator's own OUT is replaced as before; a file or link someone else made there
      * (a member of the tree, say) is not written over. */
     struct stat ost;
@@ -308,14 +358,14 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
     struct trace_sink sink;
     memset(&sink, 0, sizeof sink);
     sink.fd = -1;
-    if (fds == NULL || ids == NULL || names == NULL || paths == NULL) {
+    if (copied < 0) {
         fprintf(stderr, "vcattach stop: out of memory; the parts stay\n");
         rc = VC_EXIT_FAIL;
-    } else if (n == 0) {
+    } else if (c.n == 0) {
         fprintf(stderr, "vcattach stop: no part to merge into %s\n", s->out);
         rc = VC_EXIT_FAIL;
     } else if (sink_open_file(&sink, s->out, force, err, sizeof err) < 0 ||
-               vct_cvf_merge(paths, n, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
+               vct_cvf_merge(c.paths, c.n, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
                              sizeof err) < 0 ||
                sink_commit(&sink, err, sizeof err) < 0) {
         fprintf(stderr, "vcattach stop: merging the traces into %s failed: %s; the parts stay\n",
@@ -323,29 +373,13 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
         sink_abort(&sink);
         rc = VC_EXIT_FAIL;
     } else {
-        size_t k = 0;
-        for (size_t i = 0; i < s->nparts; i++) {
-            const char *base = strrchr(s->parts[i].path, '/');
-            base = base ? base + 1 : s->parts[i].path;
-            struct stat now;
-            /* only the file that was merged: not a name swapped meanwhile */
-            if (k < n && fstatat(dfd, base, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-                now.st_dev == ids[k].st_dev && now.st_ino == ids[k].st_ino) {
-                unlinkat(dfd, base, 0);
-                k++;
-            }
-        }
+        remove_merged(dfd, s, &c);
         if (!opt->quiet)
             printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu events, "
-                   "%llu threads, %llu dropped -> %s\n", (int)opt->pid, n, s->events,
+                   "%llu threads, %llu dropped -> %s\n", (int)opt->pid, c.n, s->events,
                    s->threads, s->drops, sink.path);
     }
-    for (size_t i = 0; fds && i < n; i++)
-        close(fds[i]);
-    free(fds);
-    free(ids);
-    free(names);
-    free(paths);
+    copies_free(&c);
     close(dfd);
     return rc;
 }
