@@ -18,8 +18,12 @@
 #include "inject.h"
 #include "proc.h"
 #include "rexec_script.h"
+#include "watchdog.h"
 
 #define UNTOUCHED_NOTE " (the target was not changed)"
+/* The ptrace method ends by its own deadline; past it by this much, it is stuck in the kernel
+ * (watchdog.h). */
+#define WATCHDOG_GRACE_MS 5000
 
 const char *inject_method_name(enum inject_method m)
 {
@@ -139,7 +143,18 @@ static int run_ptrace_or_gdb(const struct inject_request *req, enum inject_metho
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, &old);
-    int st = method == INJECT_GDB ? inject_gdb(&m, err, errlen) : inject_ptrace(&m, err, errlen);
+    int st;
+    if (method == INJECT_GDB) {
+        st = inject_gdb(&m, err, errlen); /* gdb is a process of its own, killed at its bound */
+    } else {
+        /* ptrace reads the target's memory from this very process: its last bound */
+        struct watchdog w;
+        int ms = (m.timeout_ms > 0 ? m.timeout_ms : 10000) + WATCHDOG_GRACE_MS;
+        int armed = watchdog_arm(&w, ms, t->pid) == 0;
+        st = inject_ptrace(&m, err, errlen);
+        if (armed)
+            watchdog_disarm(&w);
+    }
     sigprocmask(SIG_SETMASK, &old, NULL);
     return st;
 }

@@ -336,8 +336,20 @@ static int peek_word(pid_t tid, uint64_t addr, long *word)
     return 0;
 }
 
+/* Test-only fault injection: VCATTACH_TEST_BLOCKING_READ=peek (tests/test_security_sock.py)
+ * makes every read of the target's memory block as one of a stalled FUSE mapping would, so
+ * that the method's watchdog (watchdog.h) is what ends it.  Unset, it does nothing. */
+static void test_block(void)
+{
+    const char *v = getenv("VCATTACH_TEST_BLOCKING_READ");
+    if (v && strcmp(v, "peek") == 0)
+        for (;;)
+            pause();
+}
+
 int pt_read(pid_t tid, uint64_t addr, void *buf, size_t len)
 {
+    test_block();
     struct iovec local = {buf, len}, remote = {(void *)addr, len};
     if (process_vm_readv(tid, &local, 1, &remote, 1, 0) == (ssize_t)len)
         return 0;

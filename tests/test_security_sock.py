@@ -334,3 +334,37 @@ def test_blocking_cmdline_read_is_bounded(tmp_path):
     finally:
         t.kill()
         t.wait()
+
+
+def test_blocking_read_during_ptrace_is_bounded(tmp_path):
+    """#5: a read of the target's memory by the ptrace method itself (PTRACE_PEEKDATA,
+    process_vm_readv, the unwinder's reads) that never returns in the kernel
+    (VCATTACH_TEST_BLOCKING_READ=peek makes it block so) is ended by the method's watchdog:
+    vcattach exits with one line saying why, within the injection bound plus its grace, and the
+    kernel detaches the target, which runs on (not stopped, not traced)."""
+    t = subprocess.Popen(PYTHONS[-1]["argv"] + ["-c", TARGET], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert t.stdout.readline().strip() == "ready"
+        start = time.time()
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "--method", "ptrace", "-t", "1s",
+                            "-o", str(tmp_path / "p.cvf")], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, VCATTACH_TEST_BLOCKING_READ="peek"))
+        took = time.time() - start
+        assert r.returncode == 1, r.stderr
+        assert "did not return within" in r.stderr and "runs on" in r.stderr, r.stderr
+        assert took < 30, took
+        time.sleep(0.2)
+        with open("/proc/%d/status" % t.pid) as f:
+            status = f.read()
+        assert "TracerPid:\t0\n" in status, status
+        assert "\nState:\tt" not in status and "\nState:\tT" not in status, status
+        assert t.poll() is None
+        # and it is still attachable: nothing was left half-done
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "300ms", "-o",
+                            str(tmp_path / "after.cvf")], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+    finally:
+        t.kill()
+        t.wait(10)
