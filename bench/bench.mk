@@ -55,3 +55,14 @@ BENCH_TARGETS += bench-filters
 bench-tree: all
 	bench/tree/run $(BENCH_TREE_ARGS)
 BENCH_TARGETS += bench-tree
+
+# --- vcattach next to VizTracer (bench/viztracer; issue 21) ---
+# Prints, per interpreter, measured in one process (interleaved rounds, median CPU time):
+# untraced time, vcattach and VizTracer traced/untraced and the relative cost
+# (vcattach-1)/(viztracer-1) (goal <= 0.7) on a C-call heavy mix, 1M Python calls and fib(25).
+# VizTracer is not a dependency: without a source checkout it prints one line and skips.
+# Not asserted.  BENCH_VIZ_ARGS: e.g. --viztracer-src DIR, --rounds 9, --only 3.12, -v.
+.PHONY: bench-viztracer
+bench-viztracer: all
+	bench/viztracer/run $(BENCH_VIZ_ARGS)
+BENCH_TARGETS += bench-viztracer
