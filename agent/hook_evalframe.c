@@ -31,12 +31,12 @@
 #if VC_HAVE_EVAL_HOOK
 
 /* Thread → state binding, as in hook_monitoring.c: a TLS slot checked against the session
- * generation, initial-exec (no __tls_get_addr call per frame; see hook_monitoring.c). */
+ * generation, in the default TLS model (why: hook_monitoring.c). */
 typedef struct vc_tls_slot {
     vc_thread *thread;
     uint32_t gen;
 } vc_tls_slot;
-static __thread vc_tls_slot vc_tls __attribute__((tls_model("initial-exec")));
+static __thread vc_tls_slot vc_tls;
 
 static vc_thread *claim_current(vc_session *s, PyThreadState *ts)
 {

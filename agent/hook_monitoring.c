@@ -29,16 +29,16 @@
 
 /* Thread → state binding: a TLS slot checked against the session generation (a slot left
  * over from an earlier session is ignored).  Measured with callgrind: cheaper here than a
- * pthread key.  initial-exec: the slot is read at a fixed offset from %fs (2 instructions)
- * instead of a __tls_get_addr call per callback (the general-dynamic model a dlopen'ed
- * library gets by default).  Legal in a dlopen'ed library on glibc, which sets aside surplus
- * static TLS for this; the agent's whole TLS is two 16-byte slots (this one and
- * hook_evalframe.c's). */
+ * pthread key.  The default (dynamic) TLS model, one __tls_get_addr call per callback, on
+ * purpose: initial-exec would save 1-4 ns a call but takes glibc's surplus of static TLS,
+ * which a process with many extension modules has used up (CPython's own test suite under
+ * 3.14 did: "cannot allocate memory in static TLS block"), and then the agent could not be
+ * loaded at all. */
 typedef struct vc_tls_slot {
     vc_thread *thread;
     uint32_t gen; /* never 0 for a bound slot: g_vc.gen counts from 1 */
 } vc_tls_slot;
-static __thread vc_tls_slot vc_tls __attribute__((tls_model("initial-exec")));
+static __thread vc_tls_slot vc_tls;
 
 static PyObject *g_missing; /* sys.monitoring.MISSING (borrowed while the session runs) */
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,7 +51,15 @@ int watchdog_arm(struct watchdog *w, int ms, pid_t pid)
     w->pid = pid;
     if (pipe2(w->pipe, O_CLOEXEC) < 0)
         return -1;
-    if (pthread_create(&w->thread, NULL, watch, w) != 0) {
+    /* The thread takes no signal: a SIGTSTP (or any other) delivered to it would act on the
+     * whole process while the method holds the target's threads; the method's thread has the
+     * mask that defers them until every thread is detached. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, watch, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         close(w->pipe[0]);
         close(w->pipe[1]);
         return -1;
