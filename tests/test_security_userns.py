@@ -172,8 +172,13 @@ def hostile(sec_user):
     lines = [t.stdout.readline().split(), t.stdout.readline().split()]
     racer = [int(w[1]) for w in lines if len(w) == 2 and w[0] == "racing"]
     if not racer or ["ready"] not in lines:
-        for pid in racer + [t.pid]:
-            os.kill(pid, signal.SIGKILL)
+        # the whole group (start_new_session): a racer whose line was not read is in it too,
+        # and would otherwise spin on for the rest of the run
+        for kill, pid in [(os.killpg, t.pid)] + [(os.kill, r) for r in racer]:
+            try:
+                kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         t.wait()
         errlog.seek(0)
         err = errlog.read()
@@ -185,6 +190,10 @@ def hostile(sec_user):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    try:
+        os.killpg(t.pid, signal.SIGKILL)  # and anything else the script started
+    except ProcessLookupError:
+        pass
     t.wait()
     errlog.close()
     subprocess.run(["umount", "-l", os.path.join(home, old_copy)], capture_output=True)
