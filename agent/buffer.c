@@ -56,9 +56,56 @@ void vc_pool_destroy(vc_pool *pool)
     *pool = (vc_pool){0};
 }
 
+/* Streaming: a full chunk to the outbox (CAS push: the agent thread may be exchanging). */
+static void outbox_push(vc_pool *pool, vc_chunk *full)
+{
+    vc_chunk *head = __atomic_load_n(&pool->outbox, __ATOMIC_RELAXED);
+    do
+        full->next = head;
+    while (!__atomic_compare_exchange_n(&pool->outbox, &head, full, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+}
+
+vc_chunk *vc_pool_take_outbox(vc_pool *pool)
+{
+    vc_chunk *c = __atomic_exchange_n(&pool->outbox, NULL, __ATOMIC_ACQUIRE);
+    vc_chunk *oldest = NULL; /* LIFO → oldest first */
+    while (c != NULL) {
+        vc_chunk *next = c->next;
+        c->next = oldest;
+        oldest = c;
+        c = next;
+    }
+    return oldest;
+}
+
+void vc_pool_give_back(vc_pool *pool, vc_chunk *c)
+{
+    vc_chunk *head = __atomic_load_n(&pool->returned, __ATOMIC_RELAXED);
+    do
+        c->next = head;
+    while (!__atomic_compare_exchange_n(&pool->returned, &head, c, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+}
+
+void vc_pool_outbox_to_fifo(vc_pool *pool)
+{
+    for (vc_chunk *c = vc_pool_take_outbox(pool), *next; c != NULL; c = next) {
+        next = c->next;
+        c->next = NULL;
+        if (pool->full_tail != NULL)
+            pool->full_tail->next = c;
+        else
+            pool->full_head = c;
+        pool->full_tail = c;
+    }
+}
+
 vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner)
 {
-    if (full != NULL) {
+    if (full != NULL && pool->streaming) {
+        outbox_push(pool, full);
+    } else if (full != NULL) {
         full->next = NULL;
         if (pool->full_tail != NULL)
             pool->full_tail->next = full;
@@ -67,13 +114,15 @@ vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner)
         pool->full_tail = full;
     }
     vc_chunk *c;
+    if (pool->free_list == NULL && pool->streaming)
+        pool->free_list = __atomic_exchange_n(&pool->returned, NULL, __ATOMIC_ACQUIRE);
     if (pool->free_list != NULL) {
         c = pool->free_list;
         pool->free_list = c->next;
     } else if (pool->carved < pool->nchunks) {
         c = (vc_chunk *)(pool->base + pool->carved * VC_CHUNK_BYTES);
         __atomic_store_n(&pool->carved, pool->carved + 1, __ATOMIC_RELAXED); /* read by prefault */
-    } else if (pool->full_head != NULL) {
+    } else if (pool->full_head != NULL && !pool->streaming) {
         /* Pool exhausted: the oldest full chunk of any thread is recycled. */
         c = pool->full_head;
         pool->full_head = c->next;

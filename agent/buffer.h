@@ -6,6 +6,15 @@
  * free list — or, when the pool is exhausted, recycles the globally oldest full chunk, whose
  * records are counted as dropped (oldest calls are lost, newest kept).  Everything runs under
  * the GIL, so there is no lock; the hot path touches only the thread's chunk.
+ *
+ * Streaming (a `vcattach trace` session): the pool is the in-flight window.  A full chunk goes
+ * to the outbox instead of the FIFO; the agent thread takes the whole outbox at once (an
+ * atomic exchange, without the GIL), sends it and gives the chunks back through `returned`
+ * (an atomic push), which a hook short of chunks takes at once.  Nothing is ever recycled:
+ * when the window is full (vcattach does not keep up) a thread drops the calls it makes until
+ * a chunk comes back, and notes their number and time range (record.c), which travel as a
+ * record of their own.  Only the hooks (one at a time: the GIL) pop; only the agent thread
+ * exchanges the outbox and pushes to `returned`: no ABA.
  */
 #ifndef VC_BUFFER_H
 #define VC_BUFFER_H
@@ -47,7 +56,14 @@ typedef struct vc_pool {
     size_t prefaulted;         /* chunks [0, prefaulted) have their pages (agent thread only) */
     size_t carved_at_last_prefault;
     int prefault_broken;       /* the kernel has no MADV_POPULATE_WRITE */
+    int streaming;             /* full chunks go to the outbox, nothing is recycled */
+    vc_chunk *outbox;          /* streaming: full chunks for the sender (atomic LIFO) */
+    vc_chunk *returned;        /* streaming: chunks the sender is done with (atomic LIFO) */
 } vc_pool;
+
+/* A record whose id is VC_ID_DROPPED stands for calls lost at the source (streaming): `flags`
+ * of them, from `start` to `start + dur` (common/protocol.h VC_WIRE_DROPPED). */
+#define VC_ID_DROPPED (UINT32_MAX - 2)
 
 int vc_pool_init(vc_pool *pool, uint32_t buffer_mb);
 void vc_pool_destroy(vc_pool *pool);
@@ -56,6 +72,12 @@ void vc_pool_destroy(vc_pool *pool);
 vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner);
 /* Populates the pages of the chunks the hooks will take next (agent thread, no GIL needed). */
 void vc_pool_prefault(vc_pool *pool);
+/* Streaming, agent thread: every full chunk so far (oldest first), and giving one back. */
+vc_chunk *vc_pool_take_outbox(vc_pool *pool);
+void vc_pool_give_back(vc_pool *pool, vc_chunk *c);
+/* At stop, when the chunks stay in the agent (its fallback file): the outbox joins the FIFO
+ * that emit.c reads.  Hooks removed. */
+void vc_pool_outbox_to_fifo(vc_pool *pool);
 /* Records currently stored (for records_bytes). */
 uint64_t vc_pool_records(const vc_pool *pool, vc_chunk *const *current, size_t nthreads);
 

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "tick_map.h"
+
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -62,11 +64,9 @@ typedef struct vc_clock_pair {
     uint64_t ns;
 } vc_clock_pair;
 
-/* Conversion from raw ticks to monotonic ns for one session. */
-typedef struct vc_clock_map {
-    uint64_t raw0, ns0;
-    double ns_per_raw;
-} vc_clock_map;
+/* Conversion from raw ticks to monotonic ns for one session (common/tick_map.h: the CLI
+ * converts a streamed trace with the same map). */
+typedef vc_tick_map vc_clock_map;
 
 void vc_clock_init(void);
 vc_clock_pair vc_clock_sample(void);
@@ -77,10 +77,7 @@ void vc_clock_map_make(vc_clock_map *map, vc_clock_pair start, vc_clock_pair sto
 
 static inline uint64_t vc_clock_to_ns(const vc_clock_map *map, uint64_t raw)
 {
-    if (raw >= map->raw0)
-        return map->ns0 + (uint64_t)((double)(raw - map->raw0) * map->ns_per_raw);
-    uint64_t back = (uint64_t)((double)(map->raw0 - raw) * map->ns_per_raw);
-    return back < map->ns0 ? map->ns0 - back : 0;
+    return vc_tick_map_ns(map, raw);
 }
 
 #endif /* VC_CLOCK_H */

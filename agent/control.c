@@ -180,11 +180,27 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
             s->detach = strcmp(val, "1") == 0;
         if (vc_kv_get(cfg, "follow_forks", val, sizeof val) > 0)
             s->follow_forks = strcmp(val, "1") == 0;
+        /* stream=1 (vcattach trace): records go to the controller while tracing (stream.c) */
+        if (vc_kv_get(cfg, "stream", val, sizeof val) > 0)
+            s->stream = strcmp(val, "1") == 0;
         /* force=1 (vcattach start --force): the output may replace an existing file. */
         if (vc_kv_get(cfg, "force", val, sizeof val) > 0)
             s->force = strcmp(val, "1") == 0;
     }
     free(cfg);
+    return rc;
+}
+
+/* Streaming: the agent thread sends records on the control socket while the socket thread
+ * answers on it and may close it (the controller's EOF): one frame at a time, and the fd is
+ * closed only between frames. */
+static pthread_mutex_t g_control_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int vc_control_send(vc_session *s, uint32_t type, const void *payload, size_t len, int timeout_ms)
+{
+    pthread_mutex_lock(&g_control_lock);
+    int rc = s->control_fd >= 0 ? vc_msg_send(s->control_fd, type, payload, len, timeout_ms) : -1;
+    pthread_mutex_unlock(&g_control_lock);
     return rc;
 }
 
@@ -289,9 +305,11 @@ void vc_status_close(vc_session *s)
 
 void vc_control_close(vc_session *s)
 {
+    pthread_mutex_lock(&g_control_lock);
     if (s->control_fd >= 0)
         close(s->control_fd);
     s->control_fd = -1;
+    pthread_mutex_unlock(&g_control_lock);
 }
 
 /* One client of the status socket: uid check, one request, one answer. */
@@ -367,7 +385,7 @@ int vc_control_poll(vc_session *s, int timeout_ms, unsigned what)
         if (type == VC_MSG_STATUS) {
             char text[VC_PATH_MAX + 256];
             status_text(s, text, sizeof text);
-            send_text(s->control_fd, VC_MSG_STATUS, text);
+            vc_control_send(s, VC_MSG_STATUS, text, strlen(text), VC_SEND_TIMEOUT_MS);
         }
     }
     if (is >= 0 && (p[is].revents & POLLIN))

@@ -10,6 +10,9 @@
 
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);
 void vc_control_send_started(vc_session *s);
+/* One frame on the control socket, serialized with the socket thread (which answers STATUS
+ * and closes the socket at the controller's EOF).  0, or -1 with errno (no controller). */
+int vc_control_send(vc_session *s, uint32_t type, const void *payload, size_t len, int timeout_ms);
 void vc_control_send_error(vc_session *s, const char *msg);
 /* Waits up to timeout_ms for the wake pipe (VC_POLL_WAKE, drained) and/or the control and
  * status sockets (VC_POLL_SOCKETS, served): a stop reason, or VC_STOP_NONE. */

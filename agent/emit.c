@@ -62,10 +62,10 @@ static void heap_sift_down(cursor *h, size_t n, size_t i)
 
 static inline int64_t to_ticks(const vc_clock_map *map, uint64_t raw)
 {
-    return (int64_t)((vc_clock_to_ns(map, raw) + 5) / 10);
+    return vc_tick_map_ticks(map, raw);
 }
 
-static char *process_name(void)
+char *vc_emit_process_name(void)
 {
     char buf[4096];
     int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -183,7 +183,7 @@ static uint64_t sort_chunks(emit_ctx *e)
 static int write_names(emit_ctx *e)
 {
     vc_session *s = e->s;
-    char *pname = process_name();
+    char *pname = vc_emit_process_name();
     if (pname == NULL)
         return emit_oom(e);
     int rc = cvf_write_process_name(e->w, e->pid, e->pid, pname);
@@ -340,11 +340,11 @@ static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *a
 /* The attach and detach instants, the detach one with the session's loss counters; with
  * filters in force, a "vcattach filters" instant whose args are the filters (filter.h's
  * JSON), and "filtered":true on the attach instant: a filtered trace is never taken for a
- * full one (`vcattach summary` prints them in its header). */
-static int write_session_instants(emit_ctx *e, struct vc_result *res)
+ * full one (`vcattach summary` prints them in its header).  A JSON list (malloc'd, *len), or
+ * NULL (out of memory); *dropped: every call lost. */
+char *vc_emit_session_events(const vc_session *s, uint64_t pid, const vc_clock_map *map,
+                             size_t *len_out, uint64_t *dropped_out)
 {
-    vc_session *s = e->s;
-    uint64_t pid = e->pid;
     uint64_t dropped = s->pool.dropped + s->pins.unnamed;
     uint64_t too_deep = 0;
     for (uint32_t i = 0; i < s->nthreads; i++)
@@ -355,13 +355,13 @@ static int write_session_instants(emit_ctx *e, struct vc_result *res)
     if (json == NULL || fjson == NULL) {
         free(json);
         free(fjson);
-        return emit_write_failed(e);
+        return NULL;
     }
     int filtered = vc_filter_active(&s->filter);
     if (vc_filter_json(&s->filter, fjson, cap) < 0)
         snprintf(fjson, cap, "{\"truncated\":true}");
     double attach_us = (double)s->clk_start.ns / 1000.0;
-    double detach_us = (double)vc_clock_to_ns(&e->map, s->stop_raw) / 1000.0;
+    double detach_us = (double)vc_clock_to_ns(map, s->stop_raw) / 1000.0;
     int len = snprintf(json, cap,
         "[{\"ph\":\"i\",\"name\":\"vcattach attach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
         "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u,\"filtered\":%s}},"
@@ -379,14 +379,28 @@ static int write_session_instants(emit_ctx *e, struct vc_result *res)
                         ",{\"ph\":\"i\",\"name\":\"vcattach filters\",\"cat\":\"INSTANT\","
                         "\"pid\":%llu,\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":%s}",
                         (unsigned long long)pid, (unsigned long long)pid, attach_us, fjson);
-    if (len > 0 && (size_t)len + 2 < cap)
-        json[len++] = ']', json[len] = '\0';
-    int rc = len > 0 && (size_t)len < cap ? cvf_write_other_events(e->w, json, (size_t)len) : -1;
-    free(json);
     free(fjson);
+    if (len > 0 && (size_t)len + 2 < cap) {
+        json[len++] = ']', json[len] = '\0';
+    } else {
+        free(json);
+        return NULL;
+    }
+    *len_out = (size_t)len;
+    *dropped_out = dropped + too_deep;
+    return json;
+}
+
+static int write_session_instants(emit_ctx *e, struct vc_result *res)
+{
+    size_t len = 0;
+    uint64_t dropped = 0;
+    char *json = vc_emit_session_events(e->s, e->pid, &e->map, &len, &dropped);
+    int rc = json != NULL ? cvf_write_other_events(e->w, json, len) : -1;
+    free(json);
     if (rc != 0)
         return emit_write_failed(e);
-    res->dropped = dropped + too_deep;
+    res->dropped = dropped;
     return 0;
 }
 

@@ -22,4 +22,10 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
 int vc_emit(vc_session *s, const char *output, mode_t mode, unsigned flags, struct vc_result *res,
             char *err, size_t errlen);
 
+/* For a streamed session (stream.c), which sends these instead of a .cvf: the process name
+ * (the command line, malloc'd) and the session's other events (see emit.c). */
+char *vc_emit_process_name(void);
+char *vc_emit_session_events(const vc_session *s, uint64_t pid, const vc_clock_map *map,
+                             size_t *len_out, uint64_t *dropped_out);
+
 #endif /* VC_AGENT_EMIT_H */

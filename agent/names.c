@@ -146,6 +146,14 @@ static char *c_name(const PyMethodDef *ml, PyObject *qual)
     return out;
 }
 
+char *vc_pins_name(const vc_pins *pins, uint32_t id)
+{
+    if (id >= pins->count || pins->by_id == NULL)
+        return NULL;
+    const vc_pin *p = &pins->by_id[id];
+    return p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
+}
+
 char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
 {
     uint32_t n = pins->count;

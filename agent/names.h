@@ -53,6 +53,9 @@ int vc_pins_maybe_grow(vc_pins *pins);
  * every pinned reference and the table.  GIL held. */
 char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out);
 void vc_names_free(char **names, uint32_t count);
+/* The name of one pinned id (malloc'd UTF-8), NULL if it failed.  GIL held; the pin stays
+ * (streaming names new keys while it traces). */
+char *vc_pins_name(const vc_pins *pins, uint32_t id);
 
 static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
 {

@@ -8,12 +8,36 @@
  */
 #include "record.h"
 
-vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t)
+int vc_record_take_drops(vc_thread *t, vc_record *marker)
+{
+    if (t->drop_n == 0)
+        return 0;
+    marker->start = t->drop_first;
+    marker->dur = t->drop_last > t->drop_first ? t->drop_last - t->drop_first : 0;
+    marker->id = VC_ID_DROPPED;
+    marker->flags = t->drop_n > UINT32_MAX ? UINT32_MAX : (uint32_t)t->drop_n;
+    t->drop_n = 0;
+    return 1;
+}
+
+vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t, uint64_t start, uint64_t end)
 {
     vc_chunk *c = vc_pool_next_chunk(&s->pool, t->chunk, t->index);
-    if (c == NULL)
-        s->pool.dropped++;
     t->chunk = c;
+    if (c == NULL) {
+        s->pool.dropped++;
+        if (s->pool.streaming) { /* the window is full: this thread's range of lost calls */
+            if (t->drop_n == 0 || start < t->drop_first)
+                t->drop_first = start;
+            if (end > t->drop_last || t->drop_n == 0)
+                t->drop_last = end;
+            t->drop_n++;
+        }
+        return NULL;
+    }
+    /* A chunk again after a loss: the range goes first, so it travels with the records. */
+    if (t->drop_n != 0 && vc_record_take_drops(t, &c->rec[0]))
+        c->count = 1;
     return c;
 }
 

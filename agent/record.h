@@ -15,8 +15,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Out of line (record.c): a fresh chunk for t, or NULL (the record is dropped). */
-vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t);
+/* Out of line (record.c): a fresh chunk for t, or NULL: the record (start, end) is dropped
+ * and, when streaming, its time noted in the thread's drop range. */
+vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t, uint64_t start, uint64_t end);
+/* The marker record of t's pending drop range (VC_ID_DROPPED), for the agent thread's last
+ * flush: 1 if there was one (then the range is cleared). */
+int vc_record_take_drops(vc_thread *t, vc_record *marker);
 /* Out of line (record.c): an exit that does not match the top of the shadow stack. */
 void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c, uint64_t now);
 /* At stop (record.c): every call still running ends at `now`, flagged VC_REC_OPEN, so that
@@ -30,7 +34,7 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
         return;
     vc_chunk *c = t->chunk;
     if (__builtin_expect(c == NULL || c->count == VC_CHUNK_RECORDS, 0)) {
-        c = vc_record_new_chunk(s, t);
+        c = vc_record_new_chunk(s, t, start, end);
         if (c == NULL)
             return;
     }

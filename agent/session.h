@@ -45,6 +45,10 @@ typedef struct vc_thread {
     uint32_t bound;           /* monitoring: a thread's TLS points here */
     uint32_t seeded;          /* frames seeded at attach still at the bottom of the stack */
     uint64_t too_deep;        /* calls skipped because the stack was full */
+    /* streaming: calls lost since the window was last full (record.c), and their range */
+    uint64_t drop_n, drop_first, drop_last;
+    uint32_t announced;       /* streaming: the thread's tid and name have been sent */
+    const char *announced_name; /* ... and which name (threads.c replaces it when it changes) */
     PyThreadState *tstate;    /* owner (identity while the thread lives) */
     pid_t tid;                /* gettid(), taken on the thread's first event; 0 = none yet */
     unsigned long ident;      /* PyThreadState.thread_id (threading.get_ident()) */
@@ -72,6 +76,7 @@ typedef struct vc_session {
     int detach;               /* control: the controller closes after STARTED */
     int follow_forks;         /* control: a fork child opens its own session (follow.c) */
     int force;                /* control: a file output may replace an existing file (emit.c) */
+    int stream;               /* control: stream=1, records go out while tracing (stream.c) */
     int control_fd;           /* -1 if none */
     int status_fd;            /* abstract listening socket, -1 if none */
     int status_client_fd;     /* a `vcattach stop` waiting for END, -1 if none */
@@ -102,6 +107,13 @@ typedef struct vc_session {
     /* delivery: the OUT.tmp the writer kept when it could not rename it ("" if none), named
      * in END and on stderr (emit.c) */
     char kept_tmp[VC_PATH_MAX + 8];
+
+    /* streaming (stream.c): what has been sent, what waits to be (built under the GIL) */
+    uint32_t names_sent;      /* ids [0, names_sent) have been named to the controller */
+    unsigned char *pending;   /* NAMES and THREADS frames built at the last GIL visit */
+    size_t pending_len, pending_cap;
+    int stream_broken;        /* a send failed: the controller is gone */
+    uint64_t chunks_sent, records_sent;
 
     /* stop snapshot (owned, used without the GIL) */
     char **names;

@@ -28,6 +28,8 @@ enum cli_method { CLI_METHOD_AUTO, CLI_METHOD_PTRACE, CLI_METHOD_GDB, CLI_METHOD
 
 /* The agent's data is not trusted (SECURITY.md): what it may send after STOP is bounded. */
 #define CLI_MAX_TRACE_MB 16384u
+/* `trace` streams: the agent's in-flight window, the target's RSS growth bound (MiB) */
+#define CLI_WINDOW_MB 32u
 #define CLI_COLLECT_TIMEOUT_MS (10ull * 60 * 1000)
 
 struct cli_options {

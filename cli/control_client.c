@@ -10,6 +10,7 @@
  * bounded (deadlines per phase, a byte cap) and its text sanitized before it is printed.
  */
 #include "control_client.h"
+#include "spool.h"
 #include "monotonic.h"
 
 #include <dirent.h>
@@ -265,7 +266,7 @@ static long recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t de
             continue;
         left = deadline - vc_monotonic_ms();
         long n = vc_msg_recv(fd, type, buf, cap, (int)(left > 0 ? left : 1));
-        if (n >= 0 && *type != VC_MSG_DATA && cap > 0)
+        if (n >= 0 && *type != VC_MSG_DATA && !spool_frame_type(*type) && cap > 0)
             ctl_sanitize(buf, (size_t)n < cap ? (size_t)n : cap - 1);
         return n;
     }
@@ -327,9 +328,7 @@ int ctl_add_token(const struct ctl_conn *s, char *config, size_t cap, size_t *us
     return s->token[0] ? vc_kv_append(config, cap, used, "token", s->token) : 0;
 }
 
-int ctl_receive(struct ctl_conn *s,
-                    int (*write_chunk)(void *ctx, const void *buf, size_t len, char *err,
-                                       size_t errlen),
+int ctl_receive(struct ctl_conn *s, ctl_data_fn on_data,
                     void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen)
 {
@@ -355,15 +354,16 @@ int ctl_receive(struct ctl_conn *s,
             describe_recv_error(err, errlen, "while sending the trace", s->pid);
             break;
         }
-        received += (uint64_t)n + 8;
+        if (type != VC_MSG_CHUNK) /* records: the spool's own cap (spool_set_limit) */
+            received += (uint64_t)n + 8;
         if (received > lim->max_bytes) {
             snprintf(err, errlen, "the agent sent more than %llu MiB (--max-trace-mb): "
                                   "transfer stopped",
                      (unsigned long long)(lim->max_bytes >> 20));
             break;
         }
-        if (type == VC_MSG_DATA) {
-            if (write_chunk(ctx, buf, (size_t)n, err, errlen) < 0)
+        if (type == VC_MSG_DATA || spool_frame_type(type)) {
+            if (on_data(ctx, type, buf, (size_t)n, err, errlen) < 0)
                 break;
         } else if (type == VC_MSG_END) {
             snprintf(end_text, cap, "%s", buf);

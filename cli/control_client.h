@@ -76,12 +76,16 @@ struct receive_limits {
 /* Closes the sockets (every exit path). */
 void ctl_close(struct ctl_conn *s);
 
-/* Receives the trace after STOP (or the agent's own deadline): DATA frames go to
- * write_chunk(ctx, …) until END, whose text goes into end_text, within *lim.  Returns 0; -1
+/* What ctl_receive does with a frame of the trace: DATA (the agent's .cvf) or a streaming
+ * frame (trace/spool.h).  0, or < 0 with err to end the transfer. */
+typedef int (*ctl_data_fn)(void *ctx, uint32_t type, const void *buf, size_t len, char *err,
+                           size_t errlen);
+
+/* Receives the trace after STOP (or the agent's own deadline): DATA and streaming frames go
+ * to on_data(ctx, …) until END, whose text goes into end_text, within *lim.  Returns 0; -1
  * with err on ERROR, EOF, a timeout, a limit or a failed write.
  * *cancel non-zero abandons the transfer (-1, err says so). */
-int ctl_receive(struct ctl_conn *s, int (*write_chunk)(void *ctx, const void *buf, size_t len,
-                                                          char *err, size_t errlen),
+int ctl_receive(struct ctl_conn *s, ctl_data_fn on_data,
                     void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen);
 

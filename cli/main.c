@@ -22,6 +22,7 @@ static const struct command {
     {"status", cmd_status, "tell whether a session is running in PID"},
     {"convert", cmd_convert, ".cvf <-> Chrome trace JSON (and speedscope, collapsed stacks)"},
     {"summary", cmd_summary, "top functions by self/total time, per thread, in the terminal"},
+    {"recover", cmd_recover, "a .cvf from the spool a streaming trace left behind (OUT.spool)"},
 };
 
 static void usage(FILE *out)

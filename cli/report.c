@@ -45,6 +45,15 @@ static void python_children_hint(pid_t pid, char *buf, size_t cap)
                            "them all", (int)pid, python, python == 1 ? "" : "es");
 }
 
+/* Why calls were dropped: a streamed trace drops only when vcattach did not keep up. */
+static const char *report_drop_hint(const char *end_text)
+{
+    char v[8];
+    if (vc_kv_get(end_text, "streamed", v, sizeof v) > 0)
+        return " (vcattach did not keep up: see the \"vcattach dropped\" instants)";
+    return " (buffer full: raise --buffer-mb)";
+}
+
 /* One line from an END text: "12345 events, 5 threads, 0 dropped, 1.2 MiB -> OUT". */
 void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t bytes,
                           uint64_t traced_ms)
@@ -63,11 +72,12 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
         snprintf(filters, sizeof filters, " [filtered: %s]", fl);
     printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s%s\n",
            (int)pid, dur, report_u64(end_text, "events"), report_u64(end_text, "threads"), drops,
-           drops ? " (buffer full: raise --buffer-mb)" : "", size, where, filters, hint);
+           drops ? report_drop_hint(end_text) : "", size, where, filters, hint);
     fflush(stdout);
 }
 
-void report_status_line(int show, pid_t pid, int64_t elapsed, uint64_t duration_ms)
+void report_status_line(int show, pid_t pid, int64_t elapsed, uint64_t duration_ms,
+                        const char *extra)
 {
     if (!show)
         return;
@@ -76,11 +86,11 @@ void report_status_line(int show, pid_t pid, int64_t elapsed, uint64_t duration_
     if (duration_ms) {
         int64_t left = (int64_t)duration_ms - elapsed;
         cli_format_duration(left > 0 ? (uint64_t)left : 0, l, sizeof l);
-        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed, %s left (Ctrl-C to stop)\033[K",
-                (int)pid, e, l);
+        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed, %s left%s (Ctrl-C to stop)\033[K",
+                (int)pid, e, l, extra);
     } else {
-        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed (Ctrl-C to stop)\033[K", (int)pid,
-                e);
+        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed%s (Ctrl-C to stop)\033[K",
+                (int)pid, e, extra);
     }
 }
 

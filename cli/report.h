@@ -24,7 +24,8 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
 
 /* "\rvcattach: tracing pid N: 1.2s elapsed, 8.8s left (Ctrl-C to stop)" on a terminal
  * (show), and its removal. */
-void report_status_line(int show, pid_t pid, int64_t elapsed_ms, uint64_t duration_ms);
+void report_status_line(int show, pid_t pid, int64_t elapsed_ms, uint64_t duration_ms,
+                        const char *extra);
 void report_status_line_clear(int show);
 
 /* From an agent's STATUS text: will its buffer fill within horizon_ms of the session's start,

@@ -28,6 +28,7 @@
 #include "monotonic.h"
 #include "report.h"
 #include "trace_sink.h"
+#include "trace_stream.h"
 
 #define FRAME_TIMEOUT_MS 60000 /* encoding a large trace may take a while per chunk */
 #define STATUS_LINE_MS 200
@@ -44,75 +45,44 @@ static int dir_shared_with_target(pid_t pid, const char *file)
     return target_same_file(pid, dir);
 }
 
-/* After the first BUFFER_PROBE_MS of tracing: how fast are the hooks filling the agent's
- * buffer?  When, at that rate, it fills before -t ends (or, without -t, within the first
- * minute), say so now, with the --buffer-mb that would hold the whole trace: the agent keeps
- * the newest calls and drops the oldest, which the operator should not learn only at the end.
- * (`vcattach status` says the same of a running session, a `start`ed one included.)
- * Best effort: a session that does not answer in time (its agent thread waits for the GIL of
- * a busy target, or the machine is loaded) is asked again each status tick until
- * BUFFER_PROBE_LAST_MS; it is never an error.  Returns 1 when the question is settled (warned,
- * or no need to), 0 to ask again later. */
-#define BUFFER_PROBE_MS 1000
-#define BUFFER_PROBE_LAST_MS 10000
-#define BUFFER_PROBE_TIMEOUT_MS 500
-static int warn_if_buffer_fills(pid_t pid, const struct cli_options *opt, int show)
-{
-    char reply[1024], err[256];
-    int r = ctl_query(pid, VC_MSG_STATUS, reply, sizeof reply, BUFFER_PROBE_TIMEOUT_MS, err,
-                          sizeof err);
-    if (r != 1)
-        return 0;
-    double horizon = opt->duration_ms ? (double)opt->duration_ms : 60000.0;
-    char d[32], when[64];
-    cli_format_duration((uint64_t)horizon, d, sizeof d);
-    snprintf(when, sizeof when, "%s%s", opt->duration_ms ? "-t " : "the first ", d);
-    report_status_line_clear(show);
-    return report_buffer_forecast(reply, horizon, when) != -1;
-}
-
-/* Waits for the duration (0: until Ctrl-C).  Returns 0 when it is time to stop (deadline or
- * Ctrl-C), 1 when the agent stopped on its own and is already sending (the target is exiting:
- * the agent flushes at interpreter exit), -1 if the connection broke (err says why). */
+/* Waits for the duration (0: until Ctrl-C), spooling what the agent streams meanwhile.
+ * Returns 0 when it is time to stop (deadline, Ctrl-C, the spool cannot take more), 1 when
+ * the agent stopped on its own and its END came (end_text: the target is exiting, the agent
+ * flushed at interpreter exit), 2 when the connection ended without END (the target exited
+ * or was killed: what it streamed is kept; err says what happened). */
 static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt, int show,
-                              int64_t t0, char *err, size_t errlen)
+                              int64_t t0, struct trace_stream *ts, char *end_text, size_t cap,
+                              char *err, size_t errlen)
 {
-    int probe_settled = 0;
     for (;;) {
         int64_t elapsed = vc_monotonic_ms() - t0;
         if (attach_interrupts)
             return 0;
         if (opt->duration_ms && elapsed >= (int64_t)opt->duration_ms)
             return 0;
-        if (!probe_settled && elapsed >= BUFFER_PROBE_MS)
-            probe_settled = warn_if_buffer_fills(s->pid, opt, show) ||
-                            elapsed >= BUFFER_PROBE_LAST_MS;
-        report_status_line(show, s->pid, elapsed, opt->duration_ms);
+        char extra[160];
+        trace_stream_progress(ts, extra, sizeof extra);
+        report_status_line(show, s->pid, elapsed, opt->duration_ms, extra);
         int slice = STATUS_LINE_MS;
         if (opt->duration_ms && (int64_t)opt->duration_ms - elapsed < slice)
             slice = (int)((int64_t)opt->duration_ms - elapsed);
-        struct pollfd p = {.fd = s->fd, .events = POLLIN};
-        int r = poll(&p, 1, slice);
-        if (r > 0) {
-            /* Data before STOP: the agent stopped by itself (or the socket broke). */
-            char probe;
-            ssize_t n = recv(s->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-            if (n > 0)
-                return 1;
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                if (!target_alive(s->pid))
-                    snprintf(err, errlen, "target process %d exited during the trace; no trace "
-                                          "was written", (int)s->pid);
-                else
-                    snprintf(err, errlen, "the agent in pid %d closed the connection during "
-                                          "the trace", (int)s->pid);
-                return -1;
-            }
+        int r = trace_stream_pump(ts, s->fd, slice, end_text, cap, err, errlen);
+        if (r == 1)
+            return 1;
+        if (r == 2) {
+            report_status_line_clear(show);
+            fprintf(stderr, "vcattach: %s\n", ts->why);
+            return 0;
         }
-        if (!target_alive(s->pid)) {
-            snprintf(err, errlen, "target process %d exited during the trace; no trace was "
-                                  "written", (int)s->pid);
-            return -1;
+        if (r < 0) {
+            char how[256];
+            snprintf(how, sizeof how, "%s", err);
+            if (!target_alive(s->pid))
+                snprintf(err, errlen, "target process %d exited during the trace", (int)s->pid);
+            else
+                snprintf(err, errlen, "the agent in pid %d closed the connection during the "
+                                      "trace (%.200s)", (int)s->pid, how);
+            return 2;
         }
     }
 }
@@ -139,6 +109,7 @@ struct output_plan {
     const char *fallback_note;       /* "" or where that path lives */
     char where[PATH_MAX + 8];        /* OUT or unix:/path, for messages */
     char config[PATH_MAX * 3];       /* the CONFIG text */
+    struct trace_stream stream;      /* trace: what the agent streams, spooled next to OUT */
 };
 
 /* Opens the sink (trace) or checks OUT (start), and derives the fallback.  Returns 0, or -1
@@ -201,50 +172,76 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
         memcpy(p->fallback, moved, strlen(moved) + 1);
         p->fallback_note = " (in the target's mount namespace)";
     }
+    if (opt->mode == CLI_TRACE &&
+        trace_stream_open(&p->stream, p->out_abs, t->f.pid, (uint64_t)opt->max_trace_mb << 20,
+                          err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+        sink_abort(&p->sink);
+        return -1;
+    }
     return 0;
 }
 
-/* After STOP (or the agent stopping by itself): DATA into the sink, END, commit, summary.
- * Returns an exit code. */
-static int collect_trace(const char *cmd, const struct cli_options *opt, struct ctl_conn *s,
-                         struct output_plan *p, int agent_stopped, int64_t traced, int show)
+/* END as the summary line reads it: the counts of the trace built here first (a key is
+ * looked up by its first line), with "streamed" for the hint about drops. */
+static void end_with_counts(char *end_text, size_t cap, const struct spool_stats *st,
+                            uint64_t dropped)
 {
-    char err[1024], end_text[8192];
-    if (show)
-        fprintf(stderr, "vcattach: stopping and collecting the trace...");
-    if (!agent_stopped) /* EPIPE means the agent just stopped on its own; END still follows */
-        vc_msg_send(s->fd, VC_MSG_STOP, NULL, 0, 5000);
-    struct receive_limits lim = {
-        .frame_timeout_ms = FRAME_TIMEOUT_MS,
-        .total_timeout_ms = (int64_t)opt->collect_timeout_ms,
-        .max_bytes = (uint64_t)opt->max_trace_mb << 20,
-    };
-    int received = ctl_receive(s, sink_write, &p->sink, end_text, sizeof end_text, &lim,
+    char *copy = strdup(end_text);
+    snprintf(end_text, cap, "events=%llu\nthreads=%llu\ndrops=%llu\nstreamed=1\n%s",
+             (unsigned long long)st->events, (unsigned long long)st->threads,
+             (unsigned long long)dropped, copy ? copy : "");
+    free(copy);
+}
+
+/* After STOP (or the agent stopping by itself): the rest of the stream, END, the .cvf built
+ * from the spool, commit, summary.  how: what wait_while_tracing returned (end_text holds END
+ * when it is 1; err why the connection ended when it is 2).  Returns an exit code. */
+static int collect_trace(const char *cmd, const struct cli_options *opt, struct ctl_conn *s,
+                         struct output_plan *p, int how, char *end_text, size_t cap,
+                         const char *ended, int64_t traced, int show)
+{
+    char err[1024];
+    int complete = how != 2;
+    if (how == 0) {
+        if (show)
+            fprintf(stderr, "vcattach: stopping and collecting the trace...");
+        vc_msg_send(s->fd, VC_MSG_STOP, NULL, 0, 5000); /* EPIPE: it stopped; END follows */
+        struct receive_limits lim = {
+            .frame_timeout_ms = FRAME_TIMEOUT_MS,
+            .total_timeout_ms = (int64_t)opt->collect_timeout_ms,
+            .max_bytes = (uint64_t)opt->max_trace_mb << 20,
+        };
+        int received = ctl_receive(s, trace_stream_on_data, &p->stream, end_text, cap, &lim,
                                    &attach_abandon, err, sizeof err);
-    report_status_line_clear(show);
-    if (received < 0) {
-        if (attach_abandon)
+        report_status_line_clear(show);
+        if (received < 0 && attach_abandon)
             return VC_EXIT_FAIL; /* the caller reports it */
-        int alive = target_alive(s->pid);
-        fprintf(stderr, "%s: %s; no trace was written%s%s%s\n", cmd, err,
-                alive ? "; the agent writes its fallback " : "", alive ? p->fallback : "",
-                alive ? p->fallback_note : "");
-        return VC_EXIT_FAIL;
+        if (received < 0) {
+            fprintf(stderr, "%s: %s; the trace keeps what came before\n", cmd, err);
+            complete = 0;
+        }
+    } else if (how == 2) {
+        fprintf(stderr, "%s: %s; the trace keeps what it streamed before\n", cmd, ended);
     }
-    long agent_status = report_end_status(end_text);
-    if (agent_status) {
-        fprintf(stderr, "%s: the agent failed to send the whole trace (%s); nothing was written "
-                        "to %s; the agent tried its fallback %s%s\n",
-                cmd, strerror((int)-agent_status), p->where, p->fallback, p->fallback_note);
-        return VC_EXIT_FAIL;
-    }
-    if (sink_commit(&p->sink, err, sizeof err) < 0) {
+    if (!complete)
+        end_text[0] = '\0';
+    struct spool_stats st;
+    if (trace_stream_build(&p->stream, &p->sink, &st, err, sizeof err) != 0 ||
+        sink_commit(&p->sink, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         return VC_EXIT_FAIL;
     }
+    trace_stream_close(&p->stream, 1);
+    uint64_t agent_drops = complete ? report_u64(end_text, "drops") : st.dropped;
+    end_with_counts(end_text, cap, &st, agent_drops + st.unnamed + p->stream.lost_here);
     if (!opt->quiet)
         report_summary(s->pid, end_text, p->where, p->sink.bytes, (uint64_t)traced);
-    if (agent_stopped && target_exits(s->pid)) {
+    if (p->stream.full) {
+        fprintf(stderr, "%s: %s; the trace up to then is in %s\n", cmd, p->stream.why, p->where);
+        return VC_EXIT_FAIL;
+    }
+    if (!complete || (how == 1 && target_exits(s->pid))) {
         fprintf(stderr, "%s: target process %d exited during the trace (after %.1fs); the "
                         "trace up to its exit is in %s\n",
                 cmd, (int)s->pid, (double)traced / 1000.0, p->where);
@@ -286,8 +283,23 @@ static int prepare(const char *cmd, const struct cli_options *opt, struct target
         fprintf(stderr, "%s: output path too long or contains a newline: %s\n", cmd,
                 plan->out_abs);
         sink_abort(&plan->sink);
+        trace_stream_close(&plan->stream, 1);
         preflight_release(t);
         return -1;
+    }
+    if (opt->mode == CLI_TRACE) { /* records stream while it traces; the window is small */
+        size_t used = strlen(plan->config);
+        char window[16];
+        snprintf(window, sizeof window, "%u", opt->buffer_mb ? opt->buffer_mb : CLI_WINDOW_MB);
+        if (vc_kv_append(plan->config, sizeof plan->config, &used, "stream", "1") != 0 ||
+            (!opt->buffer_mb &&
+             vc_kv_append(plan->config, sizeof plan->config, &used, "buffer_mb", window) != 0)) {
+            fprintf(stderr, "%s: output path too long: %s\n", cmd, plan->out_abs);
+            sink_abort(&plan->sink);
+            trace_stream_close(&plan->stream, 1);
+            preflight_release(t);
+            return -1;
+        }
     }
     return 0;
 }
@@ -347,16 +359,15 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
         return VC_EXIT_OK;
     }
     char err[1024] = "";
+    static char end_text[8192];
     int show = !opt->quiet && isatty(STDERR_FILENO);
-    int agent_stopped = wait_while_tracing(c, opt, show, t0, err, sizeof err);
+    int how = wait_while_tracing(c, opt, show, t0, &plan->stream, end_text, sizeof end_text, err,
+                                 sizeof err);
     report_status_line_clear(show);
-    if (agent_stopped < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
-        return VC_EXIT_FAIL;
-    }
     int rc = VC_EXIT_FAIL;
     if (!attach_abandon)
-        rc = collect_trace(cmd, opt, c, plan, agent_stopped, vc_monotonic_ms() - t0, show);
+        rc = collect_trace(cmd, opt, c, plan, how, end_text, sizeof end_text, err,
+                           vc_monotonic_ms() - t0, show);
     if (attach_abandon)
         fprintf(stderr, "%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
                         "writes what it has to %s%s\n",
@@ -384,6 +395,7 @@ int trace_process(const struct cli_options *opt)
         rc = follow_session(cmd, opt, &c, &plan, reply, vc_monotonic_ms());
     ctl_close(&c);
     sink_abort(&plan.sink);
+    trace_stream_close(&plan.stream, 0); /* kept (and named) unless the trace was built */
     attach_signals_restore(&saved);
     preflight_release(&t);
     return rc;

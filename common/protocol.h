@@ -55,6 +55,39 @@ enum vc_msg_type {
     VC_MSG_DATA = 6,
     VC_MSG_END = 7,
     VC_MSG_ERROR = 8,
+    /* Streaming (CONFIG stream=1, output=control; docs/protocol.md "Streaming"): while it
+     * traces, the agent sends what it recorded, and vcattach spools it (trace/spool.h). */
+    VC_MSG_CHUNK = 9,   /* u32 owner | u32 count | count x struct vc_wire_record */
+    VC_MSG_NAMES = 10,  /* { u32 id | u32 len | len bytes }*: the names of new keys */
+    VC_MSG_THREADS = 11, /* { u32 owner | i32 tid | u32 name_len | u32 blocked_len | name |
+                            blocked }*: the thread table (owner = index in the agent's) */
+    VC_MSG_CLOCK = 12,  /* struct vc_wire_clock: raw clock -> CLOCK_MONOTONIC, latest fit */
+    VC_MSG_META = 13,   /* u64 pid | the process name (bytes) */
+    VC_MSG_EVENTS = 14, /* the session's other events: a JSON list (attach, detach, filters) */
+};
+
+/* One record of a CHUNK frame: a completed call in the agent's raw clock (agent/buffer.h's
+ * vc_record, byte for byte). */
+struct vc_wire_record {
+    uint64_t start;
+    uint64_t dur;
+    uint32_t id;
+    uint32_t flags;
+};
+/* flags of a wire record (agent/buffer.h VC_REC_*) */
+#define VC_WIRE_OPEN 1u
+#define VC_WIRE_RESUME 2u
+#define VC_WIRE_AT_ATTACH 4u
+#define VC_WIRE_AT_ATTACH_INNER 8u
+/* A record whose id is VC_WIRE_DROPPED is no call: the thread lost `flags` calls, between
+ * `start` and `start + dur`, because the window was full (vcattach did not keep up). */
+#define VC_WIRE_DROPPED (UINT32_MAX - 2)
+
+/* The CLOCK frame: ns = ns0 + (raw - raw0) * ns_per_raw (common/tick_map.h). */
+struct vc_wire_clock {
+    uint64_t raw0;
+    uint64_t ns0;
+    double ns_per_raw;
 };
 
 /* Sends one frame; retries on EINTR and short writes, gives up after timeout_ms.

@@ -1,0 +1,146 @@
+/* trace_stream.c — a streaming session as `vcattach trace` sees it (see trace_stream.h). */
+#include "trace_stream.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control_client.h"
+#include "monotonic.h"
+#include "options.h"
+#include "protocol.h"
+
+#define FRAME_WAIT_MS 10000 /* a frame begun must end within this */
+
+int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
+                      uint64_t max_bytes, char *err, size_t errlen)
+{
+    memset(ts, 0, sizeof *ts);
+    char path[PATH_MAX + 8];
+    if (snprintf(path, sizeof path, "%s.spool", out_abs) >= (int)sizeof path) {
+        snprintf(err, errlen, "output path too long: %s", out_abs);
+        return -1;
+    }
+    if (spool_create(&ts->sp, path, (uint64_t)pid, err, errlen) != 0)
+        return -1;
+    spool_set_limit(ts->sp, max_bytes);
+    ts->rate_ms = vc_monotonic_ms();
+    return 0;
+}
+
+int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, char *err,
+                         size_t errlen)
+{
+    struct trace_stream *ts = ctx;
+    if (!spool_frame_type(type)) {
+        snprintf(err, errlen, "the agent sent a whole trace to a streaming session");
+        return -1;
+    }
+    if (ts->full && type == VC_MSG_CHUNK) {
+        ts->lost_here += len >= 8 ? (len - 8) / sizeof(struct vc_wire_record) : 0;
+        return 0;
+    }
+    char why[512];
+    int rc = spool_add(ts->sp, type, buf, len, why, sizeof why);
+    if (rc == -2) { /* the disk: the trace ends here, what is spooled stays usable */
+        ts->full = 1;
+        snprintf(ts->why, sizeof ts->why, "%s", why);
+        return 0;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+int trace_stream_pump(struct trace_stream *ts, int fd, int slice_ms, char *end_text, size_t cap,
+                      char *err, size_t errlen)
+{
+    static char *buf;
+    if (buf == NULL && (buf = malloc(VC_MSG_MAX + 1)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int64_t until = vc_monotonic_ms() + slice_ms;
+    int was_full = ts->full;
+    for (;;) {
+        int64_t left = until - vc_monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, left > 0 ? (int)left : 0);
+        if (r < 0 && errno == EINTR)
+            return 0;
+        if (r <= 0)
+            return 0;
+        uint32_t type;
+        long n = vc_msg_recv(fd, &type, buf, VC_MSG_MAX + 1, FRAME_WAIT_MS);
+        if (n < 0) {
+            snprintf(err, errlen, "%s", errno == ECONNRESET ? "the connection ended"
+                                                            : strerror(errno));
+            return -1;
+        }
+        if (type == VC_MSG_END) {
+            ctl_sanitize(buf, (size_t)n);
+            snprintf(end_text, cap, "%s", buf);
+            return 1;
+        }
+        if (spool_frame_type(type) && trace_stream_on_data(ts, type, buf, (size_t)n, err, errlen) != 0)
+            return -1;
+        if (ts->full && !was_full)
+            return 2;
+        if (vc_monotonic_ms() >= until)
+            return 0;
+    }
+}
+
+void trace_stream_progress(struct trace_stream *ts, char *buf, size_t cap)
+{
+    uint64_t records, dropped, disk;
+    spool_progress(ts->sp, &records, &dropped, &disk);
+    int64_t now = vc_monotonic_ms();
+    if (now - ts->rate_ms >= 1000) {
+        ts->rate = (double)(records - ts->rate_records) * 1000.0 / (double)(now - ts->rate_ms);
+        ts->rate_ms = now;
+        ts->rate_records = records;
+    }
+    char size[32];
+    cli_format_bytes(disk, size, sizeof size);
+    snprintf(buf, cap, ", %.1f M events (%.1f M/s), spool %s%s", (double)records / 1e6,
+             ts->rate / 1e6, size, dropped ? ", some dropped" : "");
+}
+
+static int sink_adapter(void *ctx, const void *data, size_t len)
+{
+    char err[256];
+    return sink_write(ctx, data, len, err, sizeof err) == 0 ? 0 : -1;
+}
+
+int trace_stream_build(struct trace_stream *ts, struct trace_sink *sink, struct spool_stats *st,
+                       char *err, size_t errlen)
+{
+    if (spool_build(ts->sp, sink_adapter, sink, st, err, errlen) != 0)
+        return -1;
+    st->dropped += ts->lost_here;
+    return 0;
+}
+
+void trace_stream_close(struct trace_stream *ts, int built)
+{
+    if (ts->sp == NULL)
+        return;
+    uint64_t records, dropped, disk;
+    spool_progress(ts->sp, &records, &dropped, &disk);
+    if (records == 0 && dropped == 0)
+        built = 1; /* nothing came: nothing to keep */
+    if (!built) {
+        char err[256];
+        if (spool_flush(ts->sp, err, sizeof err) != 0)
+            fprintf(stderr, "vcattach: %s\n", err);
+        fprintf(stderr, "vcattach: what was received is kept in %s: `vcattach recover %s -o "
+                        "OUT.cvf` makes a trace of it\n", spool_path(ts->sp), spool_path(ts->sp));
+    }
+    spool_close(ts->sp, built);
+    ts->sp = NULL;
+}

@@ -1,0 +1,31 @@
+/* tick_map.h — the agent's raw clock to CLOCK_MONOTONIC ns and to the .cvf's 10 ns ticks.
+ *
+ * One definition for both sides of a streamed trace: the agent converts with it when it
+ * encodes a trace itself (agent/emit.c), vcattach when it builds one from a spool
+ * (trace/spool_build.c).  The same map and the same rounding give the same file whichever
+ * side wrote it; an event's end is rounded on its own, so nesting survives the rounding.
+ */
+#ifndef VC_TICK_MAP_H
+#define VC_TICK_MAP_H
+
+#include <stdint.h>
+
+typedef struct vc_tick_map {
+    uint64_t raw0, ns0;
+    double ns_per_raw;
+} vc_tick_map;
+
+static inline uint64_t vc_tick_map_ns(const vc_tick_map *map, uint64_t raw)
+{
+    if (raw >= map->raw0)
+        return map->ns0 + (uint64_t)((double)(raw - map->raw0) * map->ns_per_raw);
+    uint64_t back = (uint64_t)((double)(map->raw0 - raw) * map->ns_per_raw);
+    return back < map->ns0 ? map->ns0 - back : 0;
+}
+
+static inline int64_t vc_tick_map_ticks(const vc_tick_map *map, uint64_t raw)
+{
+    return (int64_t)((vc_tick_map_ns(map, raw) + 5) / 10);
+}
+
+#endif /* VC_TICK_MAP_H */

@@ -1,0 +1,614 @@
+/* spool.c — receiving a streamed trace into its spool (see spool.h): checking each frame,
+ * sorting records into lanes, writing lanes to the spool file, and replaying a spool file.
+ *
+ * The hot part is on_chunk: a hash lookup of the record's group, a lane whose last start is
+ * not after the record's (in practice the first: a thread's records come in the order its
+ * calls end, which is start order except for a key nested in itself), and two varints.
+ */
+#include "spool_impl.h"
+#include "fd_io.h"
+#include "monotonic.h"
+#include "protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SPOOL_MAGIC "VCSPOOL1"
+#define SPOOL_MEM_MAX ((uint64_t)64 << 20) /* lane bytes held before they go to the file */
+#define SPOOL_FLUSH_MS 1000                /* ... and at least this often */
+
+int spool_frame_type(uint32_t type)
+{
+    return type >= VC_MSG_CHUNK && type <= VC_MSG_EVENTS;
+}
+
+static int bad(char *err, size_t errlen, const char *what)
+{
+    snprintf(err, errlen, "malformed stream from the agent: %s", what);
+    return -1;
+}
+
+/* ---- the file ------------------------------------------------------------------------------- */
+
+static int file_failed(struct spool *sp, char *err, size_t errlen, int e)
+{
+    snprintf(err, errlen, "writing the spool %.300s failed: %s%s", sp->path, strerror(e),
+             e == ENOSPC ? " (the disk is full: the trace ends here)" : "");
+    return -2;
+}
+
+/* One record: u32 type | u32 len | a | b (b may be NULL). */
+static int write_rec(struct spool *sp, uint32_t type, const void *a, size_t alen, const void *b,
+                     size_t blen, char *err, size_t errlen)
+{
+    if (sp->replaying)
+        return 0;
+    uint32_t head[2] = {type, (uint32_t)(alen + blen)};
+    if (sp->limit && sp->file_bytes + 8 + alen + blen > sp->limit) {
+        snprintf(err, errlen, "the spool reached --max-trace-mb (%llu MiB): the trace ends here",
+                 (unsigned long long)(sp->limit >> 20));
+        return -2;
+    }
+    struct iovec iov[3] = {{head, 8}, {(void *)a, alen}, {(void *)b, blen}};
+    size_t total = 8 + alen + blen, done = 0;
+    int n = b ? 3 : 2;
+    while (done < total) {
+        ssize_t w = writev(sp->fd, iov, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            /* a record cut in half would end the replay early: cut the file before it */
+            if (ftruncate(sp->fd, (off_t)sp->file_bytes) != 0)
+                (void)0;
+            lseek(sp->fd, (off_t)sp->file_bytes, SEEK_SET);
+            return file_failed(sp, err, errlen, e);
+        }
+        done += (size_t)w;
+        for (int i = 0; i < n && w > 0; i++) {
+            size_t take = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
+            iov[i].iov_base = (char *)iov[i].iov_base + take;
+            iov[i].iov_len -= take;
+            w -= (ssize_t)take;
+        }
+    }
+    sp->file_bytes += total;
+    return 0;
+}
+
+/* ---- lanes -------------------------------------------------------------------------------- */
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    uint32_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * size);
+    if (q == NULL)
+        return -1;
+    memset((char *)q + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int groups_rehash(struct spool *sp)
+{
+    uint32_t cap = sp->group_mask ? (sp->group_mask + 1) * 2 : 4096;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    for (uint32_t i = 0; i < sp->nlanes; i++) {
+        struct spool_lane *l = &sp->lanes[i];
+        /* a group's first lane has the lowest index: it takes the slot, the others follow it */
+        uint32_t h = spool_group_hash(l->owner, l->id, l->mark) & (cap - 1);
+        for (;; h = (h + 1) & (cap - 1)) {
+            if (slots[h] == 0) {
+                slots[h] = i + 1;
+                break;
+            }
+            struct spool_lane *o = &sp->lanes[slots[h] - 1];
+            if (o->owner == l->owner && o->id == l->id && o->mark == l->mark)
+                break; /* its group's head is there already */
+        }
+    }
+    free(sp->group_slots);
+    sp->group_slots = slots;
+    sp->group_mask = cap - 1;
+    return 0;
+}
+
+/* A new lane of the group; it joins the chain after `prev` (UINT32_MAX: a new group). */
+static int lane_new(struct spool *sp, uint32_t owner, uint32_t id, uint32_t mark, uint32_t prev,
+                    uint32_t *out)
+{
+    if (sp->nlanes >= SPOOL_MAX_LANES)
+        return -1;
+    if (grow((void **)&sp->lanes, &sp->lanes_cap, sp->nlanes + 1, sizeof *sp->lanes) != 0)
+        return -1;
+    uint32_t i = sp->nlanes++;
+    struct spool_lane *l = &sp->lanes[i];
+    memset(l, 0, sizeof *l);
+    l->owner = owner, l->id = id, l->mark = mark, l->sorted = 1, l->next = UINT32_MAX;
+    if (prev != UINT32_MAX) {
+        sp->lanes[prev].next = i;
+    } else if ((uint64_t)sp->nlanes * 2 > (uint64_t)sp->group_mask + 1) {
+        if (groups_rehash(sp) != 0)
+            return -1; /* (the rehash placed the new lane too) */
+    } else {
+        uint32_t h = spool_group_hash(owner, id, mark) & sp->group_mask;
+        while (sp->group_slots[h] != 0)
+            h = (h + 1) & sp->group_mask;
+        sp->group_slots[h] = i + 1;
+    }
+    *out = i;
+    return 0;
+}
+
+/* The lane a record starting at `start` goes to: the first of its group whose last start is
+ * not after it, else a new one, else (too many) the group's first, which loses its order. */
+static int lane_for(struct spool *sp, uint32_t owner, uint32_t id, uint32_t mark, uint64_t start,
+                    uint32_t *out)
+{
+    if (sp->group_mask == 0 && groups_rehash(sp) != 0)
+        return -1;
+    uint32_t h = spool_group_hash(owner, id, mark) & sp->group_mask;
+    for (;; h = (h + 1) & sp->group_mask) {
+        uint32_t s = sp->group_slots[h];
+        if (s == 0)
+            return lane_new(sp, owner, id, mark, UINT32_MAX, out);
+        struct spool_lane *l = &sp->lanes[s - 1];
+        if (l->owner == owner && l->id == id && l->mark == mark)
+            break;
+    }
+    uint32_t i = sp->group_slots[h] - 1, last = i, n = 0;
+    for (; i != UINT32_MAX; last = i, i = sp->lanes[i].next, n++)
+        if (sp->lanes[i].count == 0 || sp->lanes[i].last_start <= start) {
+            *out = i;
+            return 0;
+        }
+    if (n < SPOOL_LANES_PER_GROUP)
+        return lane_new(sp, owner, id, mark, last, out);
+    *out = sp->group_slots[h] - 1;
+    sp->lanes[*out].sorted = 0;
+    return 0;
+}
+
+static int lane_append(struct spool *sp, struct spool_lane *l, uint64_t start, uint64_t dur)
+{
+    if (l->buf_len + 20 > l->buf_cap) {
+        uint32_t cap = l->buf_cap ? l->buf_cap * 2 : 256;
+        unsigned char *b = realloc(l->buf, cap);
+        if (b == NULL)
+            return -1;
+        sp->mem_bytes += cap - l->buf_cap;
+        l->buf = b;
+        l->buf_cap = cap;
+    }
+    if (l->buf_count == 0)
+        l->buf_first = l->buf_prev = start;
+    unsigned char *p = l->buf + l->buf_len;
+    p = spool_put_varint(p, spool_zigzag((int64_t)(start - l->buf_prev)));
+    p = spool_put_varint(p, dur);
+    l->buf_len = (uint32_t)(p - l->buf);
+    l->buf_count++;
+    l->buf_prev = start;
+    l->last_start = start > l->last_start || l->count == 0 ? start : l->last_start;
+    l->count++;
+    return 0;
+}
+
+static int add_segment(struct spool_lane *l, uint64_t offset, uint64_t first, uint32_t count,
+                       uint32_t bytes)
+{
+    if (grow((void **)&l->segs, &l->segs_cap, l->nsegs + 1, sizeof *l->segs) != 0)
+        return -1;
+    l->segs[l->nsegs++] = (struct spool_segment){offset, first, count, bytes};
+    return 0;
+}
+
+static int flush_lane(struct spool *sp, uint32_t i, char *err, size_t errlen)
+{
+    struct spool_lane *l = &sp->lanes[i];
+    if (l->buf_count == 0)
+        return 0;
+    if (!l->declared) {
+        uint32_t decl[4] = {i, l->owner, l->id, l->mark};
+        int rc = write_rec(sp, SPOOL_REC_LANE, decl, sizeof decl, NULL, 0, err, errlen);
+        if (rc != 0)
+            return rc;
+        l->declared = 1;
+    }
+    struct {
+        uint32_t lane, count;
+        uint64_t first;
+    } head = {i, l->buf_count, l->buf_first};
+    uint64_t at = sp->file_bytes + 8 + sizeof head;
+    int rc = write_rec(sp, SPOOL_REC_SEGMENT, &head, sizeof head, l->buf, l->buf_len, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (add_segment(l, at, l->buf_first, l->buf_count, l->buf_len) != 0) {
+        snprintf(err, errlen, "out of memory for the spool's index");
+        return -2;
+    }
+    sp->mem_bytes -= l->buf_cap;
+    free(l->buf);
+    l->buf = NULL;
+    l->buf_len = l->buf_cap = l->buf_count = 0;
+    return 0;
+}
+
+int spool_flush(struct spool *sp, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < sp->nlanes; i++) {
+        int rc = flush_lane(sp, i, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    sp->last_flush_ms = vc_monotonic_ms();
+    return 0;
+}
+
+/* ---- the agent's frames ----------------------------------------------------------------- */
+
+static struct spool_thread *thread_slot(struct spool *sp, uint32_t owner)
+{
+    if (owner >= SPOOL_MAX_OWNERS ||
+        grow((void **)&sp->threads, &sp->threads_cap, owner + 1, sizeof *sp->threads) != 0)
+        return NULL;
+    return &sp->threads[owner];
+}
+
+static int add_drop(struct spool *sp, uint32_t owner, uint64_t start, uint64_t dur,
+                    uint64_t calls, char *err, size_t errlen)
+{
+    if (sp->ndrops == sp->drops_cap) {
+        size_t cap = sp->drops_cap ? sp->drops_cap * 2 : 64;
+        struct spool_drop *d = realloc(sp->drops, cap * sizeof *d);
+        if (d == NULL)
+            return bad(err, errlen, "out of memory for drop ranges");
+        sp->drops = d;
+        sp->drops_cap = cap;
+    }
+    sp->drops[sp->ndrops++] = (struct spool_drop){owner, start, dur, calls};
+    sp->dropped += calls;
+    struct {
+        uint32_t owner, pad;
+        uint64_t start, dur, calls;
+    } rec = {owner, 0, start, dur, calls};
+    return write_rec(sp, SPOOL_REC_DROP, &rec, sizeof rec, NULL, 0, err, errlen);
+}
+
+static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *err,
+                    size_t errlen)
+{
+    uint32_t owner, count;
+    if (len < 8)
+        return bad(err, errlen, "short CHUNK");
+    memcpy(&owner, p, 4);
+    memcpy(&count, p + 4, 4);
+    if ((len - 8) / sizeof(struct vc_wire_record) != count || (len - 8) % sizeof(struct vc_wire_record))
+        return bad(err, errlen, "CHUNK length does not match its count");
+    struct spool_thread *t = thread_slot(sp, owner);
+    if (t == NULL)
+        return bad(err, errlen, "CHUNK of an impossible thread");
+    for (uint32_t k = 0; k < count; k++) {
+        struct vc_wire_record r;
+        memcpy(&r, p + 8 + (size_t)k * sizeof r, sizeof r);
+        if (r.id == VC_WIRE_DROPPED) {
+            int rc = add_drop(sp, owner, r.start, r.dur, r.flags, err, errlen);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        if (r.id >= SPOOL_MAX_IDS)
+            return bad(err, errlen, "a record's key is out of range");
+        uint32_t mark = r.flags & VC_WIRE_AT_ATTACH_INNER ? 3
+                        : r.flags & VC_WIRE_AT_ATTACH     ? 2
+                        : r.flags & VC_WIRE_RESUME        ? 1
+                                                          : 0;
+        uint32_t lane;
+        if (lane_for(sp, owner, r.id, mark, r.start, &lane) != 0 ||
+            lane_append(sp, &sp->lanes[lane], r.start, r.dur) != 0)
+            return bad(err, errlen, "out of memory (or too many keys) for the spool");
+        sp->records++;
+    }
+    t->has_records = 1;
+    if (sp->mem_bytes > SPOOL_MEM_MAX || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
+        return spool_flush(sp, err, errlen);
+    return 0;
+}
+
+static char *dup_n(const unsigned char *p, size_t n)
+{
+    char *s = malloc(n + 1);
+    if (s != NULL) {
+        memcpy(s, p, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+static int on_names(struct spool *sp, const unsigned char *p, size_t len, char *err, size_t errlen)
+{
+    for (size_t off = 0; off < len;) {
+        uint32_t id, n;
+        if (len - off < 8)
+            return bad(err, errlen, "short NAMES entry");
+        memcpy(&id, p + off, 4);
+        memcpy(&n, p + off + 4, 4);
+        off += 8;
+        if (n > len - off || id >= SPOOL_MAX_IDS)
+            return bad(err, errlen, "NAMES entry out of range");
+        if (grow((void **)&sp->names, &sp->names_cap, id + 1, sizeof *sp->names) != 0)
+            return bad(err, errlen, "out of memory for names");
+        free(sp->names[id]);
+        sp->names[id] = dup_n(p + off, n);
+        off += n;
+    }
+    return 0;
+}
+
+static int on_threads(struct spool *sp, const unsigned char *p, size_t len, char *err,
+                      size_t errlen)
+{
+    for (size_t off = 0; off < len;) {
+        uint32_t owner, nl, bl;
+        int32_t tid;
+        if (len - off < 16)
+            return bad(err, errlen, "short THREADS entry");
+        memcpy(&owner, p + off, 4);
+        memcpy(&tid, p + off + 4, 4);
+        memcpy(&nl, p + off + 8, 4);
+        memcpy(&bl, p + off + 12, 4);
+        off += 16;
+        if (nl > len - off || bl > len - off - nl || tid <= 0)
+            return bad(err, errlen, "THREADS entry out of range");
+        struct spool_thread *t = thread_slot(sp, owner);
+        if (t == NULL)
+            return bad(err, errlen, "THREADS entry of an impossible thread");
+        t->tid = tid;
+        free(t->name);
+        free(t->blocked);
+        t->name = nl ? dup_n(p + off, nl) : NULL;
+        t->blocked = dup_n(p + off + nl, bl);
+        off += (size_t)nl + bl;
+    }
+    return 0;
+}
+
+static int on_frame(struct spool *sp, uint32_t type, const unsigned char *p, size_t len,
+                    char *err, size_t errlen)
+{
+    switch (type) {
+    case VC_MSG_CHUNK:
+        return on_chunk(sp, p, len, err, errlen);
+    case VC_MSG_NAMES:
+        return on_names(sp, p, len, err, errlen);
+    case VC_MSG_THREADS:
+        return on_threads(sp, p, len, err, errlen);
+    case VC_MSG_CLOCK: {
+        struct vc_wire_clock c;
+        if (len != sizeof c)
+            return bad(err, errlen, "CLOCK of the wrong size");
+        memcpy(&c, p, sizeof c);
+        if (!(c.ns_per_raw > 0.0 && c.ns_per_raw < 1e6))
+            return bad(err, errlen, "CLOCK with an impossible rate");
+        sp->clock = (vc_tick_map){c.raw0, c.ns0, c.ns_per_raw};
+        sp->have_clock = 1;
+        return 0;
+    }
+    case VC_MSG_META:
+        if (len < 8 || len > 8 + 65536)
+            return bad(err, errlen, "META of the wrong size");
+        memcpy(&sp->pid, p, 8);
+        free(sp->process_name);
+        sp->process_name = dup_n(p + 8, len - 8);
+        return 0;
+    case VC_MSG_EVENTS:
+        free(sp->events_json);
+        sp->events_json = dup_n(p, len);
+        sp->events_len = len;
+        return 0;
+    default:
+        return bad(err, errlen, "unknown frame");
+    }
+}
+
+int spool_add(struct spool *sp, uint32_t type, const void *payload, size_t len, char *err,
+              size_t errlen)
+{
+    if (!spool_frame_type(type) || len > VC_MSG_MAX)
+        return bad(err, errlen, "unknown frame");
+    int rc = on_frame(sp, type, payload, len, err, errlen);
+    /* everything but records is kept as it came, for a replay (records are in the lanes) */
+    if (rc == 0 && type != VC_MSG_CHUNK)
+        rc = write_rec(sp, type, payload, len, NULL, 0, err, errlen);
+    return rc;
+}
+
+/* ---- life ----------------------------------------------------------------------------------- */
+
+static struct spool *spool_alloc(const char *path, char *err, size_t errlen)
+{
+    struct spool *sp = calloc(1, sizeof *sp);
+    if (sp == NULL || strlen(path) >= sizeof sp->path) {
+        free(sp);
+        snprintf(err, errlen, "out of memory, or spool path too long: %.200s", path);
+        return NULL;
+    }
+    snprintf(sp->path, sizeof sp->path, "%s", path);
+    sp->fd = -1;
+    sp->last_flush_ms = vc_monotonic_ms();
+    return sp;
+}
+
+int spool_create(struct spool **out, const char *path, uint64_t pid, char *err, size_t errlen)
+{
+    struct spool *sp = spool_alloc(path, err, errlen);
+    if (sp == NULL)
+        return -1;
+    sp->pid = pid;
+    sp->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    char magic[16] = SPOOL_MAGIC;
+    if (sp->fd < 0 || vc_write_all(sp->fd, magic, sizeof magic) != 0) {
+        snprintf(err, errlen, "cannot create the spool %.300s: %s%s", path, strerror(errno),
+                 errno == EEXIST ? " (a vcattach running or killed left it: `vcattach recover` "
+                                   "it, or remove it)" : "");
+        if (sp->fd >= 0)
+            unlink(path);
+        spool_close(sp, 0);
+        return -1;
+    }
+    memcpy(&sp->pid, &pid, sizeof pid);
+    sp->file_bytes = sizeof magic;
+    *out = sp;
+    return 0;
+}
+
+/* Replays one record of the file. */
+static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, size_t len,
+                      uint64_t at, char *err, size_t errlen)
+{
+    if (spool_frame_type(type) && type != VC_MSG_CHUNK)
+        return on_frame(sp, type, p, len, err, errlen);
+    if (type == SPOOL_REC_LANE && len == 16) {
+        uint32_t d[4], lane;
+        memcpy(d, p, 16);
+        if (d[0] != sp->nlanes || d[1] >= SPOOL_MAX_OWNERS || d[2] >= SPOOL_MAX_IDS || d[3] > 3)
+            return bad(err, errlen, "spool lane out of order");
+        uint32_t prev = UINT32_MAX;
+        for (uint32_t i = 0; i < sp->nlanes; i++) /* its group's last lane, if any */
+            if (sp->lanes[i].owner == d[1] && sp->lanes[i].id == d[2] && sp->lanes[i].mark == d[3])
+                prev = i;
+        if (lane_new(sp, d[1], d[2], d[3], prev, &lane) != 0)
+            return bad(err, errlen, "out of memory");
+        sp->lanes[lane].declared = 1;
+        struct spool_thread *t = thread_slot(sp, d[1]);
+        if (t != NULL)
+            t->has_records = 1;
+        return 0;
+    }
+    if (type == SPOOL_REC_SEGMENT && len >= 16) {
+        uint32_t lane, count;
+        uint64_t first;
+        memcpy(&lane, p, 4);
+        memcpy(&count, p + 4, 4);
+        memcpy(&first, p + 8, 8);
+        if (lane >= sp->nlanes || count == 0)
+            return bad(err, errlen, "spool segment of an unknown lane");
+        struct spool_lane *l = &sp->lanes[lane];
+        if (add_segment(l, at + 16, first, count, (uint32_t)(len - 16)) != 0)
+            return bad(err, errlen, "out of memory");
+        l->count += count;
+        sp->records += count;
+        return 0;
+    }
+    if (type == SPOOL_REC_DROP && len == 32) {
+        struct spool_drop d;
+        memcpy(&d.owner, p, 4);
+        memcpy(&d.start, p + 8, 8);
+        memcpy(&d.dur, p + 16, 8);
+        memcpy(&d.calls, p + 24, 8);
+        return add_drop(sp, d.owner, d.start, d.dur, d.calls, err, errlen);
+    }
+    return bad(err, errlen, "unknown spool record");
+}
+
+int spool_open(struct spool **out, const char *path, char *err, size_t errlen)
+{
+    struct spool *sp = spool_alloc(path, err, errlen);
+    if (sp == NULL)
+        return -1;
+    sp->replaying = 1;
+    sp->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    char magic[16];
+    if (sp->fd < 0 || fstat(sp->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        vc_pread_all(sp->fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic || memcmp(magic, SPOOL_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "%.300s is not a vcattach spool (%s)", path,
+                 sp->fd < 0 ? strerror(errno) : "bad header");
+        spool_close(sp, 0);
+        return -1;
+    }
+    unsigned char *buf = malloc(VC_MSG_MAX + 64);
+    uint64_t at = sizeof magic, size = (uint64_t)st.st_size;
+    int rc = buf ? 0 : bad(err, errlen, "out of memory");
+    while (rc == 0 && at + 8 <= size) {
+        uint32_t head[2];
+        if (vc_pread_all(sp->fd, head, 8, (off_t)at) != 8 || at + 8 + head[1] > size)
+            break; /* cut short by the kill: everything before it counts */
+        /* a segment's bytes stay in the file (it may be larger than a frame): its head only */
+        uint32_t want = head[0] == SPOOL_REC_SEGMENT && head[1] > 16 ? 16 : head[1];
+        if (want > VC_MSG_MAX + 64) {
+            rc = bad(err, errlen, "a spool record is too large");
+            break;
+        }
+        if (vc_pread_all(sp->fd, buf, want, (off_t)(at + 8)) != (ssize_t)want)
+            break;
+        rc = replay_rec(sp, head[0], buf, head[1], at + 8, err, errlen);
+        at += 8 + (uint64_t)head[1];
+    }
+    free(buf);
+    sp->file_bytes = at;
+    if (rc != 0) {
+        spool_close(sp, 0);
+        return -1;
+    }
+    *out = sp;
+    return 0;
+}
+
+void spool_set_limit(struct spool *sp, uint64_t max_bytes)
+{
+    sp->limit = max_bytes;
+}
+
+void spool_progress(const struct spool *sp, uint64_t *records, uint64_t *dropped,
+                    uint64_t *disk_bytes)
+{
+    *records = sp->records;
+    *dropped = sp->dropped;
+    *disk_bytes = sp->file_bytes;
+}
+
+const char *spool_path(const struct spool *sp)
+{
+    return sp->path;
+}
+
+void spool_close(struct spool *sp, int remove_file)
+{
+    if (sp == NULL)
+        return;
+    if (sp->fd >= 0)
+        close(sp->fd);
+    if (remove_file && !sp->replaying)
+        unlink(sp->path);
+    for (uint32_t i = 0; i < sp->names_cap; i++)
+        free(sp->names[i]);
+    for (uint32_t i = 0; i < sp->threads_cap; i++) {
+        free(sp->threads[i].name);
+        free(sp->threads[i].blocked);
+    }
+    for (uint32_t i = 0; i < sp->nlanes; i++) {
+        free(sp->lanes[i].buf);
+        free(sp->lanes[i].segs);
+    }
+    free(sp->names);
+    free(sp->threads);
+    free(sp->lanes);
+    free(sp->group_slots);
+    free(sp->drops);
+    free(sp->process_name);
+    free(sp->events_json);
+    free(sp);
+}

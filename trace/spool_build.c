@@ -1,0 +1,281 @@
+/* spool_build.c — a spool (spool.h) to a .cvf: the process and thread names, every lane as
+ * FEE groups, then the agent's instants with one instant per range of calls it dropped.
+ *
+ * A lane is read segment by segment and written in pieces of at most PIECE events, each its
+ * own FEE group of the lane's (pid, tid, name): memory stays bounded by a piece and a segment
+ * whatever the trace's length, and the reader appends groups of one name as it always did.
+ * Records are converted with the clock's last fit (common/tick_map.h), the same conversion
+ * the agent applies when it writes a trace itself, so a streamed trace and an agent-written
+ * one of the same calls are the same file up to group boundaries.
+ */
+#include "spool_impl.h"
+#include "fd_io.h"
+#include "json_scan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PIECE (1u << 20)
+
+struct build {
+    struct spool *sp;
+    cvf_writer *w;
+    struct spool_stats *st;
+    cvf_fee_event *piece;
+    size_t n;
+    char *args;          /* a marked piece's args list */
+    size_t args_cap;
+    unsigned char *seg;  /* one segment's bytes */
+    size_t seg_cap;
+    char *err;
+    size_t errlen;
+};
+
+static int build_fail(struct build *b, const char *what)
+{
+    snprintf(b->err, b->errlen, "building the trace from the spool failed: %s", what);
+    return -1;
+}
+
+static int writer_fail(struct build *b)
+{
+    return build_fail(b, cvf_writer_error(b->w)->msg);
+}
+
+/* What the trace readers read in the args of a marked event (agent/emit.c writes the same). */
+static const char *const mark_args[] = {"{}", "{\"vcattach\":\"resume\"}",
+                                        "{\"vcattach\":\"at_attach\"}",
+                                        "{\"vcattach\":\"at_attach\",\"blocked\":\""};
+
+static const struct spool_thread *lane_thread(const struct spool *sp, const struct spool_lane *l)
+{
+    if (l->owner >= sp->threads_cap || sp->threads[l->owner].tid <= 0)
+        return NULL;
+    return &sp->threads[l->owner];
+}
+
+static const char *lane_name(const struct spool *sp, const struct spool_lane *l)
+{
+    return l->id < sp->names_cap ? sp->names[l->id] : NULL;
+}
+
+/* The args list of n events with the lane's mark.  0 or -1. */
+static int make_args(struct build *b, const struct spool_lane *l, const struct spool_thread *t,
+                     size_t n, size_t *len)
+{
+    char blocked[64] = "";
+    if (l->mark == 3 && t->blocked) { /* the agent's text: only what a wchan can hold */
+        size_t k = 0;
+        for (const char *c = t->blocked; *c && k + 1 < sizeof blocked; c++)
+            blocked[k++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                                   (*c >= '0' && *c <= '9') || *c == '_' || *c == ' '
+                               ? *c
+                               : '?';
+        blocked[k] = '\0';
+    }
+    const char *one = mark_args[l->mark];
+    size_t each = strlen(one) + (l->mark == 3 ? strlen(blocked) + 2 : 0) + 1;
+    size_t need = 2 + n * each + 1;
+    if (need > b->args_cap) {
+        char *bigger = realloc(b->args, need);
+        if (bigger == NULL)
+            return -1;
+        b->args = bigger;
+        b->args_cap = need;
+    }
+    size_t used = 0;
+    b->args[used++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            b->args[used++] = ',';
+        used += (size_t)sprintf(b->args + used, "%s%s%s", one, l->mark == 3 ? blocked : "",
+                                l->mark == 3 ? "\"}" : "");
+    }
+    b->args[used++] = ']';
+    *len = used;
+    return 0;
+}
+
+static int events_sorted(const cvf_fee_event *e, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (e[i].ts < e[i - 1].ts || (e[i].ts == e[i - 1].ts && e[i].dur < e[i - 1].dur))
+            return 0;
+    return 1;
+}
+
+/* The piece so far as one FEE group. */
+static int write_piece(struct build *b, const struct spool_lane *l)
+{
+    size_t n = b->n;
+    b->n = 0;
+    if (n == 0)
+        return 0;
+    const struct spool_thread *t = lane_thread(b->sp, l);
+    const char *name = lane_name(b->sp, l);
+    if (t == NULL || name == NULL) {
+        b->st->unnamed += n;
+        return 0;
+    }
+    if (!events_sorted(b->piece, n))
+        cvf_fee_sort(b->piece, n);
+    size_t alen = 0;
+    if (l->mark != 0 && make_args(b, l, t, n, &alen) != 0)
+        return build_fail(b, "out of memory");
+    if (cvf_write_fee_group(b->w, b->sp->pid, (uint64_t)t->tid, name, b->piece, n,
+                            l->mark ? b->args : NULL, alen) != 0)
+        return writer_fail(b);
+    b->st->events += n;
+    return 0;
+}
+
+static int add_event(struct build *b, const struct spool_lane *l, uint64_t start, uint64_t dur)
+{
+    const vc_tick_map *map = &b->sp->clock;
+    int64_t ts = vc_tick_map_ticks(map, start);
+    int64_t end = vc_tick_map_ticks(map, start + dur);
+    b->piece[b->n++] = (cvf_fee_event){ts, end > ts ? (uint64_t)(end - ts) : 0};
+    return b->n == PIECE ? write_piece(b, l) : 0;
+}
+
+/* count records encoded in [p, end) from `first`. */
+static int decode(struct build *b, const struct spool_lane *l, const unsigned char *p,
+                  const unsigned char *end, uint64_t first, uint32_t count)
+{
+    uint64_t prev = first;
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t z, dur;
+        p = spool_get_varint(p, end, &z);
+        if (p != NULL)
+            p = spool_get_varint(p, end, &dur);
+        if (p == NULL)
+            return build_fail(b, "a lane segment is corrupt");
+        prev += (uint64_t)spool_unzigzag(z);
+        if (add_event(b, l, prev, dur) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int build_lane(struct build *b, const struct spool_lane *l)
+{
+    for (uint32_t s = 0; s < l->nsegs; s++) {
+        const struct spool_segment *g = &l->segs[s];
+        if (g->bytes > b->seg_cap) {
+            unsigned char *bigger = realloc(b->seg, g->bytes);
+            if (bigger == NULL)
+                return build_fail(b, "out of memory");
+            b->seg = bigger;
+            b->seg_cap = g->bytes;
+        }
+        if (vc_pread_all(b->sp->fd, b->seg, g->bytes, (off_t)g->offset) != (ssize_t)g->bytes)
+            return build_fail(b, strerror(errno));
+        if (decode(b, l, b->seg, b->seg + g->bytes, g->first, g->count) != 0)
+            return -1;
+    }
+    if (l->buf_count && decode(b, l, l->buf, l->buf + l->buf_len, l->buf_first, l->buf_count) != 0)
+        return -1;
+    return write_piece(b, l);
+}
+
+/* Thread names: each OS thread with records once (emit.c's rule: the pid's thread is the
+ * main thread whatever it is called). */
+static int write_names(struct build *b)
+{
+    struct spool *sp = b->sp;
+    const char *pname = sp->process_name && sp->process_name[0] ? sp->process_name : "python";
+    if (cvf_write_process_name(b->w, sp->pid, sp->pid, pname) != 0)
+        return writer_fail(b);
+    for (uint32_t i = 0; i < sp->threads_cap; i++) {
+        const struct spool_thread *t = &sp->threads[i];
+        int seen = 0;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = sp->threads[j].tid == t->tid && sp->threads[j].has_records;
+        if (t->tid <= 0 || !t->has_records || seen)
+            continue;
+        char fallback[32];
+        snprintf(fallback, sizeof fallback, "Thread-%d", (int)t->tid);
+        const char *name = (uint64_t)t->tid == sp->pid ? "MainThread" : t->name ? t->name : fallback;
+        if (cvf_write_thread_name(b->w, sp->pid, (uint64_t)t->tid, name) != 0)
+            return writer_fail(b);
+        b->st->threads++;
+    }
+    return 0;
+}
+
+/* The agent's instants (when it sent them: a process killed before its stop did not) and one
+ * "vcattach dropped" instant per range of calls lost at the source, on its thread's track. */
+static int write_instants(struct build *b)
+{
+    struct spool *sp = b->sp;
+    size_t cap = 256 + sp->ndrops * 192 + (sp->events_json ? sp->events_len : 0);
+    char *json = malloc(cap);
+    if (json == NULL)
+        return build_fail(b, "out of memory");
+    size_t used = 0;
+    size_t epos;
+    const char *ewhat;
+    json[used++] = '[';
+    cvf_span *items = NULL;
+    size_t nitems = 0;
+    if (sp->events_json && sp->events_len >= 2 && sp->events_json[0] == '[' &&
+        sp->events_json[sp->events_len - 1] == ']' &&
+        cvf_json_scan(sp->events_json, sp->events_len, &items, &nitems, &epos, &ewhat) == 0 &&
+        nitems > 0) {
+        size_t inner = sp->events_len - 2; /* the list without its brackets */
+        memcpy(json + used, sp->events_json + 1, inner);
+        used += inner;
+    }
+    free(items);
+    for (size_t i = 0; i < sp->ndrops; i++) {
+        const struct spool_drop *d = &sp->drops[i];
+        int32_t tid = d->owner < sp->threads_cap ? sp->threads[d->owner].tid : 0;
+        double ts = (double)vc_tick_map_ns(&sp->clock, d->start) / 1000.0;
+        double te = (double)vc_tick_map_ns(&sp->clock, d->start + d->dur) / 1000.0;
+        used += (size_t)snprintf(json + used, cap - used,
+                                 "%s{\"ph\":\"i\",\"name\":\"vcattach dropped\",\"cat\":\"INSTANT\","
+                                 "\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\",\"args\":"
+                                 "{\"calls\":%llu,\"until\":%.3f}}",
+                                 used > 1 ? "," : "", (unsigned long long)sp->pid,
+                                 (long long)(tid > 0 ? tid : (int32_t)sp->pid), ts,
+                                 (unsigned long long)d->calls, te);
+    }
+    json[used++] = ']';
+    int rc = cvf_write_other_events(b->w, json, used);
+    free(json);
+    return rc != 0 ? writer_fail(b) : 0;
+}
+
+int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
+                char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    struct build b = {.sp = sp, .st = st, .err = err, .errlen = errlen};
+    st->records = sp->records;
+    st->dropped = sp->dropped;
+    st->drop_ranges = sp->ndrops;
+    if (!sp->have_clock) { /* nothing came but maybe records: any sane rate (clock.c's) */
+        sp->clock = (vc_tick_map){0, 0, 1.0 / 2.5};
+    }
+    b.w = cvf_writer_new(sink, ctx);
+    b.piece = malloc(PIECE * sizeof *b.piece);
+    int rc = b.w && b.piece ? 0 : build_fail(&b, "out of memory");
+    if (rc == 0)
+        rc = write_names(&b);
+    for (uint32_t i = 0; rc == 0 && i < sp->nlanes; i++)
+        rc = build_lane(&b, &sp->lanes[i]);
+    if (rc == 0)
+        rc = write_instants(&b);
+    if (rc == 0 && cvf_writer_finish(b.w) != 0)
+        rc = writer_fail(&b);
+    st->cvf_bytes = b.w ? cvf_writer_bytes(b.w) : 0;
+    st->spool_bytes = sp->file_bytes;
+    cvf_writer_free(b.w);
+    free(b.piece);
+    free(b.args);
+    free(b.seg);
+    return rc;
+}

@@ -1,0 +1,128 @@
+/* spool_impl.h — the inside of a spool, shared by spool.c (receiving, the file, replay) and
+ * spool_build.c (the .cvf).  Not for other users: spool.h is the interface. */
+#ifndef VC_SPOOL_IMPL_H
+#define VC_SPOOL_IMPL_H
+
+#include "spool.h"
+#include "tick_map.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+#define SPOOL_MAX_OWNERS 65536u     /* thread slots of one agent (it has 1024) */
+#define SPOOL_MAX_IDS (1u << 24)    /* keys of one agent */
+#define SPOOL_MAX_LANES (1u << 22)
+#define SPOOL_LANES_PER_GROUP 16    /* more nesting of one key than this: an unsorted lane */
+
+/* The file's own records, after the agent's frame types (common/protocol.h). */
+enum {
+    SPOOL_REC_LANE = 100,    /* u32 lane | u32 owner | u32 id | u32 mark */
+    SPOOL_REC_SEGMENT = 101, /* u32 lane | u32 count | u64 first start | the lane's bytes */
+    SPOOL_REC_DROP = 102,    /* u32 owner | u32 pad | u64 start | u64 dur | u64 calls */
+};
+
+/* Where a lane's bytes are in the file. */
+struct spool_segment {
+    uint64_t offset; /* of the bytes */
+    uint64_t first;  /* start of its first record (the deltas begin there) */
+    uint32_t count;
+    uint32_t bytes;
+};
+
+/* The records of one (owner, id, mark), in start order unless !sorted. */
+struct spool_lane {
+    uint32_t owner, id, mark;
+    uint32_t next;            /* next lane of the same group, or UINT32_MAX */
+    int sorted;
+    uint64_t last_start;      /* of its last record */
+    uint64_t count;           /* records in the lane, on disk and in memory */
+    struct spool_segment *segs;
+    uint32_t nsegs, segs_cap;
+    unsigned char *buf;       /* records not flushed yet */
+    uint32_t buf_len, buf_cap, buf_count;
+    uint64_t buf_first, buf_prev;
+    int declared;             /* its LANE record is in the file */
+};
+
+struct spool_thread {
+    int32_t tid;
+    int has_records;
+    char *name;
+    char *blocked;
+};
+
+struct spool_drop {
+    uint32_t owner;
+    uint64_t start, dur, calls;
+};
+
+struct spool {
+    char path[PATH_MAX];
+    int fd;
+    int replaying;           /* spool_open: frames come from the file, not to be rewritten */
+    uint64_t file_bytes, limit;
+    uint64_t pid;
+    char *process_name;
+    char *events_json;       /* the agent's other events (a JSON list) */
+    size_t events_len;
+    vc_tick_map clock;
+    int have_clock;
+    char **names;            /* by id */
+    uint32_t names_cap;
+    struct spool_thread *threads; /* by owner */
+    uint32_t threads_cap;
+    struct spool_lane *lanes;
+    uint32_t nlanes, lanes_cap;
+    uint32_t *group_slots;   /* open addressing: lane index + 1 of a group's first lane */
+    uint32_t group_mask;
+    struct spool_drop *drops;
+    size_t ndrops, drops_cap;
+    uint64_t records, dropped, mem_bytes;
+    int64_t last_flush_ms;
+};
+
+/* The group (owner, id, mark)'s hash slot. */
+static inline uint32_t spool_group_hash(uint32_t owner, uint32_t id, uint32_t mark)
+{
+    uint64_t h = ((uint64_t)owner << 34 ^ (uint64_t)id << 2 ^ mark) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+/* Varints: LEB128, a zig-zag one for the start deltas (a lane that lost its order). */
+static inline unsigned char *spool_put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* Reads a varint from [p, end); NULL if it does not end there or is longer than 10 bytes. */
+static inline const unsigned char *spool_get_varint(const unsigned char *p,
+                                                    const unsigned char *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; p < end && shift < 70; shift += 7) {
+        unsigned char b = *p++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static inline uint64_t spool_zigzag(int64_t d)
+{
+    return ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+}
+
+static inline int64_t spool_unzigzag(uint64_t z)
+{
+    return (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+}
+
+#endif /* VC_SPOOL_IMPL_H */
