@@ -86,10 +86,10 @@ void report_status_line(int show, pid_t pid, int64_t elapsed, uint64_t duration_
     if (duration_ms) {
         int64_t left = (int64_t)duration_ms - elapsed;
         cli_format_duration(left > 0 ? (uint64_t)left : 0, l, sizeof l);
-        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed, %s left%s (Ctrl-C to stop)\033[K",
+        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed, %s left (Ctrl-C to stop)%s\033[K",
                 (int)pid, e, l, extra);
     } else {
-        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed%s (Ctrl-C to stop)\033[K",
+        fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed (Ctrl-C to stop)%s\033[K",
                 (int)pid, e, extra);
     }
 }

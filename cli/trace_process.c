@@ -174,7 +174,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     }
     if (opt->mode == CLI_TRACE &&
         trace_stream_open(&p->stream, p->out_abs, t->f.pid, (uint64_t)opt->max_trace_mb << 20,
-                          err, sizeof err) != 0) {
+                          opt->force, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         sink_abort(&p->sink);
         return -1;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "control_client.h"
 #include "monotonic.h"
@@ -15,13 +17,19 @@
 #define FRAME_WAIT_MS 10000 /* a frame begun must end within this */
 
 int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
-                      uint64_t max_bytes, char *err, size_t errlen)
+                      uint64_t max_bytes, int force, char *err, size_t errlen)
 {
     memset(ts, 0, sizeof *ts);
     char path[PATH_MAX + 8];
     if (snprintf(path, sizeof path, "%s.spool", out_abs) >= (int)sizeof path) {
         snprintf(err, errlen, "output path too long: %s", out_abs);
         return -1;
+    }
+    struct stat st;
+    if (force && lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* -f: the spool an earlier run left is replaced like OUT (said, not silent) */
+        if (unlink(path) == 0)
+            fprintf(stderr, "vcattach: removed the spool an earlier run left: %s\n", path);
     }
     if (spool_create(&ts->sp, path, (uint64_t)pid, err, errlen) != 0)
         return -1;
@@ -107,7 +115,7 @@ void trace_stream_progress(struct trace_stream *ts, char *buf, size_t cap)
     }
     char size[32];
     cli_format_bytes(disk, size, sizeof size);
-    snprintf(buf, cap, ", %.1f M events (%.1f M/s), spool %s%s", (double)records / 1e6,
+    snprintf(buf, cap, ": %.1f M events (%.1f M/s), spool %s%s", (double)records / 1e6,
              ts->rate / 1e6, size, dropped ? ", some dropped" : "");
 }
 

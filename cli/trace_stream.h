@@ -26,9 +26,10 @@ struct trace_stream {
     double rate;
 };
 
-/* Creates OUT.spool (out_abs: the absolute OUT), capped at max_bytes.  0 or -1 + err. */
+/* Creates OUT.spool (out_abs: the absolute OUT), capped at max_bytes; with force, a regular
+ * file left there by an earlier run is removed first (and said).  0 or -1 + err. */
 int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
-                      uint64_t max_bytes, char *err, size_t errlen);
+                      uint64_t max_bytes, int force, char *err, size_t errlen);
 /* A frame of the trace (ctl_data_fn): into the spool.  -1 + err only for a frame that breaks
  * the protocol; a spool that cannot be written makes `full`, and records are counted lost. */
 int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, char *err,

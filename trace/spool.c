@@ -21,7 +21,8 @@
 
 #define SPOOL_MAGIC "VCSPOOL1"
 #define SPOOL_MEM_MAX ((uint64_t)64 << 20) /* lane bytes held before they go to the file */
-#define SPOOL_FLUSH_MS 1000                /* ... and at least this often */
+#define SPOOL_FLUSH_MS 250 /* ... and at least this often: what a kill can lose */
+#define SPOOL_IOV 1020     /* iovecs per writev (IOV_MAX is 1024) */
 
 int spool_frame_type(uint32_t type)
 {
@@ -43,6 +44,43 @@ static int file_failed(struct spool *sp, char *err, size_t errlen, int e)
     return -2;
 }
 
+/* Writes iov[0..n) in full at the end of the file; a failure cuts the file back to where it
+ * was (a record cut in half would end a replay early).  0 or -2 + err. */
+static int write_iov(struct spool *sp, struct iovec *iov, int n, size_t total, char *err,
+                     size_t errlen)
+{
+    if (sp->limit && sp->file_bytes + total > sp->limit) {
+        snprintf(err, errlen, "the spool reached --max-trace-mb (%llu MiB): the trace ends here",
+                 (unsigned long long)(sp->limit >> 20));
+        return -2;
+    }
+    size_t done = 0;
+    int i = 0;
+    while (done < total) {
+        ssize_t w = writev(sp->fd, iov + i, n - i);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            if (ftruncate(sp->fd, (off_t)sp->file_bytes) != 0)
+                (void)0; /* the replay stops at the cut record anyway */
+            lseek(sp->fd, (off_t)sp->file_bytes, SEEK_SET);
+            return file_failed(sp, err, errlen, e);
+        }
+        done += (size_t)w;
+        for (; i < n && w > 0; i++) {
+            size_t take = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
+            iov[i].iov_base = (char *)iov[i].iov_base + take;
+            iov[i].iov_len -= take;
+            w -= (ssize_t)take;
+            if (iov[i].iov_len)
+                break;
+        }
+    }
+    sp->file_bytes += total;
+    return 0;
+}
+
 /* One record: u32 type | u32 len | a | b (b may be NULL). */
 static int write_rec(struct spool *sp, uint32_t type, const void *a, size_t alen, const void *b,
                      size_t blen, char *err, size_t errlen)
@@ -50,36 +88,8 @@ static int write_rec(struct spool *sp, uint32_t type, const void *a, size_t alen
     if (sp->replaying)
         return 0;
     uint32_t head[2] = {type, (uint32_t)(alen + blen)};
-    if (sp->limit && sp->file_bytes + 8 + alen + blen > sp->limit) {
-        snprintf(err, errlen, "the spool reached --max-trace-mb (%llu MiB): the trace ends here",
-                 (unsigned long long)(sp->limit >> 20));
-        return -2;
-    }
     struct iovec iov[3] = {{head, 8}, {(void *)a, alen}, {(void *)b, blen}};
-    size_t total = 8 + alen + blen, done = 0;
-    int n = b ? 3 : 2;
-    while (done < total) {
-        ssize_t w = writev(sp->fd, iov, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int e = w < 0 ? errno : ENOSPC;
-            /* a record cut in half would end the replay early: cut the file before it */
-            if (ftruncate(sp->fd, (off_t)sp->file_bytes) != 0)
-                (void)0;
-            lseek(sp->fd, (off_t)sp->file_bytes, SEEK_SET);
-            return file_failed(sp, err, errlen, e);
-        }
-        done += (size_t)w;
-        for (int i = 0; i < n && w > 0; i++) {
-            size_t take = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
-            iov[i].iov_base = (char *)iov[i].iov_base + take;
-            iov[i].iov_len -= take;
-            w -= (ssize_t)take;
-        }
-    }
-    sp->file_bytes += total;
-    return 0;
+    return write_iov(sp, iov, b ? 3 : 2, 8 + alen + blen, err, errlen);
 }
 
 /* ---- lanes -------------------------------------------------------------------------------- */
@@ -215,46 +225,96 @@ static int add_segment(struct spool_lane *l, uint64_t offset, uint64_t first, ui
     return 0;
 }
 
-static int flush_lane(struct spool *sp, uint32_t i, char *err, size_t errlen)
+/* The flush of many lanes in few writev calls: each lane adds its LANE record (the first
+ * time) and a SEGMENT record; heads live here until the batch is written. */
+struct flush_batch {
+    struct iovec iov[SPOOL_IOV];
+    uint32_t heads[SPOOL_IOV][6]; /* a LANE record (2 + 4 words) or a SEGMENT head (2 + 4) */
+    uint32_t lanes[SPOOL_IOV / 3];
+    int n, nheads, nlanes;
+    size_t total;
+};
+
+static void batch_put(struct flush_batch *fb, void *p, size_t len)
+{
+    fb->iov[fb->n++] = (struct iovec){p, len};
+    fb->total += len;
+}
+
+/* Writes the batch and moves its lanes' bytes to their segment lists. */
+static int batch_write(struct spool *sp, struct flush_batch *fb, char *err, size_t errlen)
+{
+    if (fb->n == 0)
+        return 0;
+    uint64_t at = sp->file_bytes;
+    uint64_t *offsets = malloc((size_t)fb->nlanes * sizeof *offsets);
+    if (offsets == NULL) {
+        snprintf(err, errlen, "out of memory for the spool's index");
+        return -2;
+    }
+    /* where each lane's bytes land: walk the batch as it will be written */
+    for (int i = 0, k = 0; i < fb->n; i++) {
+        if (k < fb->nlanes && fb->iov[i].iov_base == sp->lanes[fb->lanes[k]].buf)
+            offsets[k++] = at;
+        at += fb->iov[i].iov_len;
+    }
+    int rc = write_iov(sp, fb->iov, fb->n, fb->total, err, errlen);
+    for (int k = 0; rc == 0 && k < fb->nlanes; k++) {
+        struct spool_lane *l = &sp->lanes[fb->lanes[k]];
+        if (add_segment(l, offsets[k], l->buf_first, l->buf_count, l->buf_len) != 0) {
+            snprintf(err, errlen, "out of memory for the spool's index");
+            rc = -2;
+            break;
+        }
+        l->declared = 1;
+        sp->mem_bytes -= l->buf_cap;
+        free(l->buf);
+        l->buf = NULL;
+        l->buf_len = l->buf_cap = l->buf_count = 0;
+    }
+    free(offsets);
+    fb->n = fb->nheads = fb->nlanes = 0;
+    fb->total = 0;
+    return rc;
+}
+
+static int batch_lane(struct spool *sp, struct flush_batch *fb, uint32_t i, char *err,
+                      size_t errlen)
 {
     struct spool_lane *l = &sp->lanes[i];
     if (l->buf_count == 0)
         return 0;
-    if (!l->declared) {
-        uint32_t decl[4] = {i, l->owner, l->id, l->mark};
-        int rc = write_rec(sp, SPOOL_REC_LANE, decl, sizeof decl, NULL, 0, err, errlen);
+    if (fb->n + 3 > SPOOL_IOV || fb->nlanes == SPOOL_IOV / 3) {
+        int rc = batch_write(sp, fb, err, errlen);
         if (rc != 0)
             return rc;
-        l->declared = 1;
     }
-    struct {
-        uint32_t lane, count;
-        uint64_t first;
-    } head = {i, l->buf_count, l->buf_first};
-    uint64_t at = sp->file_bytes + 8 + sizeof head;
-    int rc = write_rec(sp, SPOOL_REC_SEGMENT, &head, sizeof head, l->buf, l->buf_len, err, errlen);
-    if (rc != 0)
-        return rc;
-    if (add_segment(l, at, l->buf_first, l->buf_count, l->buf_len) != 0) {
-        snprintf(err, errlen, "out of memory for the spool's index");
-        return -2;
+    if (!l->declared) {
+        uint32_t *h = fb->heads[fb->nheads++];
+        h[0] = SPOOL_REC_LANE, h[1] = 16, h[2] = i, h[3] = l->owner, h[4] = l->id, h[5] = l->mark;
+        batch_put(fb, h, 24);
     }
-    sp->mem_bytes -= l->buf_cap;
-    free(l->buf);
-    l->buf = NULL;
-    l->buf_len = l->buf_cap = l->buf_count = 0;
+    uint32_t *h = fb->heads[fb->nheads++];
+    h[0] = SPOOL_REC_SEGMENT, h[1] = 16 + l->buf_len, h[2] = i, h[3] = l->buf_count;
+    memcpy(&h[4], &l->buf_first, 8);
+    batch_put(fb, h, 24);
+    fb->lanes[fb->nlanes++] = i;
+    batch_put(fb, l->buf, l->buf_len);
     return 0;
 }
 
 int spool_flush(struct spool *sp, char *err, size_t errlen)
 {
-    for (uint32_t i = 0; i < sp->nlanes; i++) {
-        int rc = flush_lane(sp, i, err, errlen);
-        if (rc != 0)
-            return rc;
-    }
+    static struct flush_batch fb; /* large: not on the stack; one spool flushes at a time */
+    fb.n = fb.nheads = fb.nlanes = 0;
+    fb.total = 0;
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < sp->nlanes; i++)
+        rc = batch_lane(sp, &fb, i, err, errlen);
+    if (rc == 0)
+        rc = batch_write(sp, &fb, err, errlen);
     sp->last_flush_ms = vc_monotonic_ms();
-    return 0;
+    return rc;
 }
 
 /* ---- the agent's frames ----------------------------------------------------------------- */
