@@ -66,6 +66,11 @@ static void outbox_push(vc_pool *pool, vc_chunk *full)
                                         __ATOMIC_RELAXED));
 }
 
+void vc_pool_submit(vc_pool *pool, vc_chunk *c)
+{
+    outbox_push(pool, c);
+}
+
 vc_chunk *vc_pool_take_outbox(vc_pool *pool)
 {
     vc_chunk *c = __atomic_exchange_n(&pool->outbox, NULL, __ATOMIC_ACQUIRE);

@@ -72,6 +72,8 @@ void vc_pool_destroy(vc_pool *pool);
 vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner);
 /* Populates the pages of the chunks the hooks will take next (agent thread, no GIL needed). */
 void vc_pool_prefault(vc_pool *pool);
+/* Streaming, GIL held (no hook runs): a thread's chunk goes out before it is full. */
+void vc_pool_submit(vc_pool *pool, vc_chunk *c);
 /* Streaming, agent thread: every full chunk so far (oldest first), and giving one back. */
 vc_chunk *vc_pool_take_outbox(vc_pool *pool);
 void vc_pool_give_back(vc_pool *pool, vc_chunk *c);

@@ -233,6 +233,16 @@ static void pend_threads(vc_session *s, int all)
 
 void vc_stream_collect(vc_session *s)
 {
+    /* A thread's chunk goes out at each visit even when not full: a process that ends
+     * without a stop (a pool worker terminated by SIGTERM, a SIGKILLed worker) loses only
+     * what it recorded since the last visit.  Under the GIL no hook is writing it. */
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        if (t->chunk != NULL && t->chunk->count > 0) {
+            vc_pool_submit(&s->pool, t->chunk);
+            t->chunk = NULL;
+        }
+    }
     size_t frame = (size_t)-1;
     for (; s->names_sent < s->pins.count; s->names_sent++) {
         char *name = vc_pins_name(&s->pins, s->names_sent);

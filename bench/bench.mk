@@ -66,3 +66,13 @@ BENCH_TARGETS += bench-tree
 bench-viztracer: all
 	bench/viztracer/run $(BENCH_VIZ_ARGS)
 BENCH_TARGETS += bench-viztracer
+
+# --- long traces, bounded target (bench/stream; issue 17) ---
+# Prints, per interpreter and duration (10/30/60 s), the streamed trace next to the whole
+# trace kept in the target (`start`, 256 MiB): events, dropped, the target's RSS growth,
+# vcattach's CPU and RSS, spool and .cvf bytes per event, stop -> file; with --gunicorn a
+# whole gunicorn service under wrk.  Not asserted.
+.PHONY: bench-stream
+bench-stream: all
+	bench/stream/run $(BENCH_STREAM_ARGS)
+BENCH_TARGETS += bench-stream

@@ -354,8 +354,7 @@ int ctl_receive(struct ctl_conn *s, ctl_data_fn on_data,
             describe_recv_error(err, errlen, "while sending the trace", s->pid);
             break;
         }
-        if (type != VC_MSG_CHUNK) /* records: the spool's own cap (spool_set_limit) */
-            received += (uint64_t)n + 8;
+        received += (uint64_t)n + 8;
         if (received > lim->max_bytes) {
             snprintf(err, errlen, "the agent sent more than %llu MiB (--max-trace-mb): "
                                   "transfer stopped",

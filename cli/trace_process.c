@@ -49,7 +49,8 @@ static int dir_shared_with_target(pid_t pid, const char *file)
  * Returns 0 when it is time to stop (deadline, Ctrl-C, the spool cannot take more), 1 when
  * the agent stopped on its own and its END came (end_text: the target is exiting, the agent
  * flushed at interpreter exit), 2 when the connection ended without END (the target exited
- * or was killed: what it streamed is kept; err says what happened). */
+ * or was killed: what it streamed is kept; err says what happened), -1 when the agent broke
+ * the protocol (err). */
 static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt, int show,
                               int64_t t0, struct trace_stream *ts, char *end_text, size_t cap,
                               char *err, size_t errlen)
@@ -74,6 +75,8 @@ static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt,
             fprintf(stderr, "vcattach: %s\n", ts->why);
             return 0;
         }
+        if (r < 0 && ts->broken)
+            return -1;
         if (r < 0) {
             char how[256];
             snprintf(how, sizeof how, "%s", err);
@@ -203,6 +206,11 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
 {
     char err[1024];
     int complete = how != 2;
+    if (how < 0) {
+        fprintf(stderr, "%s: %s; nothing was written\n", cmd, ended);
+        trace_stream_close(&p->stream, 1); /* a hostile agent's data is not kept */
+        return VC_EXIT_FAIL;
+    }
     if (how == 0) {
         if (show)
             fprintf(stderr, "vcattach: stopping and collecting the trace...");
@@ -217,6 +225,11 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
         report_status_line_clear(show);
         if (received < 0 && attach_abandon)
             return VC_EXIT_FAIL; /* the caller reports it */
+        if (received < 0 && p->stream.broken) {
+            fprintf(stderr, "%s: %s; nothing was written\n", cmd, err);
+            trace_stream_close(&p->stream, 1);
+            return VC_EXIT_FAIL;
+        }
         if (received < 0) {
             fprintf(stderr, "%s: %s; the trace keeps what came before\n", cmd, err);
             complete = 0;
@@ -241,6 +254,8 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
         fprintf(stderr, "%s: %s; the trace up to then is in %s\n", cmd, p->stream.why, p->where);
         return VC_EXIT_FAIL;
     }
+    if (!complete && how == 0)
+        return VC_EXIT_FAIL; /* said above: the transfer after STOP did not end */
     if (!complete || (how == 1 && target_exits(s->pid))) {
         fprintf(stderr, "%s: target process %d exited during the trace (after %.1fs); the "
                         "trace up to its exit is in %s\n",

@@ -44,6 +44,7 @@ int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, 
     struct trace_stream *ts = ctx;
     if (!spool_frame_type(type)) {
         snprintf(err, errlen, "the agent sent a whole trace to a streaming session");
+        ts->broken = 1;
         return -1;
     }
     if (ts->full && type == VC_MSG_CHUNK) {
@@ -59,6 +60,7 @@ int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, 
     }
     if (rc != 0) {
         snprintf(err, errlen, "%s", why);
+        ts->broken = 1;
         return -1;
     }
     return 0;

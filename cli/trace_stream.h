@@ -19,6 +19,7 @@
 struct trace_stream {
     struct spool *sp;
     int full;                /* the spool could not be written: records are dropped here */
+    int broken;              /* the agent broke the protocol: nothing it sent is used */
     uint64_t lost_here;      /* ... this many */
     char why[512];           /* the spool's failure, said once */
     int64_t rate_ms;         /* for the rate on the status line */

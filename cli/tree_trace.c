@@ -35,6 +35,7 @@
 #include "control_client.h"
 #include "merge.h"
 #include "monotonic.h"
+#include "spool.h"
 #include "trace_sink.h"
 #include "vcinject.h"
 
@@ -47,6 +48,7 @@
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
 #define DEFAULT_BUDGET_MB 256
 #define MIN_SHARE_MB 2
+#define DEFAULT_SHARE_MAX_MB CLI_WINDOW_MB /* without --buffer-mb, no process gets more */
 #define VERBOSE_KEEP 4096          /* -v lists skipped processes: kept up to this many members */
 
 enum mstate {
@@ -65,7 +67,9 @@ struct member {
     uint64_t start_time;     /* with pid, the process's identity: a reused pid is a stranger */
     enum mstate st;
     int fd;                  /* its control connection */
-    int part_fd;             /* its .cvf stream (an unlinked file next to OUT) */
+    int part_fd;             /* its .cvf (an unlinked file next to OUT), built from its spool */
+    struct spool *sp;        /* what it streams while it traces: OUT.PID.spool (spool.h) */
+    int ended_early;         /* its connection ended before END: its trace up to then is kept */
     int forked;              /* joined by itself (a fork child) */
     int python;              /* preflight said CPython (for M_SKIPPED: refused, not foreign) */
     int retries;
@@ -134,7 +138,7 @@ static int same_process(const struct member *m)
  * gone takes the slot of a newcomer with its pid: the old one is forgotten. */
 static int holds_nothing(const struct member *m)
 {
-    return m->fd < 0 && m->part_fd < 0 && (m->st == M_SKIPPED || m->st == M_LOST) &&
+    return m->fd < 0 && m->part_fd < 0 && m->sp == NULL && (m->st == M_SKIPPED || m->st == M_LOST) &&
            (m->share_mb == 0 || m->share_returned);
 }
 
@@ -213,6 +217,10 @@ static void finish(struct tree_run *r, struct member *m, enum mstate st, const c
         close(m->part_fd);
         m->part_fd = -1;
     }
+    if (st == M_LOST || st == M_DONE) {
+        spool_close(m->sp, 1);
+        m->sp = NULL;
+    }
     set_state(m, st);
 }
 
@@ -220,6 +228,8 @@ static void finish(struct tree_run *r, struct member *m, enum mstate st, const c
 static unsigned share_for(struct tree_run *r)
 {
     unsigned want = r->budget_mb / 8 > MIN_SHARE_MB ? r->budget_mb / 8 : MIN_SHARE_MB;
+    if (!r->opt->buffer_mb && want > DEFAULT_SHARE_MAX_MB)
+        want = DEFAULT_SHARE_MAX_MB;
     if (want > r->reserve_mb)
         want = r->reserve_mb;
     if (want < MIN_SHARE_MB)
@@ -229,6 +239,9 @@ static unsigned share_for(struct tree_run *r)
 }
 
 /* ---- configuring a connected agent -------------------------------------------------------- */
+
+static int spool_open_member(struct tree_run *r, struct member *m);
+static void ended_early(struct tree_run *r, struct member *m, const char *why);
 
 static int send_config(struct tree_run *r, struct member *m)
 {
@@ -243,6 +256,9 @@ static int send_config(struct tree_run *r, struct member *m)
     int rc = attach_build_config(&one, "control", fallback, cfg, sizeof cfg);
     size_t used = strlen(cfg);
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
+    rc |= vc_kv_append(cfg, sizeof cfg, &used, "stream", "1");
+    if (rc == 0 && m->sp == NULL && spool_open_member(r, m) != 0)
+        return -1;
     rc |= ctl_add_token(&r->ctl, cfg, sizeof cfg, &used);
     if (rc || vc_msg_send(m->fd, VC_MSG_CONFIG, cfg, used, 5000) < 0)
         return -1;
@@ -338,6 +354,95 @@ static int part_open(struct tree_run *r, struct member *m)
     return m->part_fd >= 0 ? 0 : -1;
 }
 
+/* The member's spool, OUT.PID.spool next to OUT: made by vcattach, never named by the member
+ * (a stale one of an earlier run is replaced only with --force, as OUT is). */
+static int spool_open_member(struct tree_run *r, struct member *m)
+{
+    char path[PATH_MAX + 32], err[512];
+    snprintf(path, sizeof path, "%s.%d.spool", r->out_abs, (int)m->pid);
+    if (r->opt->force)
+        unlink(path);
+    if (spool_create(&m->sp, path, (uint64_t)m->pid, err, sizeof err) != 0) {
+        fprintf(stderr, "vcattach: pid %d: %s\n", (int)m->pid, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Its spool to its part file (the .cvf the merge reads); its END text gets the counts of the
+ * trace built here.  0, or -1 with m->why. */
+static int spool_to_part(struct tree_run *r, struct member *m)
+{
+    char err[512];
+    struct spool_stats st;
+    if (m->part_fd < 0 && part_open(r, m) < 0) {
+        snprintf(m->why, sizeof m->why, "cannot store its trace in %.200s: %s", r->out_dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (spool_build(m->sp, cvf_sink_fd, (void *)(intptr_t)m->part_fd, &st, err, sizeof err) != 0) {
+        snprintf(m->why, sizeof m->why, "%.300s", err);
+        return -1;
+    }
+    char end[sizeof m->end + 96];
+    snprintf(end, sizeof end, "events=%llu\nthreads=%llu\ndrops=%llu\n%s",
+             (unsigned long long)st.events, (unsigned long long)st.threads,
+             (unsigned long long)(st.dropped + st.unnamed), m->end);
+    end[sizeof m->end - 1] = '\0'; /* cut if need be: the counts come first */
+    memcpy(m->end, end, sizeof m->end);
+    return st.events > 0 || !m->ended_early ? 0 : -1;
+}
+
+/* A streaming frame of a member: into its spool.  The tree as a whole takes what one target
+ * would (--max-trace-mb, counted on what the agents send). */
+static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type, const char *buf,
+                            size_t n)
+{
+    char err[512];
+    if (m->sp == NULL) {
+        finish(r, m, M_LOST, "its agent streamed before it was configured");
+        return;
+    }
+    m->bytes += n;
+    r->received += n;
+    if (r->received > (uint64_t)r->opt->max_trace_mb << 20) {
+        char why[200];
+        snprintf(why, sizeof why, "the tree's traces passed --max-trace-mb %u MiB: this "
+                 "one is dropped", r->opt->max_trace_mb);
+        finish(r, m, M_LOST, why);
+        return;
+    }
+    int rc = spool_add(m->sp, type, buf, n, err, sizeof err);
+    if (rc == -1) {
+        char why[600];
+        snprintf(why, sizeof why, "its agent broke the protocol: %.500s", err);
+        finish(r, m, M_LOST, why);
+    } else if (rc == -2) {
+        snprintf(m->why, sizeof m->why, "%.300s", err);
+        ended_early(r, m, m->why); /* the disk: what was spooled is its trace */
+    }
+}
+
+/* A member whose connection ended without END (killed, or exited without its atexit stop):
+ * what it streamed before is its trace. */
+static void ended_early(struct tree_run *r, struct member *m, const char *why)
+{
+    uint64_t records = 0, dropped, disk;
+    if (m->sp != NULL)
+        spool_progress(m->sp, &records, &dropped, &disk);
+    if ((m->st == M_RUNNING || m->st == M_STOPPING) && records > 0) {
+        m->ended_early = 1;
+        m->end[0] = '\0';
+        if (spool_to_part(r, m) == 0) {
+            char note[400];
+            snprintf(note, sizeof note, "%s: its trace up to then is kept", why);
+            finish(r, m, M_DONE, note);
+            return;
+        }
+    }
+    finish(r, m, M_LOST, why);
+}
+
 static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap)
 {
     uint32_t type;
@@ -349,7 +454,11 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
                  target_alive(m->pid) ? "its agent closed the connection"
                                     : "exited (or was killed)",
                  m->st <= M_STOPPING ? when[m->st] : "?", (unsigned long long)m->bytes);
-        finish(r, m, M_LOST, why);
+        ended_early(r, m, why);
+        return;
+    }
+    if (spool_frame_type(type)) {
+        on_stream_frame(r, m, type, buf, (size_t)n);
         return;
     }
     switch (type) {
@@ -401,8 +510,10 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         snprintf(m->end, sizeof m->end, "%s", buf);
         char v[32] = "0";
         vc_kv_get(buf, "status", v, sizeof v);
-        if (atol(v) != 0 || m->part_fd < 0)
+        if (atol(v) != 0 || (m->sp == NULL && m->part_fd < 0))
             finish(r, m, M_LOST, "its agent failed to send its trace (see its fallback file)");
+        else if (m->sp != NULL && spool_to_part(r, m) != 0)
+            finish(r, m, M_LOST, NULL);
         else
             finish(r, m, M_DONE, NULL);
         return;
@@ -605,6 +716,8 @@ static void plan_budget(struct tree_run *r)
         python = r->opt->max_processes;
     r->reserve_mb = r->budget_mb / 4;
     unsigned each = (r->budget_mb - r->reserve_mb) / python;
+    if (!r->opt->buffer_mb && each > DEFAULT_SHARE_MAX_MB)
+        each = DEFAULT_SHARE_MAX_MB; /* streaming: a small window each, whatever the tree */
     r->initial_share_mb = each < MIN_SHARE_MB ? MIN_SHARE_MB : each;
 }
 
@@ -694,11 +807,12 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
         if (skipped)
             printf(", %zu non-Python skipped", skipped);
         printf(": %llu events, %llu threads, %llu dropped%s, %s -> %s\n", events, threads, drops,
-               drops ? " (buffer full: raise --buffer-mb)" : "", size, sink->path);
+               drops ? " (vcattach did not keep up: see the \"vcattach dropped\" instants)" : "",
+               size, sink->path);
     }
     for (size_t i = 0; i < r->n; i++) {
         const struct member *m = &r->m[i];
-        int always = m->st != M_DONE && !(m->st == M_SKIPPED && !m->python);
+        int always = (m->st != M_DONE || m->ended_early) && !(m->st == M_SKIPPED && !m->python);
         if (r->opt->quiet || (!always && !r->opt->verbose))
             continue;
         printf("  pid %d %s%s: %s", (int)m->pid, m->forked ? "(forked) " : "", state_word(m),
@@ -706,7 +820,7 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
         if (m->st == M_DONE)
             printf(" — %llu events, %llu threads, %u MiB buffer", end_u64(m, "events"),
                    end_u64(m, "threads"), m->share_mb);
-        if (m->why[0] && m->st != M_DONE)
+        if (m->why[0] && (m->st != M_DONE || m->ended_early))
             printf(" — %s", m->why);
         putchar('\n');
     }
@@ -913,6 +1027,8 @@ int tree_trace(const struct cli_options *opt)
             close(r.m[i].fd);
         if (r.m[i].part_fd >= 0)
             close(r.m[i].part_fd);
+        if (r.m[i].sp != NULL) /* kept for `vcattach recover` (vcattach gave up on it) */
+            spool_close(r.m[i].sp, 0);
     }
     free(r.m);
     free(r.buf);

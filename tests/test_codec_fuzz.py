@@ -61,3 +61,32 @@ def test_fuzz_cvf_reader(seeds, tmp_path):
 
 def test_fuzz_json_to_cvf(seeds, tmp_path):
     _run(_fuzzer("fuzz_cvf_json"), seeds[1], tmp_path, ["-max_len=8192"])
+
+
+@pytest.fixture(scope="module")
+def spool_seeds(tmp_path_factory):
+    """Frames as the fuzz target reads them (u8 type - 9, u16 length, bytes): a clock, a
+    thread, a name and a chunk of three records with a drop marker; and the same stream as a
+    spool file's records (u32 type, u32 length, bytes) behind the mode byte."""
+    import struct
+    d = tmp_path_factory.mktemp("spoolseeds")
+    clock = struct.pack("<QQd", 1000, 5000, 0.5)
+    thread = struct.pack("<IiII", 0, 4242, 4, 0) + b"main"
+    name = struct.pack("<II", 0, 1) + b"f"
+    recs = b"".join(struct.pack("<QQII", 2000 + 10 * i, 5, 0, 0) for i in range(3))
+    drop = struct.pack("<QQII", 2100, 50, 0xFFFFFFFD, 7)
+    chunk = struct.pack("<II", 0, 4) + recs + drop
+    frames = [(12, clock), (11, thread), (10, name), (9, chunk), (13, struct.pack("<Q", 4242) + b"py")]
+    stream = b"".join(struct.pack("<BH", t - 9, len(p)) + p for t, p in frames)
+    (d / "frames").write_bytes(b"\x00" + stream)
+    records = b"".join(struct.pack("<II", t, len(p)) + p for t, p in frames if t != 9)
+    lane = struct.pack("<IIIIII", 100, 16, 0, 0, 0, 0)
+    seg = struct.pack("<IIIIQ", 101, 16 + 6, 0, 3, 2000) + bytes([0, 5, 20, 5, 20, 5])
+    (d / "file").write_bytes(b"\x01" + records + lane + seg)
+    return str(d)
+
+
+def test_fuzz_spool(spool_seeds, tmp_path):
+    """What an agent streams and a spool file on disk, fuzzed through spool_add, spool_open's
+    replay and the .cvf build (trace/spool.c, spool_build.c) under ASan and UBSan."""
+    _run(_fuzzer("fuzz_cvf_spool"), spool_seeds, tmp_path, ["-max_len=4096"])

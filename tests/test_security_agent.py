@@ -20,6 +20,7 @@ import time
 import pytest
 
 from support.paths import PYTHONS, VCATTACH
+from vcattach import cvf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -91,18 +92,23 @@ BOUNDED = [
                  b"did not answer while starting (timed out)", id="status-flood-ptrace"),
     pytest.param("stall", ["-t", "1s", "--method", "gdb"],
                  b"did not answer while starting (timed out)", id="status-flood-gdb"),
-    # 1 MiB DATA frames without end: --max-trace-mb stops the transfer.
-    pytest.param("flood", ["-t", "300ms", "--max-trace-mb", "8"],
+    # CHUNK frames without end, ignoring STOP: --max-trace-mb ends the spool, then the transfer.
+    pytest.param("flood", ["-t", "20s", "--max-trace-mb", "8"],
                  b"more than 8 MiB (--max-trace-mb)", id="data-flood"),
-    # One byte every 100 ms: every frame is on time, the whole transfer is not.
+    # A tiny frame every 100 ms after STOP: every frame is on time, the whole transfer is not.
     pytest.param("trickle", ["-t", "300ms", "--collect-timeout", "2s"],
                  b"still sending after 2 s (--collect-timeout)", id="data-trickle"),
+    # A CHUNK whose count its length does not hold: the session ends, nothing is written.
+    pytest.param("bad-chunk", ["-t", "5s"],
+                 b"malformed stream from the agent: CHUNK length does not match its count",
+                 id="bad-chunk"),
 ]
 
 
 @pytest.mark.parametrize("mode,options,reason", BOUNDED)
 def test_hostile_stream_is_bounded(fake_agent_dir, target, tmp_path, mode, options, reason):
-    """vcattach gives up with its one-line reason, keeps nothing, and the target runs on."""
+    """vcattach gives up with its one-line reason and the target runs on; a bound keeps what
+    came before it as a valid trace, a malformed frame keeps nothing."""
     d, _ = fake_agent_dir
     t = target(mode)
     out = tmp_path / "o.cvf"
@@ -115,7 +121,11 @@ def test_hostile_stream_is_bounded(fake_agent_dir, target, tmp_path, mode, optio
         pytest.fail("vcattach was not bounded against the %s agent" % mode)
     assert p.returncode == 1, err
     assert reason in err, err
-    assert not out.exists() and not os.path.exists(str(out) + ".tmp")
+    assert not os.path.exists(str(out) + ".tmp")
+    if mode == "bad-chunk":  # a protocol breach: nothing the agent sent is kept
+        assert not out.exists() and not os.path.exists(str(out) + ".spool")
+    elif out.exists():  # a bound: what came before it is a valid trace (of the fake's records)
+        cvf.load(str(out))
     assert_target_unharmed(t)
 
 

@@ -163,6 +163,26 @@ static int lane_new(struct spool *sp, uint32_t owner, uint32_t id, uint32_t mark
     return 0;
 }
 
+/* The last lane of a group, or UINT32_MAX if the group has none yet. */
+static uint32_t group_last_lane(struct spool *sp, uint32_t owner, uint32_t id, uint32_t mark)
+{
+    if (sp->group_mask == 0)
+        return UINT32_MAX;
+    uint32_t h = spool_group_hash(owner, id, mark) & sp->group_mask;
+    for (;; h = (h + 1) & sp->group_mask) {
+        uint32_t s = sp->group_slots[h];
+        if (s == 0)
+            return UINT32_MAX;
+        struct spool_lane *l = &sp->lanes[s - 1];
+        if (l->owner == owner && l->id == id && l->mark == mark) {
+            uint32_t i = s - 1;
+            while (sp->lanes[i].next != UINT32_MAX)
+                i = sp->lanes[i].next;
+            return i;
+        }
+    }
+}
+
 /* The lane a record starting at `start` goes to: the first of its group whose last start is
  * not after it, else a new one, else (too many) the group's first, which loses its order. */
 static int lane_for(struct spool *sp, uint32_t owner, uint32_t id, uint32_t mark, uint64_t start,
@@ -330,6 +350,10 @@ static struct spool_thread *thread_slot(struct spool *sp, uint32_t owner)
 static int add_drop(struct spool *sp, uint32_t owner, uint64_t start, uint64_t dur,
                     uint64_t calls, char *err, size_t errlen)
 {
+    if (sp->ndrops >= SPOOL_MAX_DROPS) { /* counted, not kept: an agent may send any number */
+        sp->dropped += calls;
+        return 0;
+    }
     if (sp->ndrops == sp->drops_cap) {
         size_t cap = sp->drops_cap ? sp->drops_cap * 2 : 64;
         struct spool_drop *d = realloc(sp->drops, cap * sizeof *d);
@@ -545,10 +569,7 @@ static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, s
         memcpy(d, p, 16);
         if (d[0] != sp->nlanes || d[1] >= SPOOL_MAX_OWNERS || d[2] >= SPOOL_MAX_IDS || d[3] > 3)
             return bad(err, errlen, "spool lane out of order");
-        uint32_t prev = UINT32_MAX;
-        for (uint32_t i = 0; i < sp->nlanes; i++) /* its group's last lane, if any */
-            if (sp->lanes[i].owner == d[1] && sp->lanes[i].id == d[2] && sp->lanes[i].mark == d[3])
-                prev = i;
+        uint32_t prev = group_last_lane(sp, d[1], d[2], d[3]);
         if (lane_new(sp, d[1], d[2], d[3], prev, &lane) != 0)
             return bad(err, errlen, "out of memory");
         sp->lanes[lane].declared = 1;

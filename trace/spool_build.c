@@ -25,7 +25,7 @@ struct build {
     cvf_writer *w;
     struct spool_stats *st;
     cvf_fee_event *piece;
-    size_t n;
+    size_t n, cap;       /* piece grows to PIECE events as lanes need it */
     char *args;          /* a marked piece's args list */
     size_t args_cap;
     unsigned char *seg;  /* one segment's bytes */
@@ -134,6 +134,14 @@ static int write_piece(struct build *b, const struct spool_lane *l)
 
 static int add_event(struct build *b, const struct spool_lane *l, uint64_t start, uint64_t dur)
 {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        cvf_fee_event *bigger = realloc(b->piece, cap * sizeof *bigger);
+        if (bigger == NULL)
+            return build_fail(b, "out of memory");
+        b->piece = bigger;
+        b->cap = cap;
+    }
     const vc_tick_map *map = &b->sp->clock;
     int64_t ts = vc_tick_map_ticks(map, start);
     int64_t end = vc_tick_map_ticks(map, start + dur);
@@ -181,29 +189,45 @@ static int build_lane(struct build *b, const struct spool_lane *l)
     return write_piece(b, l);
 }
 
+static int by_tid(const void *a, const void *b)
+{
+    const struct spool_thread *x = *(const struct spool_thread *const *)a;
+    const struct spool_thread *y = *(const struct spool_thread *const *)b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x < y ? -1 : x > y; /* the first state of a tid names it */
+}
+
 /* Thread names: each OS thread with records once (emit.c's rule: the pid's thread is the
- * main thread whatever it is called). */
+ * main thread whatever it is called).  Sorted by tid: an agent may claim 65,536 threads. */
 static int write_names(struct build *b)
 {
     struct spool *sp = b->sp;
     const char *pname = sp->process_name && sp->process_name[0] ? sp->process_name : "python";
     if (cvf_write_process_name(b->w, sp->pid, sp->pid, pname) != 0)
         return writer_fail(b);
-    for (uint32_t i = 0; i < sp->threads_cap; i++) {
-        const struct spool_thread *t = &sp->threads[i];
-        int seen = 0;
-        for (uint32_t j = 0; j < i && !seen; j++)
-            seen = sp->threads[j].tid == t->tid && sp->threads[j].has_records;
-        if (t->tid <= 0 || !t->has_records || seen)
+    const struct spool_thread **order = malloc((sp->threads_cap + 1) * sizeof *order);
+    if (order == NULL)
+        return build_fail(b, "out of memory");
+    size_t n = 0;
+    for (uint32_t i = 0; i < sp->threads_cap; i++)
+        if (sp->threads[i].tid > 0 && sp->threads[i].has_records)
+            order[n++] = &sp->threads[i];
+    qsort(order, n, sizeof *order, by_tid);
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        const struct spool_thread *t = order[k];
+        if (k > 0 && order[k - 1]->tid == t->tid)
             continue;
         char fallback[32];
         snprintf(fallback, sizeof fallback, "Thread-%d", (int)t->tid);
         const char *name = (uint64_t)t->tid == sp->pid ? "MainThread" : t->name ? t->name : fallback;
         if (cvf_write_thread_name(b->w, sp->pid, (uint64_t)t->tid, name) != 0)
-            return writer_fail(b);
+            rc = writer_fail(b);
         b->st->threads++;
     }
-    return 0;
+    free(order);
+    return rc;
 }
 
 /* The agent's instants (when it sent them: a process killed before its stop did not) and one
@@ -261,8 +285,7 @@ int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stat
         sp->clock = (vc_tick_map){0, 0, 1.0 / 2.5};
     }
     b.w = cvf_writer_new(sink, ctx);
-    b.piece = malloc(PIECE * sizeof *b.piece);
-    int rc = b.w && b.piece ? 0 : build_fail(&b, "out of memory");
+    int rc = b.w ? 0 : build_fail(&b, "out of memory");
     if (rc == 0)
         rc = write_names(&b);
     for (uint32_t i = 0; rc == 0 && i < sp->nlanes; i++)

@@ -10,8 +10,9 @@
 #include <stdint.h>
 
 #define SPOOL_MAX_OWNERS 65536u     /* thread slots of one agent (it has 1024) */
-#define SPOOL_MAX_IDS (1u << 24)    /* keys of one agent */
+#define SPOOL_MAX_IDS (1u << 22)    /* keys of one agent (a busy service has ~10^4) */
 #define SPOOL_MAX_LANES (1u << 22)
+#define SPOOL_MAX_DROPS (1u << 20)  /* drop ranges kept (beyond: only counted) */
 #define SPOOL_LANES_PER_GROUP 16    /* more nesting of one key than this: an unsorted lane */
 
 /* The file's own records, after the agent's frame types (common/protocol.h). */

@@ -106,18 +106,32 @@ static void *run(void *unused)
         nap(500);
     } else {
         static const char started[] = "threads=1\nbackend=fake\n";
-        if (send_frame(fd, 3, started, sizeof started - 1) < 0 || recv_frame(fd) != 4 /* STOP */)
+        if (send_frame(fd, 3, started, sizeof started - 1) < 0)
             goto out;
-        if (!strcmp(mode, "flood")) {
-            size_t big = 1u << 20;
-            char *chunk = calloc(1, big);
-            while (chunk && send_frame(fd, 6, chunk, (uint32_t)big) == 0)
+        if (!strcmp(mode, "flood")) { /* records without end, before and after STOP */
+            uint32_t count = 40000;
+            size_t len = 8 + (size_t)count * 24;
+            unsigned char *chunk = calloc(1, len);
+            if (chunk != NULL)
+                memcpy(chunk + 4, &count, 4);
+            while (chunk && send_frame(fd, 9 /* CHUNK */, chunk, (uint32_t)len) == 0)
                 ;
             free(chunk);
-        } else {
-            while (send_frame(fd, 6, "x", 1) == 0)
-                nap(100);
+            goto out;
         }
+        if (!strcmp(mode, "bad-chunk")) { /* a count its length does not hold */
+            unsigned char chunk[8 + 24] = {0};
+            uint32_t count = 1000;
+            memcpy(chunk + 4, &count, 4);
+            send_frame(fd, 9, chunk, sizeof chunk);
+            nap(2000);
+            goto out;
+        }
+        if (recv_frame(fd) != 4 /* STOP */)
+            goto out;
+        unsigned char name[9] = {0, 0, 0, 0, 1, 0, 0, 0, 'f'}; /* one key named "f" */
+        while (send_frame(fd, 10 /* NAMES */, name, sizeof name) == 0)
+            nap(100);
     }
 out:
     close(fd);
