@@ -131,7 +131,7 @@ static PyObject *after_fork_child(PyObject *self, PyObject *unused)
     discard_names_under_gil(s);
     vc_pool_destroy(&s->pool);
     vc_thread_free_all(s);
-    vc_stream_release(s);
+    vc_stream_release(s, 0);
     if (s->control_fd >= 0)
         close(s->control_fd);
     if (s->status_fd >= 0)
@@ -314,6 +314,7 @@ static void finish_session(vc_session *s, int status, const char *err)
         vc_pool_destroy(&s->pool);
         vc_thread_free_all(s);
     }
+    vc_stream_release(s, 1);
     vc_status_close(s);
     vc_control_close(s);
     vc_life_finish(status, err);
@@ -339,8 +340,15 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
         rc = -ENOMEM;
     }
     if (rc == 0) {
-        /* Records stream to the controller only when it takes the trace (output=control). */
-        s->pool.streaming = s->stream && strcmp(s->output, "control") == 0;
+        /* Records stream while tracing: to the controller when it takes the trace
+         * (output=control), else (vcattach start: a file) into the session's own spool. */
+        int to_file = strcmp(s->output, "control") != 0 && strncmp(s->output, "fd:", 3) != 0 &&
+                      strncmp(s->output, "unix:", 5) != 0;
+        s->pool.streaming = s->stream && (!to_file || s->detach);
+        if (s->pool.streaming && to_file)
+            rc = vc_stream_open_local(s, err, errlen);
+    }
+    if (rc == 0) {
         vc_filter_prepare(&s->filter);
         s->pins.filter = s->filter.has_globs ? &s->filter : NULL;
     }
@@ -439,6 +447,13 @@ static void stop_tracing(vc_session *s, int reason, PyGILState_STATE gstate, PyT
 static int deliver_trace(vc_session *s, int reason, struct vc_result *res, char *err, size_t errlen)
 {
     int status = 0;
+    if (vc_stream_on(s) && s->spool != NULL) { /* start: its own spool, then the output */
+        status = vc_stream_finish(s, res, err, errlen);
+        if (status == 0)
+            status = vc_stream_write_local(s, res, err, errlen);
+        res->status = status;
+        return status; /* no fallback: what was recorded is in the spool, which stays */
+    }
     if (vc_stream_on(s) && s->control_fd >= 0 && reason != VC_STOP_CONTROL_EOF)
         status = vc_stream_finish(s, res, err, errlen);
     else if (strcmp(s->output, "control") == 0 && s->control_fd >= 0 && reason != VC_STOP_CONTROL_EOF)
@@ -476,7 +491,7 @@ static void end_session(vc_session *s, int status, const struct vc_result *res, 
     s->nnames = 0;
     vc_pool_destroy(&s->pool);
     vc_thread_free_all(s);
-    vc_stream_release(s);
+    vc_stream_release(s, 1);
     vc_end_msg end;
     vc_control_prepare_end(s, res, err, &end);
     finish_session(s, status, err);

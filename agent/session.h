@@ -112,7 +112,9 @@ typedef struct vc_session {
     uint32_t names_sent;      /* ids [0, names_sent) have been named to the controller */
     unsigned char *pending;   /* NAMES and THREADS frames built at the last GIL visit */
     size_t pending_len, pending_cap;
-    int stream_broken;        /* a send failed: the controller is gone */
+    int stream_broken;        /* a send failed: the controller is gone (or the spool broke) */
+    struct spool *spool;      /* `start`: the agent's own spool, OUTPUT.spool (stream.c) */
+    char spool_err[256];      /* why the spool broke, if it did */
     uint64_t chunks_sent, records_sent;
 
     /* stop snapshot (owned, used without the GIL) */

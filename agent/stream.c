@@ -12,6 +12,8 @@
 #include "emit.h"
 #include "record.h"
 #include "protocol.h"
+#include "spool.h"
+#include "atomic_file.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,11 +35,23 @@ _Static_assert(offsetof(vc_chunk, count) == offsetof(vc_chunk, owner) + 4 &&
                    offsetof(vc_chunk, rec) == offsetof(vc_chunk, owner) + 8,
                "a chunk's owner, count and records are one CHUNK payload");
 
+/* A `start`ed session has no controller: its frames go into its own spool, which the sender
+ * thread and the agent thread both feed (one frame at a time). */
+static pthread_mutex_t g_spool_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int send_frame(vc_session *s, uint32_t type, const void *payload, size_t len)
 {
     if (s->stream_broken)
         return -1;
-    if (vc_control_send(s, type, payload, len, VC_STREAM_SEND_TIMEOUT_MS) != 0) {
+    int rc;
+    if (s->spool != NULL) {
+        pthread_mutex_lock(&g_spool_lock);
+        rc = spool_add(s->spool, type, payload, len, s->spool_err, sizeof s->spool_err);
+        pthread_mutex_unlock(&g_spool_lock);
+    } else {
+        rc = vc_control_send(s, type, payload, len, VC_STREAM_SEND_TIMEOUT_MS);
+    }
+    if (rc != 0) {
         s->stream_broken = 1;
         return -1;
     }
@@ -356,6 +370,10 @@ int vc_stream_finish(vc_session *s, struct vc_result *res, char *err, size_t err
     }
     if (rc == 0)
         rc = send_meta(s, pid, &map, res);
+    if (rc != 0 && s->spool != NULL) {
+        snprintf(err, errlen, "%s", s->spool_err[0] ? s->spool_err : "the spool failed");
+        return -EIO;
+    }
     if (rc != 0) {
         snprintf(err, errlen, "sending the trace to the controller failed: %s",
                  strerror(errno ? errno : EPIPE));
@@ -371,8 +389,65 @@ int vc_stream_finish(vc_session *s, struct vc_result *res, char *err, size_t err
     return 0;
 }
 
-void vc_stream_release(vc_session *s)
+/* ---- a `start`ed session's own spool --------------------------------------------------- */
+
+/* The agent has 8 MiB of lanes in memory at most (the CLI takes 64): with the 24 MiB window
+ * `start` asks for, the target grows by 32 MiB at most, as for `trace`. */
+#define VC_LOCAL_SPOOL_MEM ((uint64_t)8 << 20)
+
+int vc_stream_open_local(vc_session *s, char *err, size_t errlen)
 {
+    char path[VC_PATH_MAX + 8];
+    if (snprintf(path, sizeof path, "%s.spool", s->output) >= (int)sizeof path) {
+        snprintf(err, errlen, "output path too long for its spool: %.300s", s->output);
+        return -ENAMETOOLONG;
+    }
+    if (s->force)
+        unlink(path); /* as the target's user, as OUT is replaced (start --force) */
+    s->spool_err[0] = '\0';
+    if (spool_create(&s->spool, path, (uint64_t)getpid(), err, errlen) != 0)
+        return -EEXIST;
+    spool_set_memory(s->spool, VC_LOCAL_SPOOL_MEM);
+    return 0;
+}
+
+static int fd_sink(void *ctx, const void *data, size_t len)
+{
+    return cvf_sink_fd(ctx, data, len);
+}
+
+int vc_stream_write_local(vc_session *s, struct vc_result *res, char *err, size_t errlen)
+{
+    vc_atomic_file f;
+    int rc = vc_atomic_open(&f, s->output, 0644, s->force ? VC_ATOMIC_FORCE : 0, err, errlen);
+    if (rc < 0)
+        return rc;
+    struct spool_stats st;
+    rc = spool_build(s->spool, fd_sink, (void *)(intptr_t)f.fd, &st, err, errlen) == 0
+             ? vc_atomic_commit(&f, err, errlen)
+             : -EIO;
+    if (f.kept)
+        snprintf(s->kept_tmp, sizeof s->kept_tmp, "%s", f.tmp);
+    vc_atomic_abort(&f);
+    if (rc == 0) {
+        res->events = st.events;
+        res->threads = st.threads;
+        res->bytes = st.cvf_bytes;
+        res->dropped += st.unnamed;
+        spool_close(s->spool, 1); /* built: the spool goes */
+        s->spool = NULL;
+    }
+    return rc;
+}
+
+void vc_stream_release(vc_session *s, int owner)
+{
+    uint64_t records = 0, dropped = 0, bytes;
+    if (s->spool != NULL)
+        spool_progress(s->spool, &records, &dropped, &bytes);
+    /* still here: the trace failed, and the spool is what is left of it (empty: nothing) */
+    spool_close(s->spool, owner && records == 0 && dropped == 0);
+    s->spool = NULL;
     free(s->pending);
     s->pending = NULL;
     s->pending_len = s->pending_cap = 0;

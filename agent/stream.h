@@ -35,7 +35,14 @@ int vc_stream_send_pending(vc_session *s);
  * (see above).  0, or -EPIPE with err (then what was not sent is in the pool's FIFO and the
  * threads' chunks, for the fallback file).  res gets the counts END reports. */
 int vc_stream_finish(vc_session *s, struct vc_result *res, char *err, size_t errlen);
-/* Frees s->pending (end of session, fork child). */
-void vc_stream_release(vc_session *s);
+/* `vcattach start` (no controller): the session streams into its own spool, OUTPUT.spool,
+ * written as the target's user next to the output (`start` checked that user can write
+ * there), and builds OUTPUT from it at stop.  open: before tracing, 0 or -errno + err;
+ * write_local: after vc_stream_finish, 0 or -errno + err (the spool is then kept). */
+int vc_stream_open_local(vc_session *s, char *err, size_t errlen);
+int vc_stream_write_local(vc_session *s, struct vc_result *res, char *err, size_t errlen);
+/* Frees s->pending and closes a spool still open (its file is kept unless `owner` and it
+ * holds nothing: a fork child passes 0, the parent's file is not the child's to remove). */
+void vc_stream_release(vc_session *s, int owner);
 
 #endif /* VC_AGENT_STREAM_H */

@@ -172,8 +172,13 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
     int rc = vc_kv_append(cfg, cap, &used, "output", output);
     rc |= vc_kv_append(cfg, cap, &used, "fallback", fallback);
     rc |= append_u64(cfg, cap, &used, "duration_ms", deadline);
-    if (opt->buffer_mb)
-        rc |= append_u64(cfg, cap, &used, "buffer_mb", opt->buffer_mb);
+    /* Records stream while tracing (docs/protocol.md "Streaming"): to vcattach (trace), or
+     * into the agent's own spool next to OUT (start).  The window is the target's growth:
+     * 32 MiB for trace; start's agent also holds 8 MiB of spool in memory, so 24 + 8. */
+    rc |= vc_kv_append(cfg, cap, &used, "stream", "1");
+    rc |= append_u64(cfg, cap, &used, "buffer_mb", opt->buffer_mb ? opt->buffer_mb
+                                                   : opt->mode == CLI_START ? CLI_START_WINDOW_MB
+                                                                            : CLI_WINDOW_MB);
     rc |= vc_kv_append(cfg, cap, &used, "hook", opt->hook);
     /* The filters: part of the config every process of the session gets. */
     for (unsigned i = 0; i < opt->n_include; i++)

@@ -66,6 +66,10 @@ static void help_trace(FILE *out)
             "      --max-depth N     record calls down to depth N only (deeper ones are not kept)\n"
             "      --min-dur DUR     keep only calls that took at least DUR: 50us, 1ms, 200ns\n"
             "\nlimits on what the agent sends (it runs as the target's user: SECURITY.md):\n"
+            "      --last DUR        keep only the final DUR of the trace (a flight recorder:\n"
+            "                        trace until the problem shows, then Ctrl-C); the spool on\n"
+            "                        disk holds at most about twice DUR (OUT.spool.prev and\n"
+            "                        OUT.spool); e.g. `vcattach --pid P --last 30s -o out.cvf`\n"
             "      --max-trace-mb N  cap the spool at N MiB (default 16384): the trace ends there\n"
             "                        and keeps what came before\n"
             "      --collect-timeout DUR  give up collecting the trace after STOP after DUR\n"
@@ -121,7 +125,8 @@ static void help_status(FILE *out)
 }
 
 enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_MAX_DEPTH,
-       OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES };
+       OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES,
+       OPT_LAST };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -137,6 +142,7 @@ static const struct opt_spec attach_specs[] = {
     {"min-dur", 0, 1, OPT_MIN_DUR},
     {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
     {"collect-timeout", 0, 1, OPT_COLLECT_TIMEOUT},
+    {"last", 0, 1, OPT_LAST},
     {"subprocesses", 0, 0, OPT_SUBPROCESSES},
     {"max-processes", 0, 1, OPT_MAX_PROCESSES},
     {"force", 'f', 0, 'f'},
@@ -233,6 +239,8 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     case OPT_MAX_TRACE:
         return cli_parse_uint(value, "trace size cap (MiB)", 1, 1u << 20, &opt->max_trace_mb,
                               err, errlen);
+    case OPT_LAST:
+        return cli_parse_duration(value, &opt->last_ms, err, errlen);
     case OPT_COLLECT_TIMEOUT: /* a parsed duration is never 0 */
         return cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen);
     case OPT_HOOK: return parse_hook(value, &opt->hook, err, errlen);
@@ -301,6 +309,12 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
     if (opt->subprocesses && opt->output && !strncmp(opt->output, "unix:", 5))
         return opt_usage_error(cmd->name, "--subprocesses writes one merged file: give -o "
                                           "FILE.cvf, not a socket");
+    if (opt->last_ms && (mode == CLI_START || opt->subprocesses))
+        return opt_usage_error(cmd->name, "--last is for `vcattach trace` of one process (not "
+                                          "yet with start or --subprocesses)");
+    if (opt->last_ms && opt->duration_ms && opt->last_ms >= opt->duration_ms)
+        return opt_usage_error(cmd->name, "--last keeps the final part of -t: make it shorter "
+                                          "than -t (or leave -t out and stop with Ctrl-C)");
     if (mode == CLI_START) {
         if (opt->duration_ms == 0)
             opt->duration_ms = CLI_START_DEFAULT_MS;

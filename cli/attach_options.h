@@ -30,6 +30,8 @@ enum cli_method { CLI_METHOD_AUTO, CLI_METHOD_PTRACE, CLI_METHOD_GDB, CLI_METHOD
 #define CLI_MAX_TRACE_MB 16384u
 /* `trace` streams: the agent's in-flight window, the target's RSS growth bound (MiB) */
 #define CLI_WINDOW_MB 32u
+/* `start`: its agent spools itself (8 MiB of that in memory): the window is the rest */
+#define CLI_START_WINDOW_MB 24u
 #define CLI_COLLECT_TIMEOUT_MS (10ull * 60 * 1000)
 
 struct cli_options {
@@ -41,6 +43,7 @@ struct cli_options {
     unsigned buffer_mb;    /* 0: the agent's default */
     unsigned max_trace_mb; /* cap on what the agent may send (trace): CLI_MAX_TRACE_MB */
     uint64_t collect_timeout_ms; /* bound of the transfer after STOP: CLI_COLLECT_TIMEOUT_MS */
+    uint64_t last_ms;      /* --last: keep only the trace's final DUR (0: all of it) */
     const char *hook;      /* "auto" | "profile" | "monitoring" | "eval" */
     /* filters (sent in CONFIG; agent/filter.h): globs on a Python function's file */
     const char *include[CLI_MAX_GLOBS];

@@ -77,7 +77,7 @@ struct receive_limits {
 void ctl_close(struct ctl_conn *s);
 
 /* What ctl_receive does with a frame of the trace: DATA (the agent's .cvf) or a streaming
- * frame (trace/spool.h).  0, or < 0 with err to end the transfer. */
+ * frame (common/spool.h).  0, or < 0 with err to end the transfer. */
 typedef int (*ctl_data_fn)(void *ctx, uint32_t type, const void *buf, size_t len, char *err,
                            size_t errlen);
 

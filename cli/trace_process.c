@@ -70,11 +70,8 @@ static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt,
         int r = trace_stream_pump(ts, s->fd, slice, end_text, cap, err, errlen);
         if (r == 1)
             return 1;
-        if (r == 2) {
-            report_status_line_clear(show);
-            fprintf(stderr, "vcattach: %s\n", ts->why);
+        if (r == 2) /* the spool is full: stop now (collect_trace says why) */
             return 0;
-        }
         if (r < 0 && ts->broken)
             return -1;
         if (r < 0) {
@@ -177,7 +174,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     }
     if (opt->mode == CLI_TRACE &&
         trace_stream_open(&p->stream, p->out_abs, t->f.pid, (uint64_t)opt->max_trace_mb << 20,
-                          opt->force, err, sizeof err) != 0) {
+                          opt->force, opt->last_ms * 1000000u, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         sink_abort(&p->sink);
         return -1;
@@ -302,20 +299,6 @@ static int prepare(const char *cmd, const struct cli_options *opt, struct target
         preflight_release(t);
         return -1;
     }
-    if (opt->mode == CLI_TRACE) { /* records stream while it traces; the window is small */
-        size_t used = strlen(plan->config);
-        char window[16];
-        snprintf(window, sizeof window, "%u", opt->buffer_mb ? opt->buffer_mb : CLI_WINDOW_MB);
-        if (vc_kv_append(plan->config, sizeof plan->config, &used, "stream", "1") != 0 ||
-            (!opt->buffer_mb &&
-             vc_kv_append(plan->config, sizeof plan->config, &used, "buffer_mb", window) != 0)) {
-            fprintf(stderr, "%s: output path too long: %s\n", cmd, plan->out_abs);
-            sink_abort(&plan->sink);
-            trace_stream_close(&plan->stream, 1);
-            preflight_release(t);
-            return -1;
-        }
-    }
     return 0;
 }
 
@@ -367,10 +350,10 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
         char dur[32];
         cli_format_duration(opt->duration_ms, dur, sizeof dur);
         if (!opt->quiet)
-            printf("vcattach: tracing pid %d for %s (%llu threads); the agent writes %s at the "
-                   "end (`vcattach stop --pid %d` stops it early)\n",
+            printf("vcattach: tracing pid %d for %s (%llu threads); the agent spools to %s.spool "
+                   "and writes %s at the end (`vcattach stop --pid %d` stops it early)\n",
                    (int)opt->pid, dur, report_u64(reply, "threads"), plan->out_abs,
-                   (int)opt->pid);
+                   plan->out_abs, (int)opt->pid);
         return VC_EXIT_OK;
     }
     char err[1024] = "";

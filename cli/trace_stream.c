@@ -17,24 +17,62 @@
 #define FRAME_WAIT_MS 10000 /* a frame begun must end within this */
 
 int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
-                      uint64_t max_bytes, int force, char *err, size_t errlen)
+                      uint64_t max_bytes, int force, uint64_t last_ns, char *err, size_t errlen)
 {
     memset(ts, 0, sizeof *ts);
+    ts->last_ns = last_ns;
     char path[PATH_MAX + 8];
     if (snprintf(path, sizeof path, "%s.spool", out_abs) >= (int)sizeof path) {
         snprintf(err, errlen, "output path too long: %s", out_abs);
         return -1;
     }
     struct stat st;
-    if (force && lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+    char prev[PATH_MAX + 16];
+    snprintf(prev, sizeof prev, "%s.prev", path);
+    const char *stale[] = {path, prev};
+    for (int i = 0; i < 2; i++) {
+        if (lstat(stale[i], &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (!force) { /* a killed run's only copy of its trace: not ours to remove */
+            snprintf(err, errlen, "%s exists (a vcattach running or killed left it: `vcattach "
+                     "recover` it, or give --force to replace it)", stale[i]);
+            return -1;
+        }
         /* -f: the spool an earlier run left is replaced like OUT (said, not silent) */
-        if (unlink(path) == 0)
-            fprintf(stderr, "vcattach: removed the spool an earlier run left: %s\n", path);
+        if (unlink(stale[i]) == 0)
+            fprintf(stderr, "vcattach: removed the spool an earlier run left: %s\n", stale[i]);
     }
     if (spool_create(&ts->sp, path, (uint64_t)pid, err, errlen) != 0)
         return -1;
     spool_set_limit(ts->sp, max_bytes);
     ts->rate_ms = vc_monotonic_ms();
+    return 0;
+}
+
+/* --last: the spool being written covers DUR: it becomes OUT.spool.prev (the one before is
+ * dropped) and a new OUT.spool begins with every name and thread.  0 or -2 + why. */
+static int rotate(struct trace_stream *ts, char *why, size_t cap)
+{
+    char cur[PATH_MAX + 8], prev[PATH_MAX + 16];
+    snprintf(cur, sizeof cur, "%s", spool_path(ts->sp));
+    snprintf(prev, sizeof prev, "%s.prev", cur);
+    int rc = spool_flush(ts->sp, why, cap);
+    if (rc == 0 && ts->prev != NULL) {
+        uint64_t r, d, b;
+        spool_progress(ts->prev, &r, &d, &b);
+        ts->rotated_records += r; /* for the status line's count */
+        spool_close(ts->prev, 1);
+        ts->prev = NULL;
+    }
+    if (rc == 0)
+        rc = spool_rename(ts->sp, prev, why, cap);
+    struct spool *next = NULL;
+    if (rc == 0 && spool_rotate(ts->sp, cur, &next, why, cap) != 0)
+        rc = -2;
+    if (rc != 0)
+        return rc;
+    ts->prev = ts->sp;
+    ts->sp = next;
     return 0;
 }
 
@@ -53,6 +91,8 @@ int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, 
     }
     char why[512];
     int rc = spool_add(ts->sp, type, buf, len, why, sizeof why);
+    if (rc == 0 && type == VC_MSG_CHUNK && ts->last_ns && spool_span_ns(ts->sp) >= ts->last_ns)
+        rc = rotate(ts, why, sizeof why);
     if (rc == -2) { /* the disk: the trace ends here, what is spooled stays usable */
         ts->full = 1;
         snprintf(ts->why, sizeof ts->why, "%s", why);
@@ -109,6 +149,12 @@ void trace_stream_progress(struct trace_stream *ts, char *buf, size_t cap)
 {
     uint64_t records, dropped, disk;
     spool_progress(ts->sp, &records, &dropped, &disk);
+    if (ts->prev != NULL) { /* --last: both generations are on disk */
+        uint64_t r2, d2, b2;
+        spool_progress(ts->prev, &r2, &d2, &b2);
+        disk += b2;
+        records += r2 + ts->rotated_records;
+    }
     int64_t now = vc_monotonic_ms();
     if (now - ts->rate_ms >= 1000) {
         ts->rate = (double)(records - ts->rate_records) * 1000.0 / (double)(now - ts->rate_ms);
@@ -130,7 +176,10 @@ static int sink_adapter(void *ctx, const void *data, size_t len)
 int trace_stream_build(struct trace_stream *ts, struct trace_sink *sink, struct spool_stats *st,
                        char *err, size_t errlen)
 {
-    if (spool_build(ts->sp, sink_adapter, sink, st, err, errlen) != 0)
+    struct spool *gens[2] = {ts->prev, ts->sp};
+    int first = ts->prev == NULL;
+    if (spool_build_many(gens + first, 2 - (size_t)first, ts->last_ns, sink_adapter, sink, st,
+                         err, errlen) != 0)
         return -1;
     st->dropped += ts->lost_here;
     return 0;
@@ -142,15 +191,18 @@ void trace_stream_close(struct trace_stream *ts, int built)
         return;
     uint64_t records, dropped, disk;
     spool_progress(ts->sp, &records, &dropped, &disk);
-    if (records == 0 && dropped == 0)
+    if (records == 0 && dropped == 0 && ts->prev == NULL)
         built = 1; /* nothing came: nothing to keep */
     if (!built) {
         char err[256];
         if (spool_flush(ts->sp, err, sizeof err) != 0)
             fprintf(stderr, "vcattach: %s\n", err);
-        fprintf(stderr, "vcattach: what was received is kept in %s: `vcattach recover %s -o "
-                        "OUT.cvf` makes a trace of it\n", spool_path(ts->sp), spool_path(ts->sp));
+        fprintf(stderr, "vcattach: what was received is kept in %s%s%s: `vcattach recover %s%s%s "
+                        "-o OUT.cvf` makes a trace of it\n",
+                ts->prev ? spool_path(ts->prev) : "", ts->prev ? " and " : "", spool_path(ts->sp),
+                ts->prev ? spool_path(ts->prev) : "", ts->prev ? " " : "", spool_path(ts->sp));
     }
+    spool_close(ts->prev, built);
     spool_close(ts->sp, built);
-    ts->sp = NULL;
+    ts->prev = ts->sp = NULL;
 }

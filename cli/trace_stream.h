@@ -17,7 +17,10 @@
 #include "trace_sink.h"
 
 struct trace_stream {
-    struct spool *sp;
+    struct spool *sp;        /* the spool being written (OUT.spool) */
+    struct spool *prev;      /* --last: the generation before it (OUT.spool.prev), or NULL */
+    uint64_t last_ns;        /* --last DUR, 0: the whole trace */
+    uint64_t rotated_records; /* --last: records of the generations dropped so far */
     int full;                /* the spool could not be written: records are dropped here */
     int broken;              /* the agent broke the protocol: nothing it sent is used */
     uint64_t lost_here;      /* ... this many */
@@ -28,9 +31,10 @@ struct trace_stream {
 };
 
 /* Creates OUT.spool (out_abs: the absolute OUT), capped at max_bytes; with force, a regular
- * file left there by an earlier run is removed first (and said).  0 or -1 + err. */
+ * file left there by an earlier run is removed first (and said).  last_ns: --last (keep the
+ * final DUR: two generations, OUT.spool.prev and OUT.spool).  0 or -1 + err. */
 int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
-                      uint64_t max_bytes, int force, char *err, size_t errlen);
+                      uint64_t max_bytes, int force, uint64_t last_ns, char *err, size_t errlen);
 /* A frame of the trace (ctl_data_fn): into the spool.  -1 + err only for a frame that breaks
  * the protocol; a spool that cannot be written makes `full`, and records are counted lost. */
 int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, char *err,

@@ -256,7 +256,6 @@ static int send_config(struct tree_run *r, struct member *m)
     int rc = attach_build_config(&one, "control", fallback, cfg, sizeof cfg);
     size_t used = strlen(cfg);
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
-    rc |= vc_kv_append(cfg, sizeof cfg, &used, "stream", "1");
     if (rc == 0 && m->sp == NULL && spool_open_member(r, m) != 0)
         return -1;
     rc |= ctl_add_token(&r->ctl, cfg, sizeof cfg, &used);

@@ -56,7 +56,7 @@ enum vc_msg_type {
     VC_MSG_END = 7,
     VC_MSG_ERROR = 8,
     /* Streaming (CONFIG stream=1, output=control; docs/protocol.md "Streaming"): while it
-     * traces, the agent sends what it recorded, and vcattach spools it (trace/spool.h). */
+     * traces, the agent sends what it recorded, and vcattach spools it (common/spool.h). */
     VC_MSG_CHUNK = 9,   /* u32 owner | u32 count | count x struct vc_wire_record */
     VC_MSG_NAMES = 10,  /* { u32 id | u32 len | len bytes }*: the names of new keys */
     VC_MSG_THREADS = 11, /* { u32 owner | i32 tid | u32 name_len | u32 blocked_len | name |

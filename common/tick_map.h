@@ -2,7 +2,7 @@
  *
  * One definition for both sides of a streamed trace: the agent converts with it when it
  * encodes a trace itself (agent/emit.c), vcattach when it builds one from a spool
- * (trace/spool_build.c).  The same map and the same rounding give the same file whichever
+ * (common/spool_build.c).  The same map and the same rounding give the same file whichever
  * side wrote it; an event's end is rounded on its own, so nesting survives the rounding.
  */
 #ifndef VC_TICK_MAP_H

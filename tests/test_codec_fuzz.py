@@ -81,12 +81,12 @@ def spool_seeds(tmp_path_factory):
     (d / "frames").write_bytes(b"\x00" + stream)
     records = b"".join(struct.pack("<II", t, len(p)) + p for t, p in frames if t != 9)
     lane = struct.pack("<IIIIII", 100, 16, 0, 0, 0, 0)
-    seg = struct.pack("<IIIIQ", 101, 16 + 6, 0, 3, 2000) + bytes([0, 5, 20, 5, 20, 5])
+    seg = struct.pack("<IIIIQQ", 101, 24 + 6, 0, 3, 2000, 2025) + bytes([0, 5, 20, 5, 20, 5])
     (d / "file").write_bytes(b"\x01" + records + lane + seg)
     return str(d)
 
 
 def test_fuzz_spool(spool_seeds, tmp_path):
     """What an agent streams and a spool file on disk, fuzzed through spool_add, spool_open's
-    replay and the .cvf build (trace/spool.c, spool_build.c) under ASan and UBSan."""
+    replay and the .cvf build (common/spool.c, spool_build.c) under ASan and UBSan."""
     _run(_fuzzer("fuzz_cvf_spool"), spool_seeds, tmp_path, ["-max_len=4096"])

@@ -215,6 +215,28 @@ def test_multiprocessing_pools_born_during_trace(py, method, tmp_path):
         check_alive([tree.pid] + descendants(tree.pid))
 
 
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+@pytest.mark.parametrize("py", by_minor(312))
+def test_pool_workers_terminated_by_with_keep_their_trace(py, method, tmp_path):
+    """`with ctx.Pool(2) as pool:` ends its workers with SIGTERM: they never stop their
+    session, yet what they streamed is kept (before streaming, every one was "lost" with 0
+    bytes).  A worker that had begun tracing is never lost."""
+    with Tree([py["path"], TARGET, "pool-with", method], settle=0.5) as tree:
+        before = set([tree.pid] + descendants(tree.pid))
+        out = str(tmp_path / "pool.cvf")
+        r = trace_tree(tree.pid, out, 3, "-v")
+        assert r.returncode == 0, r.stderr + r.stdout
+        pids = per_pid(decode(out))
+        workers = [p for p in pids if p not in before
+                   and any(e["name"].startswith("mp_work") for e in pids[p])]
+        assert workers, (method, r.stdout, sorted(pids))
+        assert "its trace up to then is kept" in r.stdout, r.stdout
+        lost_while_tracing = [l for l in r.stdout.splitlines()
+                              if " lost: " in l and "while tracing" in l]
+        assert not lost_while_tracing, r.stdout
+        check_alive([tree.pid] + descendants(tree.pid))
+
+
 def test_subprocess_python_child_traced_shell_skipped(tmp_path):
     py = pick(312)
     with Tree([py["path"], TARGET, "subprocess"]) as tree:
@@ -472,6 +494,8 @@ def test_gunicorn_whole_service(workers, tmp_path):
         if killed:
             replacements = [p for p in pids if p not in initial and p != master]
             assert replacements, stdout  # gunicorn's new worker, traced from its start
+            # the SIGKILLed worker keeps what it streamed before (before streaming: lost)
+            assert killed in handlers, (killed, stdout)
             assert load.failed <= 10, (load.ok, load.failed)
         else:
             assert load.failed == 0, (load.ok, load.failed)

@@ -50,12 +50,10 @@ $(BUILD)/asan/vcattach: $(ASAN_CLI_SRCS) $(wildcard cli/*.h trace/*.h injector/*
 # libFuzzer targets: always clang (gcc has no libFuzzer).
 CODEC_FUZZ_CFLAGS = $(SAN_CFLAGS_BASE) -fsanitize=fuzzer,address,undefined \
                     -fno-sanitize-recover=all -Itrace $(JANSSON_CFLAGS)
-# (the spool's reader and builder too: what an agent streams is as untrusted as a .cvf)
-CODEC_SPOOL_SRCS := trace/spool.c trace/spool_build.c
-$(BUILD)/fuzz/fuzz_cvf_%: tests/fuzz/fuzz_cvf_%.c $(CODEC_COMMON_SRCS) $(CODEC_JSON_SRCS) $(CODEC_SPOOL_SRCS) $(CODEC_HDRS)
+$(BUILD)/fuzz/fuzz_cvf_%: tests/fuzz/fuzz_cvf_%.c $(CODEC_COMMON_SRCS) $(CODEC_JSON_SRCS) $(CODEC_HDRS)
 	@mkdir -p $(dir $@)
 	@# Without clang's libFuzzer runtime (libclang-rt-14-dev) the fuzz tests skip, saying so.
-	clang $(CODEC_FUZZ_CFLAGS) -o $@ $< $(CODEC_COMMON_SRCS) $(CODEC_JSON_SRCS) $(CODEC_SPOOL_SRCS) $(JANSSON_LIBS) -lz -lm \
+	clang $(CODEC_FUZZ_CFLAGS) -o $@ $< $(CODEC_COMMON_SRCS) $(CODEC_JSON_SRCS) $(JANSSON_LIBS) -lz -lm \
 	  || { echo "codec: cannot build $@ (clang libFuzzer runtime missing?); fuzz tests will skip"; rm -f $@; }
 
 CODEC_FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_cvf_*.c))

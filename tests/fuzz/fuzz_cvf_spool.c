@@ -1,6 +1,6 @@
 /* fuzz_cvf_spool.c — libFuzzer target: arbitrary bytes as what an agent streams (frames into
  * spool_add) or as a spool file left on disk (spool_open's replay), then the .cvf built from
- * either (trace/spool.h).  The first byte chooses.  An agent and a spool file are untrusted
+ * either (common/spool.h).  The first byte chooses.  An agent and a spool file are untrusted
  * (SECURITY.md §4): any input must end in an error or a trace, never a crash.
  * Built by tests/tests.mk with clang -fsanitize=fuzzer,address,undefined; run briefly by
  * tests/test_codec_fuzz.py. */

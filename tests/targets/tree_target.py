@@ -5,6 +5,8 @@
                                every 0.3 s that leaves through os._exit
     tree_target.py mp METHOD   multiprocessing pools (fork, forkserver or spawn) created again
                                and again: workers born during the trace
+    tree_target.py pool-with METHOD  the same through `with ctx.Pool(2) as pool:`, whose exit
+                               terminates the workers (SIGTERM): they end without a stop
     tree_target.py subprocess [PYTHON]  subprocess.run of a Python child (PYTHON, default this
                                interpreter: another version makes a mixed tree) and of a shell
                                child, again and again
@@ -99,6 +101,16 @@ def run_mp(method):
         time.sleep(0.2)
 
 
+def run_pool_with(method):
+    import multiprocessing as mp
+    ctx = mp.get_context(method)
+    print("ready", flush=True)
+    while time.time() < END:
+        with ctx.Pool(2) as pool:
+            pool.map(mp_work, range(8))
+        time.sleep(0.2)
+
+
 CHILD_PYTHON = sys.executable
 
 
@@ -125,6 +137,8 @@ if __name__ == "__main__":
         run_fork()
     elif mode == "mp":
         run_mp(sys.argv[2])
+    elif mode == "pool-with":
+        run_pool_with(sys.argv[2])
     else:
         if len(sys.argv) > 2:
             CHILD_PYTHON = sys.argv[2]

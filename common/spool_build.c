@@ -21,7 +21,10 @@
 #define PIECE (1u << 20)
 
 struct build {
-    struct spool *sp;
+    struct spool *sp;    /* the newest generation: names, threads, clock, instants */
+    struct spool **all;  /* every generation, oldest first */
+    size_t nall;
+    uint64_t cutoff;     /* --last: calls that end before this raw time are left out */
     cvf_writer *w;
     struct spool_stats *st;
     cvf_fee_event *piece;
@@ -134,6 +137,8 @@ static int write_piece(struct build *b, const struct spool_lane *l)
 
 static int add_event(struct build *b, const struct spool_lane *l, uint64_t start, uint64_t dur)
 {
+    if (start + dur < b->cutoff)
+        return 0;
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 4096;
         cvf_fee_event *bigger = realloc(b->piece, cap * sizeof *bigger);
@@ -168,7 +173,7 @@ static int decode(struct build *b, const struct spool_lane *l, const unsigned ch
     return 0;
 }
 
-static int build_lane(struct build *b, const struct spool_lane *l)
+static int build_lane(struct build *b, const struct spool *from, const struct spool_lane *l)
 {
     for (uint32_t s = 0; s < l->nsegs; s++) {
         const struct spool_segment *g = &l->segs[s];
@@ -179,7 +184,7 @@ static int build_lane(struct build *b, const struct spool_lane *l)
             b->seg = bigger;
             b->seg_cap = g->bytes;
         }
-        if (vc_pread_all(b->sp->fd, b->seg, g->bytes, (off_t)g->offset) != (ssize_t)g->bytes)
+        if (vc_pread_all(from->fd, b->seg, g->bytes, (off_t)g->offset) != (ssize_t)g->bytes)
             return build_fail(b, strerror(errno));
         if (decode(b, l, b->seg, b->seg + g->bytes, g->first, g->count) != 0)
             return -1;
@@ -235,7 +240,10 @@ static int write_names(struct build *b)
 static int write_instants(struct build *b)
 {
     struct spool *sp = b->sp;
-    size_t cap = 256 + sp->ndrops * 192 + (sp->events_json ? sp->events_len : 0);
+    size_t ndrops = 0;
+    for (size_t g = 0; g < b->nall; g++)
+        ndrops += b->all[g]->ndrops;
+    size_t cap = 512 + ndrops * 192 + (sp->events_json ? sp->events_len : 0);
     char *json = malloc(cap);
     if (json == NULL)
         return build_fail(b, "out of memory");
@@ -254,51 +262,80 @@ static int write_instants(struct build *b)
         used += inner;
     }
     free(items);
-    for (size_t i = 0; i < sp->ndrops; i++) {
-        const struct spool_drop *d = &sp->drops[i];
-        int32_t tid = d->owner < sp->threads_cap ? sp->threads[d->owner].tid : 0;
-        double ts = (double)vc_tick_map_ns(&sp->clock, d->start) / 1000.0;
-        double te = (double)vc_tick_map_ns(&sp->clock, d->start + d->dur) / 1000.0;
-        used += (size_t)snprintf(json + used, cap - used,
-                                 "%s{\"ph\":\"i\",\"name\":\"vcattach dropped\",\"cat\":\"INSTANT\","
-                                 "\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\",\"args\":"
-                                 "{\"calls\":%llu,\"until\":%.3f}}",
-                                 used > 1 ? "," : "", (unsigned long long)sp->pid,
-                                 (long long)(tid > 0 ? tid : (int32_t)sp->pid), ts,
-                                 (unsigned long long)d->calls, te);
+    for (size_t g = 0; g < b->nall; g++) {
+        const struct spool *from = b->all[g];
+        for (size_t i = 0; i < from->ndrops; i++) {
+            const struct spool_drop *d = &from->drops[i];
+            if (d->start + d->dur < b->cutoff)
+                continue;
+            int32_t tid = d->owner < sp->threads_cap ? sp->threads[d->owner].tid : 0;
+            double ts = (double)vc_tick_map_ns(&sp->clock, d->start) / 1000.0;
+            double te = (double)vc_tick_map_ns(&sp->clock, d->start + d->dur) / 1000.0;
+            used += (size_t)snprintf(json + used, cap - used,
+                                     "%s{\"ph\":\"i\",\"name\":\"vcattach dropped\",\"cat\":"
+                                     "\"INSTANT\",\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\","
+                                     "\"args\":{\"calls\":%llu,\"until\":%.3f}}",
+                                     used > 1 ? "," : "", (unsigned long long)sp->pid,
+                                     (long long)(tid > 0 ? tid : (int32_t)sp->pid), ts,
+                                     (unsigned long long)d->calls, te);
+        }
     }
+    if (b->cutoff) /* where the kept window begins (--last) */
+        used += (size_t)snprintf(json + used, cap - used,
+                                 "%s{\"ph\":\"i\",\"name\":\"vcattach last\",\"cat\":\"INSTANT\","
+                                 "\"pid\":%llu,\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":"
+                                 "{\"note\":\"calls that ended before this were left out (--last)\"}}",
+                                 used > 1 ? "," : "", (unsigned long long)sp->pid,
+                                 (unsigned long long)sp->pid,
+                                 (double)vc_tick_map_ns(&sp->clock, b->cutoff) / 1000.0);
     json[used++] = ']';
     int rc = cvf_write_other_events(b->w, json, used);
     free(json);
     return rc != 0 ? writer_fail(b) : 0;
 }
 
-int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
-                char *err, size_t errlen)
+int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn sink,
+                     void *ctx, struct spool_stats *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
-    struct build b = {.sp = sp, .st = st, .err = err, .errlen = errlen};
-    st->records = sp->records;
-    st->dropped = sp->dropped;
-    st->drop_ranges = sp->ndrops;
-    if (!sp->have_clock) { /* nothing came but maybe records: any sane rate (clock.c's) */
+    struct spool *sp = sps[n - 1];
+    struct build b = {.sp = sp, .all = sps, .nall = n, .st = st, .err = err, .errlen = errlen};
+    if (!sp->have_clock) /* nothing came but maybe records: any sane rate (clock.c's) */
         sp->clock = (vc_tick_map){0, 0, 1.0 / 2.5};
+    uint64_t newest = 0;
+    for (size_t g = 0; g < n; g++) {
+        st->records += sps[g]->records;
+        st->dropped += sps[g]->dropped;
+        st->drop_ranges += sps[g]->ndrops;
+        st->spool_bytes += sps[g]->file_bytes;
+        if (sps[g]->last_raw > newest)
+            newest = sps[g]->last_raw;
+    }
+    if (last_ns) {
+        uint64_t back = (uint64_t)((double)last_ns / sp->clock.ns_per_raw);
+        b.cutoff = newest > back ? newest - back : 0;
     }
     b.w = cvf_writer_new(sink, ctx);
     int rc = b.w ? 0 : build_fail(&b, "out of memory");
     if (rc == 0)
         rc = write_names(&b);
-    for (uint32_t i = 0; rc == 0 && i < sp->nlanes; i++)
-        rc = build_lane(&b, &sp->lanes[i]);
+    for (size_t g = 0; g < n; g++)
+        for (uint32_t i = 0; rc == 0 && i < sps[g]->nlanes; i++)
+            rc = build_lane(&b, sps[g], &sps[g]->lanes[i]);
     if (rc == 0)
         rc = write_instants(&b);
     if (rc == 0 && cvf_writer_finish(b.w) != 0)
         rc = writer_fail(&b);
     st->cvf_bytes = b.w ? cvf_writer_bytes(b.w) : 0;
-    st->spool_bytes = sp->file_bytes;
     cvf_writer_free(b.w);
     free(b.piece);
     free(b.args);
     free(b.seg);
     return rc;
+}
+
+int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
+                char *err, size_t errlen)
+{
+    return spool_build_many(&sp, 1, 0, sink, ctx, st, err, errlen);
 }

@@ -56,6 +56,8 @@ int spool_add(struct spool *sp, uint32_t type, const void *payload, size_t len, 
               size_t errlen);
 /* Writes what memory holds to the file: everything received so far is on disk.  0 or -2. */
 int spool_flush(struct spool *sp, char *err, size_t errlen);
+/* The lane bytes held in memory before they go to the file (default 64 MiB). */
+void spool_set_memory(struct spool *sp, uint64_t max_bytes);
 /* Caps the spool file's size (0: none); passing it is a -2 of spool_add. */
 void spool_set_limit(struct spool *sp, uint64_t max_bytes);
 
@@ -67,8 +69,22 @@ void spool_progress(const struct spool *sp, uint64_t *records, uint64_t *dropped
 int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
                 char *err, size_t errlen);
 
+/* --last (a flight recorder): a trace is kept in two generations, the spool being written and
+ * the one before; when the newer covers the duration, the older is dropped and a new one
+ * begins.  spool_span_ns: the time the spool's records cover.  spool_rotate: a new generation
+ * at path, with every name, thread, the clock and the process of `from` (so that it replays
+ * alone), no record.  spool_build_many: one .cvf from generations (oldest first; names and
+ * threads from the last), keeping only calls that end within last_ns of the newest (0: all). */
+uint64_t spool_span_ns(const struct spool *sp);
+int spool_rotate(const struct spool *from, const char *path, struct spool **out, char *err,
+                 size_t errlen);
+int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn sink,
+                     void *ctx, struct spool_stats *st, char *err, size_t errlen);
+
 /* Frees everything; the file is removed when `remove_file` (the trace was built). */
 void spool_close(struct spool *sp, int remove_file);
 const char *spool_path(const struct spool *sp);
+/* Renames the spool's file (its fd stays).  0 or -2 + err. */
+int spool_rename(struct spool *sp, const char *path, char *err, size_t errlen);
 
 #endif /* VC_SPOOL_H */

@@ -18,7 +18,7 @@
 /* The file's own records, after the agent's frame types (common/protocol.h). */
 enum {
     SPOOL_REC_LANE = 100,    /* u32 lane | u32 owner | u32 id | u32 mark */
-    SPOOL_REC_SEGMENT = 101, /* u32 lane | u32 count | u64 first start | the lane's bytes */
+    SPOOL_REC_SEGMENT = 101, /* u32 lane | u32 count | u64 first start | u64 last end | bytes */
     SPOOL_REC_DROP = 102,    /* u32 owner | u32 pad | u64 start | u64 dur | u64 calls */
 };
 
@@ -41,7 +41,7 @@ struct spool_lane {
     uint32_t nsegs, segs_cap;
     unsigned char *buf;       /* records not flushed yet */
     uint32_t buf_len, buf_cap, buf_count;
-    uint64_t buf_first, buf_prev;
+    uint64_t buf_first, buf_prev, buf_last_end;
     int declared;             /* its LANE record is in the file */
 };
 
@@ -78,7 +78,8 @@ struct spool {
     uint32_t group_mask;
     struct spool_drop *drops;
     size_t ndrops, drops_cap;
-    uint64_t records, dropped, mem_bytes;
+    uint64_t records, dropped, mem_bytes, mem_max;
+    uint64_t first_raw, last_raw; /* the earliest and latest end received (--last) */
     int64_t last_flush_ms;
 };
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -224,7 +225,9 @@ static int lane_append(struct spool *sp, struct spool_lane *l, uint64_t start, u
         l->buf_cap = cap;
     }
     if (l->buf_count == 0)
-        l->buf_first = l->buf_prev = start;
+        l->buf_first = l->buf_prev = start, l->buf_last_end = 0;
+    if (start + dur > l->buf_last_end)
+        l->buf_last_end = start + dur;
     unsigned char *p = l->buf + l->buf_len;
     p = spool_put_varint(p, spool_zigzag((int64_t)(start - l->buf_prev)));
     p = spool_put_varint(p, dur);
@@ -249,7 +252,7 @@ static int add_segment(struct spool_lane *l, uint64_t offset, uint64_t first, ui
  * time) and a SEGMENT record; heads live here until the batch is written. */
 struct flush_batch {
     struct iovec iov[SPOOL_IOV];
-    uint32_t heads[SPOOL_IOV][6]; /* a LANE record (2 + 4 words) or a SEGMENT head (2 + 4) */
+    uint32_t heads[SPOOL_IOV][8]; /* a LANE record (2 + 4 words) or a SEGMENT head (2 + 6) */
     uint32_t lanes[SPOOL_IOV / 3];
     int n, nheads, nlanes;
     size_t total;
@@ -315,16 +318,38 @@ static int batch_lane(struct spool *sp, struct flush_batch *fb, uint32_t i, char
         batch_put(fb, h, 24);
     }
     uint32_t *h = fb->heads[fb->nheads++];
-    h[0] = SPOOL_REC_SEGMENT, h[1] = 16 + l->buf_len, h[2] = i, h[3] = l->buf_count;
+    h[0] = SPOOL_REC_SEGMENT, h[1] = 24 + l->buf_len, h[2] = i, h[3] = l->buf_count;
     memcpy(&h[4], &l->buf_first, 8);
-    batch_put(fb, h, 24);
+    memcpy(&h[6], &l->buf_last_end, 8);
+    batch_put(fb, h, 32);
     fb->lanes[fb->nlanes++] = i;
     batch_put(fb, l->buf, l->buf_len);
     return 0;
 }
 
+/* The disk must keep room for the .cvf built from the spool at the end (about half its size:
+ * measured 2 bytes per call against 4-5): when the free space falls below that (and 8 MiB),
+ * the spool takes no more, so that the trace so far can still be written next to it. */
+static int disk_has_room(struct spool *sp, char *err, size_t errlen)
+{
+    struct statvfs v;
+    if (sp->replaying || fstatvfs(sp->fd, &v) != 0)
+        return 0;
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    uint64_t reserve = sp->file_bytes / 2 + sp->mem_bytes + ((uint64_t)8 << 20);
+    if (avail >= reserve)
+        return 0;
+    snprintf(err, errlen, "the disk of the spool %.300s is nearly full (%llu MiB free): the "
+             "trace ends here, leaving room to write it", sp->path,
+             (unsigned long long)(avail >> 20));
+    return -2;
+}
+
 int spool_flush(struct spool *sp, char *err, size_t errlen)
 {
+    int room = disk_has_room(sp, err, errlen);
+    if (room != 0)
+        return room;
     static struct flush_batch fb; /* large: not on the stack; one spool flushes at a time */
     fb.n = fb.nheads = fb.nlanes = 0;
     fb.total = 0;
@@ -399,6 +424,10 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
                         : r.flags & VC_WIRE_AT_ATTACH     ? 2
                         : r.flags & VC_WIRE_RESUME        ? 1
                                                           : 0;
+        if (sp->records == 0 || r.start + r.dur < sp->first_raw)
+            sp->first_raw = r.start + r.dur; /* by ends: a call open since attach is not a span */
+        if (r.start + r.dur > sp->last_raw)
+            sp->last_raw = r.start + r.dur;
         uint32_t lane;
         if (lane_for(sp, owner, r.id, mark, r.start, &lane) != 0 ||
             lane_append(sp, &sp->lanes[lane], r.start, r.dur) != 0)
@@ -406,7 +435,7 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
         sp->records++;
     }
     t->has_records = 1;
-    if (sp->mem_bytes > SPOOL_MEM_MAX || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
+    if (sp->mem_bytes > sp->mem_max || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
         return spool_flush(sp, err, errlen);
     return 0;
 }
@@ -531,6 +560,7 @@ static struct spool *spool_alloc(const char *path, char *err, size_t errlen)
     }
     snprintf(sp->path, sizeof sp->path, "%s", path);
     sp->fd = -1;
+    sp->mem_max = SPOOL_MEM_MAX;
     sp->last_flush_ms = vc_monotonic_ms();
     return sp;
 }
@@ -578,19 +608,24 @@ static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, s
             t->has_records = 1;
         return 0;
     }
-    if (type == SPOOL_REC_SEGMENT && len >= 16) {
+    if (type == SPOOL_REC_SEGMENT && len >= 24) {
         uint32_t lane, count;
-        uint64_t first;
+        uint64_t first, last;
         memcpy(&lane, p, 4);
         memcpy(&count, p + 4, 4);
         memcpy(&first, p + 8, 8);
+        memcpy(&last, p + 16, 8);
         if (lane >= sp->nlanes || count == 0)
             return bad(err, errlen, "spool segment of an unknown lane");
         struct spool_lane *l = &sp->lanes[lane];
-        if (add_segment(l, at + 16, first, count, (uint32_t)(len - 16)) != 0)
+        if (add_segment(l, at + 24, first, count, (uint32_t)(len - 24)) != 0)
             return bad(err, errlen, "out of memory");
         l->count += count;
         sp->records += count;
+        if (sp->records == count || first < sp->first_raw)
+            sp->first_raw = first;
+        if (last > sp->last_raw)
+            sp->last_raw = last;
         return 0;
     }
     if (type == SPOOL_REC_DROP && len == 32) {
@@ -628,7 +663,7 @@ int spool_open(struct spool **out, const char *path, char *err, size_t errlen)
         if (vc_pread_all(sp->fd, head, 8, (off_t)at) != 8 || at + 8 + head[1] > size)
             break; /* cut short by the kill: everything before it counts */
         /* a segment's bytes stay in the file (it may be larger than a frame): its head only */
-        uint32_t want = head[0] == SPOOL_REC_SEGMENT && head[1] > 16 ? 16 : head[1];
+        uint32_t want = head[0] == SPOOL_REC_SEGMENT && head[1] > 24 ? 24 : head[1];
         if (want > VC_MSG_MAX + 64) {
             rc = bad(err, errlen, "a spool record is too large");
             break;
@@ -648,6 +683,100 @@ int spool_open(struct spool **out, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+uint64_t spool_span_ns(const struct spool *sp)
+{
+    if (sp->records == 0 || sp->last_raw < sp->first_raw)
+        return 0;
+    double rate = sp->have_clock ? sp->clock.ns_per_raw : 1.0 / 2.5;
+    return (uint64_t)((double)(sp->last_raw - sp->first_raw) * rate);
+}
+
+/* What a new generation needs to stand alone: every name, every thread, the clock, the
+ * process and the instants, as the frames an agent sends (so the file replays alone). */
+static int seed_names(const struct spool *from, struct spool *to, char *err, size_t errlen)
+{
+    unsigned char *buf = malloc(VC_MSG_MAX);
+    if (buf == NULL)
+        return bad(err, errlen, "out of memory");
+    size_t used = 0;
+    int rc = 0;
+    for (uint32_t id = 0; rc == 0 && id <= from->names_cap; id++) {
+        const char *name = id < from->names_cap ? from->names[id] : NULL;
+        size_t n = name ? strlen(name) : 0;
+        if (used && (id == from->names_cap || used + 8 + n > VC_MSG_MAX)) {
+            rc = spool_add(to, VC_MSG_NAMES, buf, used, err, errlen);
+            used = 0;
+        }
+        if (name == NULL || n + 8 > VC_MSG_MAX)
+            continue;
+        uint32_t head[2] = {id, (uint32_t)n};
+        memcpy(buf + used, head, 8);
+        memcpy(buf + used + 8, name, n);
+        used += 8 + n;
+    }
+    free(buf);
+    return rc;
+}
+
+static int seed_threads(const struct spool *from, struct spool *to, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < from->threads_cap; i++) {
+        const struct spool_thread *t = &from->threads[i];
+        if (t->tid <= 0)
+            continue;
+        size_t nl = t->name ? strlen(t->name) : 0, bl = t->blocked ? strlen(t->blocked) : 0;
+        unsigned char frame[16 + 2048];
+        if (nl > 1024 || bl > 1024)
+            continue;
+        uint32_t head[4] = {i, (uint32_t)t->tid, (uint32_t)nl, (uint32_t)bl};
+        memcpy(frame, head, 16);
+        memcpy(frame + 16, t->name ? t->name : "", nl);
+        memcpy(frame + 16 + nl, t->blocked ? t->blocked : "", bl);
+        int rc = spool_add(to, VC_MSG_THREADS, frame, 16 + nl + bl, err, errlen);
+        if (rc != 0)
+            return rc;
+        to->threads[i].has_records = t->has_records;
+    }
+    return 0;
+}
+
+int spool_rotate(const struct spool *from, const char *path, struct spool **out, char *err,
+                 size_t errlen)
+{
+    struct spool *sp;
+    if (spool_create(&sp, path, from->pid, err, errlen) != 0)
+        return -1;
+    int rc = seed_names(from, sp, err, errlen);
+    if (rc == 0)
+        rc = seed_threads(from, sp, err, errlen);
+    if (rc == 0 && from->have_clock) {
+        struct vc_wire_clock c = {from->clock.raw0, from->clock.ns0, from->clock.ns_per_raw};
+        rc = spool_add(sp, VC_MSG_CLOCK, &c, sizeof c, err, errlen);
+    }
+    if (rc == 0 && from->process_name) {
+        size_t n = strlen(from->process_name);
+        unsigned char *meta = malloc(8 + n);
+        rc = meta ? 0 : bad(err, errlen, "out of memory");
+        if (meta) {
+            memcpy(meta, &from->pid, 8);
+            memcpy(meta + 8, from->process_name, n);
+            rc = spool_add(sp, VC_MSG_META, meta, 8 + n, err, errlen);
+            free(meta);
+        }
+    }
+    if (rc != 0) {
+        spool_close(sp, 1);
+        return rc;
+    }
+    *out = sp;
+    return 0;
+}
+
+void spool_set_memory(struct spool *sp, uint64_t max_bytes)
+{
+    sp->mem_max = max_bytes;
+}
+
 void spool_set_limit(struct spool *sp, uint64_t max_bytes)
 {
     sp->limit = max_bytes;
@@ -659,6 +788,16 @@ void spool_progress(const struct spool *sp, uint64_t *records, uint64_t *dropped
     *records = sp->records;
     *dropped = sp->dropped;
     *disk_bytes = sp->file_bytes;
+}
+
+int spool_rename(struct spool *sp, const char *path, char *err, size_t errlen)
+{
+    if (strlen(path) >= sizeof sp->path || rename(sp->path, path) != 0) {
+        snprintf(err, errlen, "cannot rename the spool %.300s: %s", sp->path, strerror(errno));
+        return -2;
+    }
+    snprintf(sp->path, sizeof sp->path, "%s", path);
+    return 0;
 }
 
 const char *spool_path(const struct spool *sp)
