@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "unix_names.h"
 #include "vcinject.h"
 
 #ifndef SO_PEERPIDFD
@@ -594,22 +595,19 @@ static int query_names(pid_t pid, uint32_t request, char *reply, size_t cap, int
     if (r != 0)
         return r;
     /* The well-known name is free or squatted: a session whose name was taken listens on
-     * "<name>-<random>" (agent/control.c).  Listed in /proc/net/unix as "@<name>". */
-    FILE *f = fopen("/proc/net/unix", "re");
-    if (!f)
-        return 0;
-    char line[512];
-    size_t blen = strlen(base);
-    int tried = 0;
-    while (r == 0 && tried < 16 && fgets(line, sizeof line, f)) {
-        char *at = strrchr(line, '@');
-        if (!at || strncmp(at + 1, base, blen) != 0 || at[1 + blen] != '-')
-            continue;
-        at[strcspn(at, " \n")] = '\0';
-        tried++;
-        r = query_name(pid, at + 1, request, reply, cap, deadline, err, errlen);
-    }
-    fclose(f);
+     * "<name>-<random>" (agent/control.c).  Only the ones whose socket the target holds are
+     * tried (unix_names.c), all of them, until the deadline: any number of names squatted
+     * next to it cannot hide the session. */
+    unix_name *names = NULL;
+    size_t others = 0;
+    long n = unix_names_held(pid, base, &names, &others);
+    if (others)
+        fprintf(stderr, "vcattach: warning: %zu session socket name%s %s-* %s held by other "
+                        "processes, not by the target %d: ignored\n", others,
+                others == 1 ? "" : "s", base, others == 1 ? "is" : "are", (int)pid);
+    for (long i = 0; i < n && r == 0 && vc_monotonic_ms() < deadline; i++)
+        r = query_name(pid, names[i], request, reply, cap, deadline, err, errlen);
+    free(names);
     return r;
 }
 

@@ -4,7 +4,9 @@
  * (trace_process.c), its share of the --buffer-mb budget and its own part name
  * (attach.c's OUT.PID.cvf); stop asks each session of the tree through its status socket and
  * merges the parts vcattach itself named (OUT from tree_record.c, OUT.PID.cvf from it; a
- * member's reply is only compared with that name, never opened) into OUT and removes them.
+ * member's reply is only compared with that name, never opened) into OUT and removes them;
+ * a part that is refused or does not decode (tree_merge.c) is named, stays, and the others
+ * are merged (exit 1: the trace is incomplete).
  */
 #include "tree_sessions.h"
 
@@ -17,14 +19,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attach.h"
 #include "commands.h"
 #include "control_client.h"
-#include "merge.h"
 #include "trace_process.h"
 #include "trace_sink.h"
+#include "tree_merge.h"
 #include "tree_record.h"
 #include "vcinject.h"
 
@@ -272,9 +275,9 @@ struct copies {
     size_t n;
     int *fds;
     size_t *part;          /* index into stopped.parts */
+    struct tree_part *tp;  /* what the merge takes (tree_merge.h): ok once checked */
     struct stat *ids;
     char (*names)[32];     /* "/proc/self/fd/N" */
-    const char **paths;
 };
 
 static void copies_free(struct copies *c)
@@ -283,9 +286,9 @@ static void copies_free(struct copies *c)
         close(c->fds[i]);
     free(c->fds);
     free(c->part);
+    free(c->tp);
     free(c->ids);
     free(c->names);
-    free(c->paths);
 }
 
 /* Copies every part that passes part_copy's checks.  0, or -1 when out of memory. */
@@ -295,33 +298,37 @@ static int copy_parts(int dfd, const struct stopped *s, struct copies *c, int *r
     memset(c, 0, sizeof *c);
     c->fds = malloc(cap * sizeof *c->fds);
     c->part = malloc(cap * sizeof *c->part);
+    c->tp = calloc(cap, sizeof *c->tp);
     c->ids = calloc(cap, sizeof *c->ids);
     c->names = calloc(cap, sizeof *c->names);
-    c->paths = calloc(cap, sizeof *c->paths);
-    if (!c->fds || !c->part || !c->ids || !c->names || !c->paths)
+    if (!c->fds || !c->part || !c->tp || !c->ids || !c->names)
         return -1;
     for (size_t i = 0; i < s->nparts; i++) {
         char err[1024];
         int mfd = part_copy(dfd, &s->parts[i], &c->ids[c->n], err, sizeof err);
         if (mfd < 0) {
-            fprintf(stderr, "vcattach stop: %s; not merged\n", err);
+            fprintf(stderr, "vcattach stop: pid %d: %s; not merged\n", (int)s->parts[i].pid,
+                    err);
             *rc = VC_EXIT_FAIL;
             continue;
         }
         c->fds[c->n] = mfd;
         c->part[c->n] = i;
         snprintf(c->names[c->n], sizeof c->names[c->n], "/proc/self/fd/%d", mfd);
-        c->paths[c->n] = c->names[c->n];
+        c->tp[c->n] = (struct tree_part){.pid = s->parts[i].pid, .path = c->names[c->n],
+                                         .name = s->parts[i].path};
         c->n++;
     }
     return 0;
 }
 
 /* Removes the merged parts: unlinkat in OUT's directory, and only the very file that was
- * copied (not a name swapped meanwhile). */
+ * copied (not a name swapped meanwhile).  A part left out of the merge stays. */
 static void remove_merged(int dfd, const struct stopped *s, const struct copies *c)
 {
     for (size_t k = 0; k < c->n; k++) {
+        if (!c->tp[k].ok)
+            continue;
         const char *path = s->parts[c->part[k]].path;
         const char *base = strrchr(path, '/');
         base = base ? base + 1 : path;
@@ -329,6 +336,20 @@ static void remove_merged(int dfd, const struct stopped *s, const struct copies 
         if (fstatat(dfd, base, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
             now.st_dev == c->ids[k].st_dev && now.st_ino == c->ids[k].st_ino)
             unlinkat(dfd, base, 0);
+    }
+}
+
+/* Test-only fault injection: VCATTACH_TEST_MERGE_PAUSE_MS=N (tests/test_security_tree.py)
+ * makes stop sleep N ms (at most 5 s) after it looked at OUT and before it writes, so that a
+ * test can plant a file there in that window.  Unset, it does nothing. */
+static void test_pause(void)
+{
+    const char *v = getenv("VCATTACH_TEST_MERGE_PAUSE_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms > 0) {
+        ms = ms > 5000 ? 5000 : ms;
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -351,22 +372,27 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
     int rc = VC_EXIT_OK;
     struct copies c;
     int copied = copy_parts(dfd, s, &c, &rc);
+    /* A part that does not decode is named and left out; the others are merged. */
+    size_t ok = copied < 0 ? 0 : tree_parts_check("vcattach stop", c.tp, c.n);
+    if (copied == 0 && ok < c.n)
+        rc = VC_EXIT_FAIL;
     /* The operator's own OUT is replaced as before; a file or link someone else made there
-     * (a member of the tree, say) is not written over. */
+     * (a member of the tree, say), before this look or while the merge runs, is not written
+     * over: OUT absent now means a rename that replaces nothing. */
     struct stat ost;
-    int force = !(lstat(s->out, &ost) == 0 && ost.st_uid != geteuid());
+    int force = lstat(s->out, &ost) == 0 && ost.st_uid == geteuid();
+    test_pause();
     struct trace_sink sink;
     memset(&sink, 0, sizeof sink);
     sink.fd = -1;
     if (copied < 0) {
         fprintf(stderr, "vcattach stop: out of memory; the parts stay\n");
         rc = VC_EXIT_FAIL;
-    } else if (c.n == 0) {
+    } else if (ok == 0) {
         fprintf(stderr, "vcattach stop: no part to merge into %s\n", s->out);
         rc = VC_EXIT_FAIL;
     } else if (sink_open_file(&sink, s->out, force, err, sizeof err) < 0 ||
-               vct_cvf_merge(c.paths, c.n, cvf_sink_fd, (void *)(intptr_t)sink.fd, err,
-                             sizeof err) < 0 ||
+               tree_parts_merge(c.tp, c.n, sink.fd, err, sizeof err) < 0 ||
                sink_commit(&sink, err, sizeof err) < 0) {
         fprintf(stderr, "vcattach stop: merging the traces into %s failed: %s; the parts stay\n",
                 s->out, err);
@@ -376,7 +402,7 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
         remove_merged(dfd, s, &c);
         if (!opt->quiet)
             printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu events, "
-                   "%llu threads, %llu dropped -> %s\n", (int)opt->pid, c.n, s->events,
+                   "%llu threads, %llu dropped -> %s\n", (int)opt->pid, ok, s->events,
                    s->threads, s->drops, sink.path);
     }
     copies_free(&c);

@@ -14,7 +14,8 @@
  *      a new interpreter (exec, multiprocessing spawn/forkserver, subprocess) is injected;
  *   4. each session's .cvf stream goes to its own unlinked temporary file as it arrives — a
  *      process that ends during the trace sends its trace at its exit (atexit, os._exit) and
- *      the others go on; at the end the parts are merged (trace/merge.c) into OUT, atomically.
+ *      the others go on; at the end the parts are merged (tree_merge.c: a malformed part is
+ *      left out, its member counted lost) into OUT, atomically.
  * Every process is on one clock: each agent maps its raw timestamps to CLOCK_MONOTONIC.
  * The record budget (--buffer-mb) is shared: see the --help text and share_for().
  */
@@ -33,10 +34,10 @@
 #include "attach.h"
 #include "commands.h"
 #include "control_client.h"
-#include "merge.h"
 #include "monotonic.h"
 #include "spool.h"
 #include "trace_sink.h"
+#include "tree_merge.h"
 #include "vcinject.h"
 
 #define TREE_POLL_MS 100           /* how soon a process born during the trace is found */
@@ -97,6 +98,7 @@ struct tree_run {
         char *buf;               /* one frame (VC_MSG_MAX + 1) */
     uint64_t received;       /* trace bytes from every process: capped by --max-trace-mb */
     size_t skipped_gone;     /* non-Python members dropped from m[] once their process ended */
+    size_t peak;             /* the most members m[] held at once (reported with -v) */
 };
 
 static struct member *find(struct tree_run *r, pid_t pid)
@@ -156,13 +158,25 @@ static void rebind(struct member *m)
     m->st = M_SKIPPED;
 }
 
+/* How many members -v keeps before compact() forgets the gone ones: VERBOSE_KEEP, or the
+ * test-only VCATTACH_TEST_VERBOSE_KEEP=N (tests/test_security_tree.py), so that a test
+ * reaches the bound with a few dozen helpers instead of 4096. */
+static size_t verbose_keep(void)
+{
+    const char *v = getenv("VCATTACH_TEST_VERBOSE_KEEP");
+    long n = v ? atol(v) : 0;
+    return n > 0 && n < VERBOSE_KEEP ? (size_t)n : VERBOSE_KEEP;
+}
+
 /* Drops the skipped non-Python members whose process is gone: the table would otherwise grow
  * by one slot for every short-lived helper (a shell, `sleep`) ever seen in the tree.  Only
  * their count is kept, for the summary line; members print_result always lists (lost,
- * refused) stay.  With -v (which lists them) only beyond VERBOSE_KEEP members. */
+ * refused) stay.  With -v (which lists them) only beyond verbose_keep() members. */
 static void compact(struct tree_run *r)
 {
-    if (r->opt->verbose && r->n < VERBOSE_KEEP)
+    if (r->n > r->peak)
+        r->peak = r->n;
+    if (r->opt->verbose && r->n < verbose_keep())
         return;
     size_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
@@ -738,29 +752,36 @@ static unsigned long long end_u64(const struct member *m, const char *key)
     return vc_kv_get(m->end, key, v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
 }
 
-/* The merged file from every part; 0, or -1 after printing why. */
+/* The merged file from every part: a part that does not decode is named, its member counted
+ * lost, and the others merged (tree_merge.c).  0, or -1 after printing why. */
 static int write_merged(struct tree_run *r, struct trace_sink *sink, size_t *nparts)
 {
     char err[1024];
-    const char **paths = calloc(r->n ? r->n : 1, sizeof *paths);
+    struct tree_part *parts = calloc(r->n ? r->n : 1, sizeof *parts);
     char (*names)[48] = calloc(r->n ? r->n : 1, sizeof *names);
+    size_t *who = calloc(r->n ? r->n : 1, sizeof *who);
     size_t k = 0;
-    if (paths == NULL || names == NULL) {
-        free(paths);
+    if (parts == NULL || names == NULL || who == NULL) {
+        free(parts);
         free(names);
+        free(who);
         fprintf(stderr, "vcattach: out of memory while merging\n");
         return -1;
     }
     for (size_t i = 0; i < r->n; i++)
         if (r->m[i].st == M_DONE && r->m[i].part_fd >= 0) {
             snprintf(names[k], sizeof names[k], "/proc/self/fd/%d", r->m[i].part_fd);
-            paths[k] = names[k];
-            k++;
+            parts[k] = (struct tree_part){.pid = r->m[i].pid, .path = names[k]};
+            who[k++] = i;
         }
-    *nparts = k;
-    int rc = vct_cvf_merge(paths, k, cvf_sink_fd, (void *)(intptr_t)sink->fd, err, sizeof err);
-    free(paths);
+    *nparts = tree_parts_check("vcattach", parts, k);
+    int rc = tree_parts_merge(parts, k, sink->fd, err, sizeof err);
+    for (size_t j = 0; j < k; j++)
+        if (!parts[j].ok)
+            finish(r, &r->m[who[j]], M_LOST, "its trace is malformed: not merged");
+    free(parts);
     free(names);
+    free(who);
     if (rc != 0) {
         fprintf(stderr, "vcattach: merging the traces of the tree failed: %s\n", err);
         return -1;
@@ -823,8 +844,9 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
             printf(" — %s", m->why);
         putchar('\n');
     }
-    if (r->opt->verbose && !r->opt->quiet && r->skipped_gone)
-        printf("  (%zu more non-Python processes skipped, not listed)\n", r->skipped_gone);
+    if (r->opt->verbose && !r->opt->quiet)
+        printf("  (member table: %zu entries at most; %zu more non-Python processes skipped, "
+               "gone, not listed)\n", r->n > r->peak ? r->n : r->peak, r->skipped_gone);
     fflush(stdout);
 }
 

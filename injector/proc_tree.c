@@ -34,26 +34,31 @@ struct link {
     pid_t ppid, pid;
 };
 
-static int by_parent(const void *a, const void *b)
+/* The comparators count their calls in *steps (qsort_r's argument). */
+static int by_parent(const void *a, const void *b, void *steps)
 {
     const struct link *x = a, *y = b;
+    ++*(unsigned long long *)steps;
     if (x->ppid != y->ppid)
         return x->ppid < y->ppid ? -1 : 1;
     return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-static int by_pid(const void *a, const void *b)
+static int by_pid(const void *a, const void *b, void *steps)
 {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    ++*(unsigned long long *)steps;
     return (x > y) - (x < y);
 }
 
-/* First index of links[0 .. n) whose parent is ppid (n if none): binary search. */
-static long first_child(const struct link *links, long n, pid_t ppid)
+/* First index of links[0 .. n) whose parent is ppid (n if none): binary search, each probe
+ * counted in *steps. */
+static long first_child(const struct link *links, long n, pid_t ppid, unsigned long long *steps)
 {
     long lo = 0, hi = n;
     while (lo < hi) {
         long mid = lo + (hi - lo) / 2;
+        ++*steps;
         if (links[mid].ppid < ppid)
             lo = mid + 1;
         else
@@ -67,9 +72,10 @@ static long first_child(const struct link *links, long n, pid_t ppid)
  * Sorting the links by parent and walking the children runs breadth first is O(n log n);
  * a link that points back into the walked set (a pid reused while we read) cannot loop, since
  * each link is visited once at most (out[] never exceeds n). */
-long target_descendants_of(const pid_t *pids, const pid_t *ppids, long n, pid_t root,
-                           pid_t *out)
+long target_descendants_count(const pid_t *pids, const pid_t *ppids, long n, pid_t root,
+                              pid_t *out, unsigned long long *steps)
 {
+    *steps = 0;
     struct link *links = malloc((size_t)(n ? n : 1) * sizeof *links);
     if (links == NULL)
         return -1;
@@ -77,21 +83,31 @@ long target_descendants_of(const pid_t *pids, const pid_t *ppids, long n, pid_t 
     for (long i = 0; i < n; i++)
         if (ppids[i] > 0 && pids[i] != root)
             links[m++] = (struct link){ppids[i], pids[i]};
-    qsort(links, (size_t)m, sizeof *links, by_parent);
+    *steps += (unsigned long long)n;
+    qsort_r(links, (size_t)m, sizeof *links, by_parent, steps);
     long k = 0;
     pid_t parent = root;
     for (long next = 0;; parent = out[next++]) {
-        for (long i = first_child(links, m, parent); i < m && links[i].ppid == parent; i++) {
+        for (long i = first_child(links, m, parent, steps); i < m && links[i].ppid == parent;
+             i++) {
             if (k == m)
                 break; /* a cycle of reused pids: every link is taken already */
             out[k++] = links[i].pid;
+            ++*steps;
         }
         if (next >= k)
             break;
     }
     free(links);
-    qsort(out, (size_t)k, sizeof *out, by_pid);
+    qsort_r(out, (size_t)k, sizeof *out, by_pid, steps);
     return k;
+}
+
+long target_descendants_of(const pid_t *pids, const pid_t *ppids, long n, pid_t root,
+                           pid_t *out)
+{
+    unsigned long long steps;
+    return target_descendants_count(pids, ppids, n, root, out, &steps);
 }
 
 long target_descendants(pid_t root, pid_t **out)

@@ -93,6 +93,52 @@ def test_start_status_stop_despite_a_squatter(target_and_squatter, tmp_path):
     assert t.poll() is None
 
 
+# Binds N more names of the session's fallback shape, vcattach-agent-PID-<random>, next to the
+# well-known one (which the fixture's squatter holds), and keeps them until stdin closes.
+MANY_NAMES = """
+import resource, secrets, socket, sys
+pid, n = int(sys.argv[1]), int(sys.argv[2])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, n + 64)), hard))
+socks = []
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind("\\0vcattach-agent-%d-%s" % (pid, secrets.token_hex(8)))
+    s.listen(1)
+    socks.append(s)
+print("bound", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_status_stop_despite_a_thousand_squatted_fallback_names(target_and_squatter, tmp_path):
+    """The session's fallback name hides among 1000 names of the same shape that `nobody`
+    binds: status/stop used to try only the first 16 names listed in /proc/net/unix (so found
+    the session about 1.6% of the time); now they try only the names whose socket the target
+    holds, and say in one line how many others they ignored."""
+    t, sq = target_and_squatter
+    out = tmp_path / "s.cvf"
+    r = vc("start", "--pid", t.pid, "-t", "60s", "-o", out)
+    assert r.returncode == 0, r.stderr
+    many = subprocess.Popen([sys.executable, "-c", MANY_NAMES, str(t.pid), "1000"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=as_nobody)
+    try:
+        assert many.stdout.readline().strip() == "bound"
+        st = vc("status", "--pid", t.pid)
+        assert st.returncode == 0, (st.stdout, st.stderr)
+        assert "session running in pid %d" % t.pid in st.stdout, st.stdout
+        assert "1000 session socket names vcattach-agent-%d-* are held by other processes" \
+            % t.pid in st.stderr, st.stderr
+        stop = vc("stop", "--pid", t.pid)
+        assert stop.returncode == 0, (stop.stdout, stop.stderr)
+        assert out.stat().st_size > 0
+        assert t.poll() is None
+    finally:
+        many.stdin.close()
+        many.wait(timeout=30)
+
+
 IMPOSTOR = """
 import json, os, socket, struct, sys
 name, config = sys.argv[1], sys.argv[2].encode()

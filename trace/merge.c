@@ -195,6 +195,24 @@ out:
     return rc;
 }
 
+int vct_cvf_check(const char *path, char *err, size_t errlen)
+{
+    void *data = NULL;
+    size_t size = 0;
+    cvf_error ce;
+    if (cvf_map_file(path, &data, &size, &ce) != 0) {
+        snprintf(err, errlen, "%s", ce.msg);
+        return -1;
+    }
+    int rc = cvf_read(data, size, NULL, NULL, 0, &ce);
+    cvf_unmap_file(data, size);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", ce.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int vct_cvf_merge_to_memfd(const char *const *paths, size_t n, char *err, size_t errlen)
 {
     int fd = memfd_create("vcattach-merged.cvf", MFD_CLOEXEC);

@@ -21,6 +21,12 @@
 int vct_cvf_merge(const char *const *paths, size_t n, cvf_sink_fn sink, void *ctx, char *err,
                   size_t errlen);
 
+/* Whether path is a whole .cvf the merge can take: every record decodes, JSON included (what
+ * vct_cvf_merge reads of each input).  Checking each input first lets a caller leave out a
+ * malformed one and merge the others.  0, or -1 with a one-line message ("offset N: what",
+ * or why it could not be read) in err. */
+int vct_cvf_check(const char *path, char *err, size_t errlen);
+
 /* Merges paths into an anonymous in-memory file (memfd) and returns its descriptor, which
  * reads from offset 0 as one .cvf (through /proc/self/fd/N where a path is needed), or -1
  * with err. */

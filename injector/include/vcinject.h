@@ -106,6 +106,11 @@ long target_descendants(pid_t root, pid_t **out);
  * count, or -1 out of memory.  O(n log n): exposed for its unit test (tests/unit). */
 long target_descendants_of(const pid_t *pids, const pid_t *ppids, long n, pid_t root,
                            pid_t *out);
+/* The same walk, which also counts its steps into *steps: the comparisons of its sorts, the
+ * probes of its binary searches, the links read and taken.  Their growth with n is what the
+ * unit test checks (a count, not a time: the same on any machine). */
+long target_descendants_count(const pid_t *pids, const pid_t *ppids, long n, pid_t root,
+                              pid_t *out, unsigned long long *steps);
 /* Field 22 of /proc/PID/stat (with the pid, the process's identity: a reused pid has another
  * one), or 0 if the process is gone or a zombie. */
 uint64_t target_start_time(pid_t pid);

@@ -1,9 +1,12 @@
 /* proc_tree_bench.c — target_descendants_of (injector/proc_tree.c) on synthetic process
- * tables: right answers on small shapes (chains, fans, a cycle of reused pids), and the time
- * of one scan of a 30 000-process host (printed; test_security_tree.py bounds it).  A
- * synthetic table because spawning 30 000 processes on a shared test machine is too heavy.
+ * tables: right answers on small shapes (chains, fans, a cycle of reused pids), and the cost
+ * of one scan of an N-process host: the walk's own count of its steps (comparisons, probes,
+ * links: test_security_tree.py checks how it grows with N) and, for information only, the
+ * time.  A synthetic table because spawning 30 000 processes on a shared test machine is too
+ * heavy.
  *
- * Usage: proc-tree-bench [N]   exit 0 when every check holds, 1 otherwise.
+ * Usage: proc-tree-bench [N]   exit 0 when every check holds, 1 otherwise; prints
+ *   "descendants of one tree among N processes: S steps, T ms per scan".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,15 +63,18 @@ int main(int argc, char **argv)
         for (long g = 1; g <= 4; g++)
             pids[k] = child + (pid_t)g, ppids[k++] = child;
     }
+    unsigned long long steps = 0;
     double t0 = now_s();
     long got = 0;
     int reps = 10;
     for (int r = 0; r < reps; r++)
-        got = target_descendants_of(pids, ppids, k, 1000, out);
+        got = target_descendants_count(pids, ppids, k, 1000, out, &steps);
     double per = (now_s() - t0) / reps;
     expect("fan", got, 250);
     expect("fan sorted", out[0] < out[1] && out[248] < out[249], 1);
-    printf("descendants of one tree among %ld processes: %.3f ms per scan\n", k, per * 1e3);
+    expect("fan by the plain walk", target_descendants_of(pids, ppids, k, 1000, out), 250);
+    printf("descendants of one tree among %ld processes: %llu steps, %.3f ms per scan\n", k,
+           steps, per * 1e3);
     free(pids);
     free(ppids);
     free(out);
