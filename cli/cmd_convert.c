@@ -20,6 +20,7 @@
 #include "export.h"
 #include "merge.h"
 #include "options.h"
+#include "request_track.h"
 #include "trace_sink.h"
 #include "window.h"
 
@@ -46,7 +47,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: vcattach convert IN... [-o OUT] [--format FORMAT] [--from S] [--to S]\n"
-            "                        [--min-dur DUR] [--force] [--quiet]\n\n"
+            "                        [--min-dur DUR] [--requests [--entry GLOB]] [--force]\n"
+            "                        [--quiet]\n\n"
             "Several .cvf inputs (traces of processes taken separately) are merged into one\n"
             "trace, written to OUT (-o required).\n"
             "Converts between VizTracer's compressed .cvf format and Chrome trace JSON.\n"
@@ -68,6 +70,10 @@ static void usage(FILE *out)
             "  --min-dur DUR  leave out calls shorter than DUR (like 100us, 1ms, 0.5s)\n"
             "                 (--from/--to/--min-dur apply to a .cvf input)\n"
             "  --merged       svg: one flame graph for all threads (default: one per thread)\n"
+            "  --requests     chrome: one slice per request (what `vcattach requests` lists)\n"
+            "                 on a track of its own, \"requests\", in each process\n"
+            "  --entry GLOB   with --requests: the function that is one request (as in\n"
+            "                 `vcattach requests --entry`; default: the known servers)\n"
             "  -f, --force    replace OUT if it exists (otherwise an existing OUT is an error)\n"
             "  -q, --quiet    no progress line (printed on stderr for inputs over 50 MB)\n"
             "  -h, --help     this text\n\n"
@@ -85,12 +91,14 @@ struct convert_args {
     const struct format *fmt;
     bool force, quiet;
     bool merged;               /* --merged (svg) */
+    bool requests;             /* --requests (chrome) */
+    const char *entry;         /* --entry GLOB: what a request is (NULL: requests.def) */
     bool windowed;             /* --from, --to or --min-dur given */
     int64_t from, to;          /* ticks into the trace; to < 0: to its end */
     uint64_t min_dur;          /* ticks */
 };
 
-enum { OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED };
+enum { OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED, OPT_REQUESTS, OPT_ENTRY };
 
 static const struct opt_spec convert_specs[] = {
     {"output", 'o', 1, 'o'},
@@ -99,6 +107,8 @@ static const struct opt_spec convert_specs[] = {
     {"to", 0, 1, OPT_TO},
     {"min-dur", 0, 1, OPT_MIN_DUR},
     {"merged", 0, 0, OPT_MERGED},
+    {"requests", 0, 0, OPT_REQUESTS},
+    {"entry", 0, 1, OPT_ENTRY},
     {"force", 'f', 0, 'f'},
     {"quiet", 'q', 0, 'q'},
 };
@@ -139,6 +149,14 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     switch (o->id) {
     case 'o': a->out = value; return 0;
     case OPT_MERGED: a->merged = true; return 0;
+    case OPT_REQUESTS: a->requests = true; return 0;
+    case OPT_ENTRY:
+        if (!*value) {
+            snprintf(err, errlen, "--entry needs a glob naming a function, like '*handle_request*'");
+            return -1;
+        }
+        a->entry = value;
+        return 0;
     case OPT_FROM:
     case OPT_TO:
     case OPT_MIN_DUR: {
@@ -191,6 +209,11 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
                                argv[first + 1]);
     if (a->merged && strcmp(a->fmt->name, "svg"))
         return opt_usage_error("convert", "--merged applies to --format svg");
+    if (a->entry && !a->requests)
+        return opt_usage_error("convert", "--entry names the function of --requests: add "
+                                          "--requests");
+    if (a->requests && strcmp(a->fmt->name, "chrome"))
+        return opt_usage_error("convert", "--requests applies to --format chrome");
     if (a->to >= 0 && a->to < a->from)
         return opt_usage_error("convert", "--to comes before --from: nothing to write");
     a->in = argv[first];
@@ -278,6 +301,10 @@ static int open_input(const struct convert_args *a, void **data, size_t *size,
         fprintf(stderr, "vcattach convert: --format applies to a .cvf input; %s is JSON and "
                         "converts to .cvf (drop --format)\n", a->in);
         rc = VC_EXIT_USAGE;
+    } else if (*kind == INPUT_JSON && a->requests) {
+        fprintf(stderr, "vcattach convert: --requests applies to a .cvf input; %s is JSON "
+                        "(convert it to .cvf first, then convert that with --requests)\n", a->in);
+        rc = VC_EXIT_USAGE;
     } else if (*kind == INPUT_JSON && a->windowed) {
         fprintf(stderr, "vcattach convert: --from/--to/--min-dur apply to a .cvf input; %s is "
                         "JSON (convert it to .cvf first, then convert that with them)\n", a->in);
@@ -326,6 +353,30 @@ static void report_conversion_error(const struct convert_args *a, enum input_kin
                 a->in, err->msg);
 }
 
+/* --requests: the "requests" tracks' events (request_track.h) of the input, windowed like
+ * the rest.  0, or -1 after printing why not. */
+static int requests_track(const struct convert_args *a, const vct_window *w, jtext *out)
+{
+    char err[1024];
+    vct_trace *t;
+    if (vct_trace_load(a->in, &t, err, sizeof err) < 0) {
+        fprintf(stderr, "vcattach convert: %s\n", err);
+        return -1;
+    }
+    vct_requests reqs;
+    unsigned char *entries = vct_requests_entries(t, a->entry);
+    int rc = entries && vct_requests_find(t, entries, 0, &reqs) == 0 ? 0 : -1;
+    if (!rc) {
+        rc = vct_request_track_json(t, &reqs, w, out);
+        vct_requests_free(&reqs);
+    }
+    if (rc)
+        fprintf(stderr, "vcattach convert: out of memory while finding the requests\n");
+    free(entries);
+    vct_trace_free(t);
+    return rc;
+}
+
 /* Converts the mapped input into `out` ("-": stdout) through the sink.  Returns the exit
  * code; on failure nothing is left behind. */
 static int convert_to(const struct convert_args *a, enum input_kind kind, const void *data,
@@ -343,7 +394,8 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
         sink_remove_on_signal(&sink);
     }
     progress_state ps = {-1, isatty(STDERR_FILENO) != 0};
-    convert_ctx cc = {NULL, &ps, NULL, a->merged, 1 /* open_input maps the file */};
+    convert_ctx cc = {.progress_ctx = &ps, .merged = a->merged,
+                      .input_is_mapping = 1 /* open_input maps the file */};
     vct_window window;
     cvf_error err;
     if (a->windowed && kind == INPUT_CVF) {
@@ -355,6 +407,17 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
         }
         cc.window = &window;
     }
+    jtext track = {0};
+    if (a->requests) {
+        if (requests_track(a, cc.window, &track) < 0) {
+            free(track.data);
+            if (!to_stdout)
+                sink_abort(&sink);
+            return VC_EXIT_FAIL;
+        }
+        cc.extra_events = track.data;
+        cc.extra_len = track.len;
+    }
     if (!a->quiet && size > PROGRESS_MIN_BYTES) {
         cc.progress = show_progress;
         fprintf(stderr, "vcattach convert: %s (%zu MB) -> %s\n", a->in, size >> 20,
@@ -362,6 +425,7 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
     }
     int crc = run_conversion(a, kind, data, size, to_stdout ? STDOUT_FILENO : sink.fd,
                              to_stdout, &cc, &err);
+    free(track.data);
     if (cc.progress && crc == 0)
         show_progress(&ps, size, size);
     if (cc.progress && ps.tty && ps.last_pct >= 0)

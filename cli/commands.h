@@ -13,6 +13,7 @@ int cmd_stop(int argc, char **argv);    /* cmd_stop.c */
 int cmd_status(int argc, char **argv);  /* cmd_stop.c */
 int cmd_convert(int argc, char **argv); /* cmd_convert.c */
 int cmd_summary(int argc, char **argv); /* cmd_summary.c */
+int cmd_requests(int argc, char **argv); /* cmd_requests.c */
 int cmd_recover(int argc, char **argv); /* cmd_recover.c */
 
 #endif

@@ -22,6 +22,7 @@ static const struct command {
     {"status", cmd_status, "tell whether a session is running in PID"},
     {"convert", cmd_convert, ".cvf <-> Chrome trace JSON (and speedscope, collapsed stacks)"},
     {"summary", cmd_summary, "top functions by self/total time, per thread, in the terminal"},
+    {"requests", cmd_requests, "every request (WSGI/ASGI/Celery, or --entry), slowest first"},
     {"recover", cmd_recover, "a .cvf from the spool a streaming trace left behind (OUT.spool)"},
 };
 
@@ -33,7 +34,7 @@ static void usage(FILE *out)
             "Attach to a live CPython process, record every Python and C call on every thread,\n"
             "detach, and write the trace as VizTracer's .cvf format.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nexit codes: 0 ok, 1 failure on the target side, 2 usage error or failed "
                  "preflight (nothing touched)\n");
 }

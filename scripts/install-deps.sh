@@ -21,6 +21,8 @@ PACKAGES=(
   hyperfine                         # bench/
   gunicorn python3-flask wrk        # bench/filters, bench/tree, --subprocesses tests: a real
                                     # forking Flask service under gunicorn, local load
+  python3-uvicorn python3-fastapi   # tests/test_requests.py: an ASGI service (uvicorn)
+  python3-celery                    # tests/test_requests.py: a Celery worker (filesystem broker)
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
 )
 

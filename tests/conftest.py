@@ -23,6 +23,8 @@ UNIT_MODULES = {
     "test_safepoint_rules.py",   # both judges of injector/safepoint_rules.def, on recorded stacks
     "test_export.py",            # convert --format speedscope|collapsed
     "test_summary.py",           # summary on written traces (its test_real_* are `system`)
+    "test_requests.py",          # requests, convert --requests on written traces (its real
+                                 # services, gunicorn/uvicorn/Celery, are `system`)
     "test_security_offline.py",  # hostile files given to summary, convert, the ELF reader
 }
 

@@ -16,16 +16,19 @@ import subprocess
 
 import pytest
 
-from support.cvf_writer import (DROPS, KNOWN_EVENTS, KNOWN_NAMES, MS, known_trace, oracle,
-                                oracle_split, random_events, wait_kind, write_cvf)
+from support.cvf_writer import (DROPS, KNOWN_EVENTS, KNOWN_NAMES, MS, PERCENTILE_ERROR,
+                                known_trace, nearest_rank, oracle, oracle_split, random_events,
+                                wait_kind, write_cvf)
 from support.paths import VCATTACH, corpus_names
 
 # ---- running and parsing the command ------------------------------------------------------
 
+# self ms, self%, total ms, total%, calls, mean µs, p50 µs, p99 µs, max µs, function
 ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+)\s+([\d.]+)"
-                 r"\s+([\d.]+)  (.*)$")
+                 r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)  (.*)$")
+# wait ms, wait%, calls, mean µs, p50 µs, p99 µs, max µs, kind, function
 WAIT_ROW = re.compile(r"^\s+(-?[\d.]+)\s+([\d.]+)%\s+([\d,]+|-)\s+([\d.]+|-)\s+([\d.]+|-)"
-                      r"  (\S+(?: attach)?)\s+(.*)$")
+                      r"\s+([\d.]+|-)\s+([\d.]+|-)  (\S+(?: attach)?)\s+(.*)$")
 SECTION = re.compile(r"^(\S.*): ([\d,]+) calls?, (.*) in calls(?: \((.*) working, (.*) waiting\))?$")
 
 
@@ -57,17 +60,19 @@ def parse(stdout, waits=None):
         m = WAIT_ROW.match(line) if in_wait else ROW.match(line)
         if m and in_wait:
             if waits is not None:
-                waits[current].append((m.group(7), dict(
+                waits[current].append((m.group(9), dict(
                     wait_ms=float(m.group(1)), wait_pct=float(m.group(2)),
                     calls=None if m.group(3) == "-" else int(m.group(3).replace(",", "")),
-                    kind=m.group(6))))
+                    p50_us=None if m.group(5) == "-" else float(m.group(5)),
+                    p99_us=None if m.group(6) == "-" else float(m.group(6)),
+                    kind=m.group(8))))
             continue
         if m:
-            sections[current].append((m.group(8), dict(
+            sections[current].append((m.group(10), dict(
                 self_ms=float(m.group(1)), self_pct=float(m.group(2)),
                 total_ms=float(m.group(3)), total_pct=float(m.group(4)),
                 calls=int(m.group(5).replace(",", "")), mean_us=float(m.group(6)),
-                max_us=float(m.group(7)))))
+                p50_us=float(m.group(7)), p99_us=float(m.group(8)), max_us=float(m.group(9)))))
             continue
         m = re.match(r"^  … (\d+) more functions?", line)
         if m:
@@ -86,14 +91,17 @@ def test_known_trace_per_thread(tmp_path):
     main = dict(sections["MainThread (pid 1, tid 1)"])
     # A: outer self 100 - 30 (B) = 70, inner self 5; total 100, the recursion counted once
     assert main["A"] == dict(self_ms=75.0, self_pct=75.0, total_ms=100.0, total_pct=100.0,
-                             calls=2, mean_us=52500.0, max_us=100000.0)
+                             calls=2, mean_us=52500.0, p50_us=5000.0, p99_us=100000.0,
+                             max_us=100000.0)
     assert main["B"] == dict(self_ms=25.0, self_pct=25.0, total_ms=30.0, total_pct=30.0,
-                             calls=1, mean_us=30000.0, max_us=30000.0)
+                             calls=1, mean_us=30000.0, p50_us=30000.0, p99_us=30000.0,
+                             max_us=30000.0)
     assert [name for name, _ in sections["MainThread (pid 1, tid 1)"]] == ["A", "B"]
     worker = dict(sections["worker (pid 1, tid 2)"])
     assert worker["C"]["self_ms"] == 35.0 and worker["C"]["total_ms"] == 50.0
     assert worker["D"] == dict(self_ms=15.0, self_pct=30.0, total_ms=15.0, total_pct=30.0,
-                               calls=2, mean_us=7500.0, max_us=10000.0)
+                               calls=2, mean_us=7500.0, p50_us=5000.0, p99_us=10000.0,
+                               max_us=10000.0)
     assert more == {}
 
 
@@ -171,6 +179,15 @@ def test_control_characters_in_names_stay_on_one_row(tmp_path):
 
 # ---- agreement with an independent computation --------------------------------------------
 
+def check_percentiles(row, durations, name):
+    """p50/p99 printed (µs, 2 decimals) against the exact nearest-rank values, within the
+    histogram's stated relative error and the printing's rounding."""
+    for q, key in ((0.50, "p50_us"), (0.99, "p99_us")):
+        exact = nearest_rank(durations, q) / 100
+        assert abs(row[key] - exact) <= PERCENTILE_ERROR * exact + 0.0051, (name, key, row,
+                                                                             exact)
+
+
 def check_against_oracle(path, events):
     """`summary --all` against oracle(), and the default (waiting apart) against
     oracle_split()."""
@@ -192,6 +209,7 @@ def check_against_oracle(path, events):
             if s["calls"]:
                 assert r["mean_us"] == pytest.approx(s["sum"] / s["calls"] / 100,
                                                      abs=0.006), name
+            check_percentiles(r, s["durs"], name)
             assert r["total_ms"] <= busy[tid] / MS + 0.0006
 
     expected, busy, waiting = oracle_split(events)
@@ -216,12 +234,41 @@ def check_against_oracle(path, events):
             r = wrows[name]
             if s["wait"]:
                 assert r["kind"] == wait_kind(name), name
+                check_percentiles(r, s["durs"], name)
                 assert r["wait_ms"] == pytest.approx(s["wait"] / MS, abs=0.0006), name
                 assert r["calls"] == s["calls"], name
             else:
                 assert r["kind"] == "at attach" and r["calls"] is None, (name, r)
                 assert r["wait_ms"] == pytest.approx(s["at_attach"] / MS, abs=0.0006), name
         assert sum(s["self"] for s in work.values()) + waiting[tid] <= busy[tid]
+
+
+def test_percentiles_from_a_json_trace_within_the_stated_error(tmp_path):
+    """p50/p99 of wide-spread durations (1 tick to 10 s, log-uniform: the histogram's exact
+    and logarithmic ranges both), written as Chrome JSON and converted with `vcattach
+    convert`, against the exact nearest-rank values computed here."""
+    import random
+    rnd = random.Random(11)
+    events, durs, now = [], {"work (/srv/app.py:1)": [], "time.sleep": []}, 0
+    for i in range(3001):
+        name = "time.sleep" if i % 3 == 0 else "work (/srv/app.py:1)"
+        dur = int(10 ** rnd.uniform(0, 9))
+        events.append({"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": now / 100,
+                       "dur": dur / 100})
+        durs[name].append(dur)
+        now += dur + 1
+    src = tmp_path / "wide.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    out = str(tmp_path / "wide.cvf")
+    r = subprocess.run([VCATTACH, "convert", str(src), "-o", out], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    waits = {}
+    _, sections, _ = parse(summary(out).stdout, waits)
+    (rows,), (wrows,) = sections.values(), waits.values()
+    check_percentiles(dict(rows)["work (/srv/app.py:1)"], durs["work (/srv/app.py:1)"], "work")
+    check_percentiles(dict(wrows)["time.sleep"], durs["time.sleep"], "time.sleep")
+    assert "within 0.99 percent" in summary("--help").stdout
 
 
 def test_random_trace_with_waits_and_marks_matches_oracle(tmp_path):

@@ -138,7 +138,8 @@ def _summary_tops(cvf, thread=None, n=3):
     out = subprocess.run([VCATTACH, "summary", cvf, "--top", str(n), "--all"] + which,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    rows = re.findall(r"^\s+([\d.]+)\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+[\d,]+\s+[\d.]+\s+[\d.]+  "
+    # self ms, self%, total ms, total%, calls, mean, p50, p99, max µs, function
+    rows = re.findall(r"^\s+([\d.]+)\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+[\d,]+(?:\s+[\d.]+){4}  "
                       r"(.*)$", out.stdout, re.M)
     assert rows, out.stdout
     return [(name, float(ms)) for ms, name in rows]

@@ -525,6 +525,10 @@ int convert_cvf_to_chrome(const void *cvf, size_t size, FILE *out, const convert
     err->msg[0] = 0;
     OUT_LIT(&c, "{\"traceEvents\":[");
     int rc = cvf_read(cvf, size, &v, &c, 0, err);
+    if (rc == 0 && cc && cc->extra_len) {
+        begin_event(&c);
+        out_raw(&c, cc->extra_events, cc->extra_len);
+    }
     if (rc == 0) {
         OUT_LIT(&c, "\n]");
         if (c.file_info) {

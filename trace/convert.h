@@ -29,6 +29,10 @@ typedef struct convert_ctx {
     /* The input is a read-only file mapping (cvf_map_file): the JSON walk may drop the pages
      * it has read (MADV_DONTNEED), so memory follows the output, not the input's size. */
     int input_is_mapping;
+    /* chrome: more events to write after the trace's own (JSON objects separated by ",\n",
+     * e.g. the "requests" tracks of request_track.h); NULL: none. */
+    const char *extra_events;
+    size_t extra_len;
 } convert_ctx;
 
 /* A .cvf → text converter: reads cvf[0 .. size), writes to `out` (a buffered stdio stream

@@ -3,8 +3,9 @@
  * Two inputs, told apart by their first byte: a .cvf (a u64 version 1, so 0x01) through the
  * bounded codec reader, and Chrome-trace JSON ('{' or '[', what `vcattach convert` and
  * VizTracer write) through jansson, so `summary` and the exporters also work on a JSON trace.
- * Only what the summary and exports use is kept: complete (X) events, thread names, and the
- * drop count the agent reports as an instant event with args.dropped.
+ * Only what the summary and exports use is kept: complete (X) events, thread names, the
+ * drop count the agent reports as an instant event with args.dropped, the filters, and each
+ * process's attach and detach times (requests cut by the trace's end).
  */
 #include "model.h"
 
@@ -175,23 +176,44 @@ static void note_filters(vct_trace *t, json_t *event)
     t->filters = strdup(used ? buf : "(unknown filters)");
 }
 
-/* Other events are few (instants, unfinished calls); only the ones mentioning "dropped" or
- * the filters are parsed. */
+/* The agent's {"ph":"i","name":"vcattach attach"|"vcattach detach","pid":P,"ts":µs}. */
+static int note_session(vct_trace *t, json_t *event)
+{
+    const char *name = json_string_value(json_object_get(event, "name"));
+    json_t *pid = json_object_get(event, "pid"), *ts = json_object_get(event, "ts");
+    if (!name || !json_is_integer(pid) || json_integer_value(pid) < 0 || !json_is_number(ts))
+        return 0;
+    int detach = !strcmp(name, "vcattach detach");
+    if (!detach && strcmp(name, "vcattach attach"))
+        return 0;
+    double us = json_number_value(ts);
+    if (!(us >= 0 && us < 9e16)) /* ticks must fit an int64 */
+        return 0;
+    return vct_trace_note_session(t, (uint64_t)json_integer_value(pid), detach,
+                                  (int64_t)(us * VCT_TICKS_PER_US + 0.5));
+}
+
+/* Other events are few (instants, unfinished calls); only the ones mentioning "dropped",
+ * the filters or the session's attach and detach are parsed. */
 static int on_cvf_other(void *ctx, const cvf_json_record *r)
 {
     cvf_load_ctx *c = ctx;
     for (size_t i = 0; i < r->nitems; i++) {
         const char *item = r->json + r->items[i].off;
         size_t len = r->items[i].len;
-        if (!memmem(item, len, "\"dropped\"", 9) && !memmem(item, len, "\"vcattach filters\"", 18))
+        if (!memmem(item, len, "\"dropped\"", 9) && !memmem(item, len, "\"vcattach ", 10))
             continue;
         json_t *ev = json_loadb(item, len, JSON_DECODE_ANY, NULL);
         const char *ph = json_string_value(json_object_get(ev, "ph"));
+        int rc = 0;
         if (ph && ph[0] != 'X' && ph[0] != 'M' && ph[0] != 'C') {
             note_drops(c->t, ev);
             note_filters(c->t, ev);
+            rc = note_session(c->t, ev);
         }
         json_decref(ev);
+        if (rc < 0)
+            return cvf_nomem(c, r->offset);
     }
     return 0;
 }

@@ -34,6 +34,7 @@ void vct_trace_free(vct_trace *t)
     free(t->procs);
     free(t->thread_slots);
     free(t->filters);
+    free(t->sessions);
     free(t);
 }
 
@@ -285,6 +286,36 @@ void vct_trace_add_drops(vct_trace *t, uint64_t dropped)
 {
     t->has_drops = 1;
     t->dropped = dropped > UINT64_MAX - t->dropped ? UINT64_MAX : t->dropped + dropped;
+}
+
+int vct_trace_note_session(vct_trace *t, uint64_t pid, int detach, int64_t ts)
+{
+    if (detach)
+        for (size_t i = t->nsessions; i-- > 0;)
+            if (t->sessions[i].pid == pid && t->sessions[i].detach < 0) {
+                t->sessions[i].detach = ts;
+                return 0;
+            }
+    if (t->nsessions == t->sessions_cap) {
+        size_t cap = t->sessions_cap ? t->sessions_cap * 2 : 8;
+        struct vct_session *bigger = realloc(t->sessions, cap * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        t->sessions = bigger;
+        t->sessions_cap = cap;
+    }
+    t->sessions[t->nsessions++] = (struct vct_session){pid, detach ? -1 : ts, detach ? ts : -1};
+    return 0;
+}
+
+int vct_trace_ends_at_detach(const vct_trace *t, uint64_t pid, int64_t end)
+{
+    for (size_t i = 0; i < t->nsessions; i++) {
+        int64_t d = t->sessions[i].detach;
+        if (t->sessions[i].pid == pid && d >= 0 && end >= d - 2 && end <= vct_sat_add(d, 2))
+            return 1;
+    }
+    return 0;
 }
 
 /* Parents first: earlier start, and at the same start the longer call encloses the shorter. */

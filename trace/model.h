@@ -73,6 +73,11 @@ typedef struct vct_trace {
     uint64_t dropped;     /* sum of every args.dropped */
     char *filters;        /* the agent's "vcattach filters" instant, as text; NULL: none (a
                              full trace) */
+    /* The agent's "vcattach attach" / "vcattach detach" instants, one per traced process (a
+     * pid traced twice has two).  The agent closes the calls still open at stop at the detach
+     * time: a call ending there was cut by the trace's end (requests.c). */
+    struct vct_session { uint64_t pid; int64_t attach, detach; } *sessions; /* ticks; -1: none */
+    size_t nsessions, sessions_cap;
 } vct_trace;
 
 vct_trace *vct_trace_new(void);
@@ -117,6 +122,13 @@ int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, 
 /* The VCT_EV_* flags an args object (JSON text, len bytes) carries. */
 unsigned vct_args_flags(const char *json, size_t len);
 void vct_trace_add_drops(vct_trace *t, uint64_t dropped);
+/* Records process pid's attach (detach = 0) or detach instant at ts ticks: an attach opens a
+ * session, a detach closes the pid's last session without one.  0, or -1 on allocation
+ * failure. */
+int vct_trace_note_session(vct_trace *t, uint64_t pid, int detach, int64_t ts);
+/* Whether `end` is a detach time of process pid (within 2 ticks: the agent rounds a call's
+ * start and duration separately), i.e. the call was still running when the trace stopped. */
+int vct_trace_ends_at_detach(const vct_trace *t, uint64_t pid, int64_t end);
 /* Sorts threads and their events; call once, after the last add and before any walk.
  * 0, or -1 on allocation failure. */
 int vct_trace_finish(vct_trace *t);

@@ -33,6 +33,8 @@ int vct_summary_init(vct_summary *s, const vct_trace *t, int split)
 
 void vct_summary_free(vct_summary *s)
 {
+    for (size_t i = 0; s->stats && i < s->ntouched; i++)
+        vct_hist_reset(&s->stats[s->touched[i]].durs);
     free(s->stats);
     free(s->active);
     free(s->kind);
@@ -97,6 +99,8 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         s->calls++;
     a->active[ev->func]++;
     s->sum_dur = vct_sat_add(s->sum_dur, dur);
+    if (vct_hist_add(&s->durs, dur) < 0)
+        a->failed = 1;
     if (dur > s->max_dur)
         s->max_dur = dur;
 }
@@ -172,6 +176,7 @@ enum vct_wait_kind vct_summary_kind(const vct_summary *s, uint32_t func)
 void vct_summary_reset(vct_summary *s)
 {
     for (size_t i = 0; i < s->ntouched; i++) {
+        vct_hist_reset(&s->stats[s->touched[i]].durs);
         memset(&s->stats[s->touched[i]], 0, sizeof(vct_func_stats));
         s->kind[s->touched[i]] &= ~SEEN;
     }

@@ -8,6 +8,9 @@
  *           same function below them on the stack add their duration, so f→g→f is not
  *           counted twice for f;
  *   mean, max over every call (recursive ones included);
+ *   p50, p99 the same durations' nearest-rank percentiles, from a log-bucketed histogram per
+ *           function (histogram.h: at most 0.99 % relative error, memory bounded by the
+ *           spread of the durations, not their number);
  *   calls count calls: a coroutine's resume slices (VCT_EV_RESUME) add their time, not a
  *           call, and the time it spends suspended is in no slice, so it is nobody's self time.
  * Waiting (when split, the default): a call of a blocking function (waits.def) that is not
@@ -26,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "histogram.h"
 #include "model.h"
 #include "waits.h"
 
@@ -36,6 +40,7 @@ typedef struct vct_func_stats {
     int64_t self, total, sum_dur, max_dur; /* ticks; working time when split */
     int64_t wait;      /* ticks waiting in this function's outermost blocking calls */
     int64_t at_attach; /* ticks it was already in progress at attach, before its first child */
+    vct_hist durs;     /* every duration summed in sum_dur: p50, p99 */
 } vct_func_stats;
 
 typedef struct vct_walk_slot {

@@ -2,12 +2,14 @@
 FEE groups, the other-events zblob): an implementation independent of the C writer, so traces
 with numbers known in advance can be made.  Also the known trace of the summary tests,
 seeded random recursive traces, and an independent computation of the summary's definitions
-(self, total, calls, max per function and thread, and with waiting kept apart: oracle_split)
+(self, total, calls, max and every duration (durs) per function and thread, and with waiting
+kept apart: oracle_split; nearest_rank() for the percentiles)
 to check `vcattach summary` and the exports against.
   known trace  MainThread: A(0..100 ms) contains B(10..40) contains A(15..20)
                worker:     C(0..50) contains D(10..20) and D(30..35)
                plus the agent's drop report, an instant event with args.dropped = 7."""
 import json
+import math
 import os
 import random
 import re
@@ -149,9 +151,10 @@ def oracle(events):
                 close()
             if stack:
                 end = min(end, stack[-1][1])
-            s = stats.setdefault(name, dict(self=0, total=0, calls=0, max=0, sum=0))
+            s = stats.setdefault(name, dict(self=0, total=0, calls=0, max=0, sum=0, durs=[]))
             s["calls"] += mark != "resume"
             s["sum"] += end - ts
+            s["durs"].append(end - ts)
             s["max"] = max(s["max"], end - ts)
             if all(frame[2] != name for frame in stack):
                 s["total"] += end - ts
@@ -162,6 +165,17 @@ def oracle(events):
             close()
         result[tid] = stats
     return result, busy
+
+
+def nearest_rank(durations, q):
+    """The q-quantile by nearest rank: the ceil(q·n)-th smallest (what summary and requests
+    print; summary's own may differ by its histogram's stated error, PERCENTILE_ERROR)."""
+    ordered = sorted(durations)
+    return ordered[max(1, min(len(ordered), math.ceil(q * len(ordered)))) - 1]
+
+
+# the relative error `vcattach summary` states for its p50/p99 (trace/histogram.h)
+PERCENTILE_ERROR = 0.0099
 
 
 def _wait_table():
@@ -254,9 +268,10 @@ def oracle_split(events):
             if inside:
                 continue
             s = stats.setdefault(name, dict(self=0, total=0, calls=0, max=0, sum=0, wait=0,
-                                            at_attach=0))
+                                            at_attach=0, durs=[]))
             s["calls"] += mark != "resume"
             s["sum"] += end - ts
+            s["durs"].append(end - ts)
             s["max"] = max(s["max"], end - ts)
             if is_wait:
                 s["wait"] += end - ts

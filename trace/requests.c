@@ -1,0 +1,196 @@
+/* requests.c — recognising the requests of a trace (requests.h).
+ *
+ * Entries are decided once per function name (requests.def, or a --entry glob), then each
+ * thread's sorted events are scanned once: a call that starts inside the current request's
+ * slice is nested (skipped), an entry call outside starts a request, an entry resume extends
+ * the open request of the same function on that thread.  Memory: the request list and one
+ * event index per slice.
+ */
+#include "requests.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct req_rule {
+    enum vct_req_kind kind;
+    const char *qualname, *file, *server;
+} req_rule;
+
+static const req_rule rules[] = {
+#define REQ(kind, qualname, file, server) {VCT_REQ_##kind, qualname, file, server},
+#include "requests.def"
+#undef REQ
+};
+
+/* The rule a Python name "qualname (path:line)" matches, or NULL (same matching as waits.c:
+ * a dotless qualname, before 3.11, matches the rule's last component). */
+static const req_rule *rule_of(const char *name)
+{
+    const char *paren = strstr(name, " (");
+    const char *colon = paren ? strrchr(paren, ':') : NULL;
+    if (!colon)
+        return NULL;
+    size_t qlen = (size_t)(paren - name);
+    const char *path = paren + 2;
+    size_t plen = (size_t)(colon - path);
+    int bare = !memchr(name, '.', qlen);
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        const char *want = rules[i].qualname, *dot = strrchr(want, '.');
+        if (bare && dot)
+            want = dot + 1;
+        size_t flen = strlen(rules[i].file);
+        if (strlen(want) == qlen && !memcmp(name, want, qlen) && plen > flen &&
+            !memcmp(path + plen - flen, rules[i].file, flen) && path[plen - flen - 1] == '/')
+            return &rules[i];
+    }
+    return NULL;
+}
+
+const char *vct_short_name(const char *name, char *buf, size_t len)
+{
+    const char *paren = strstr(name, " (");
+    size_t n = paren ? (size_t)(paren - name) : strlen(name);
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+unsigned char *vct_requests_entries(const vct_trace *t, const char *entry_glob)
+{
+    unsigned char *entries = calloc(t->nfuncs ? t->nfuncs : 1, 1);
+    if (!entries)
+        return NULL;
+    char shortname[512];
+    for (size_t f = 0; f < t->nfuncs; f++) {
+        const char *name = t->funcs[f];
+        if (entry_glob) {
+            vct_short_name(name, shortname, sizeof shortname);
+            if (!fnmatch(entry_glob, name, 0) || !fnmatch(entry_glob, shortname, 0))
+                entries[f] = VCT_REQ_ENTRY + 1;
+        } else {
+            const req_rule *r = rule_of(name);
+            if (r)
+                entries[f] = (unsigned char)(r->kind + 1);
+        }
+    }
+    return entries;
+}
+
+const char *vct_req_server_of(const char *name)
+{
+    const req_rule *r = rule_of(name);
+    return r ? r->server : NULL;
+}
+
+const char *vct_req_kind_name(enum vct_req_kind kind)
+{
+    static const char *const names[VCT_REQ_NKINDS] = {"--entry", "WSGI", "ASGI", "Celery"};
+    return (unsigned)kind < VCT_REQ_NKINDS ? names[kind] : "?";
+}
+
+void vct_requests_free(vct_requests *r)
+{
+    free(r->reqs);
+    free(r->slices);
+    memset(r, 0, sizeof *r);
+}
+
+/* Appends a slice (event k) to request q (SIZE_MAX: none yet).  0, or -1 (memory). */
+static int push_slice(vct_requests *r, size_t q, size_t k)
+{
+    if (r->nslices == r->slices_cap) {
+        size_t cap = r->slices_cap ? r->slices_cap * 2 : 256;
+        vct_req_slice *bigger = realloc(r->slices, cap * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        r->slices = bigger;
+        r->slices_cap = cap;
+    }
+    size_t s = r->nslices++;
+    r->slices[s] = (vct_req_slice){k, SIZE_MAX};
+    if (q != SIZE_MAX) {
+        r->slices[r->reqs[q].last].next = s;
+        r->reqs[q].last = s;
+        r->reqs[q].nslices++;
+    }
+    return 0;
+}
+
+/* A new request whose first slice is event k of thread ti.  0, or -1 (memory). */
+static int start_request(vct_requests *r, size_t ti, size_t k, const vct_event *ev)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        vct_request *bigger = realloc(r->reqs, cap * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        r->reqs = bigger;
+        r->cap = cap;
+    }
+    if (push_slice(r, SIZE_MAX, k) < 0)
+        return -1;
+    unsigned cut = (ev->flags & (VCT_EV_AT_ATTACH | VCT_EV_RESUME)) ? VCT_REQ_CUT_START : 0;
+    r->reqs[r->n++] = (vct_request){ti, r->nslices - 1, r->nslices - 1, 1, ev->ts, ev->end,
+                                    ev->func, cut};
+    return 0;
+}
+
+/* Per function, the latest request it started on the thread being scanned. */
+typedef struct latest {
+    size_t *req;    /* [nfuncs]: request index */
+    size_t *thread; /* [nfuncs]: the thread it is on, SIZE_MAX: none */
+} latest;
+
+/* The requests of one thread.  0, or -1 (memory). */
+static int scan_thread(const vct_trace *t, const unsigned char *entries, size_t ti,
+                       latest *lt, vct_requests *r)
+{
+    const vct_thread *th = &t->threads[ti];
+    int64_t cover_end = INT64_MIN; /* end of the slice being covered */
+    for (size_t k = 0; k < th->nevents; k++) {
+        const vct_event *ev = &th->events[k];
+        if (ev->ts < cover_end || !entries[ev->func])
+            continue;
+        cover_end = ev->end;
+        if (!(ev->flags & VCT_EV_RESUME) || lt->thread[ev->func] != ti) {
+            if (start_request(r, ti, k, ev) < 0)
+                return -1;
+            lt->req[ev->func] = r->n - 1;
+            lt->thread[ev->func] = ti;
+            continue;
+        }
+        size_t q = lt->req[ev->func]; /* a resume of the open coroutine request */
+        if (push_slice(r, q, k) < 0)
+            return -1;
+        if (ev->end > r->reqs[q].end)
+            r->reqs[q].end = ev->end;
+    }
+    return 0;
+}
+
+int vct_requests_find(const vct_trace *t, const unsigned char *entries, uint64_t pid,
+                      vct_requests *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t nf = t->nfuncs ? t->nfuncs : 1;
+    latest lt = {malloc(nf * sizeof *lt.req), malloc(nf * sizeof *lt.thread)};
+    int rc = lt.req && lt.thread ? 0 : -1;
+    for (size_t f = 0; !rc && f < nf; f++)
+        lt.thread[f] = SIZE_MAX;
+    for (size_t ti = 0; !rc && ti < t->nthreads; ti++)
+        if (!pid || t->threads[ti].pid == pid)
+            rc = scan_thread(t, entries, ti, &lt, out);
+    for (size_t i = 0; !rc && i < out->n; i++) {
+        vct_request *q = &out->reqs[i];
+        if (vct_trace_ends_at_detach(t, t->threads[q->thread].pid, q->end))
+            q->cut |= VCT_REQ_CUT_END;
+    }
+    free(lt.req);
+    free(lt.thread);
+    if (rc)
+        vct_requests_free(out);
+    return rc;
+}
