@@ -472,15 +472,19 @@ static int emit_file(vc_session *s, const char *path, mode_t mode, unsigned flag
     rc = vc_emit_stream(s, cvf_sink_fd, (void *)(intptr_t)f.fd, res, err, errlen) == 0
              ? vc_atomic_commit(&f, err, errlen)
              : -EIO;
-    if (f.kept) {
-        snprintf(s->kept_tmp, sizeof s->kept_tmp, "%s", f.tmp);
-        char line[1024];
-        int n = snprintf(line, sizeof line, "vcattach agent (pid %d): %s\n", (int)getpid(), err);
-        if (n > 0)
-            (void)vc_write_all(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-    }
+    if (f.kept)
+        vc_emit_note_kept(s, f.tmp, err);
     vc_atomic_abort(&f); /* removes OUT.tmp unless renamed or kept */
     return rc;
+}
+
+void vc_emit_note_kept(vc_session *s, const char *tmp, const char *err)
+{
+    snprintf(s->kept_tmp, sizeof s->kept_tmp, "%s", tmp);
+    char line[1024];
+    int n = snprintf(line, sizeof line, "vcattach agent (pid %d): %s\n", (int)getpid(), err);
+    if (n > 0)
+        (void)vc_write_all(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 static int emit_unix(vc_session *s, const char *path, struct vc_result *res, char *err, size_t errlen)

@@ -22,6 +22,9 @@ int vc_emit_stream(vc_session *s, cvf_sink_fn sink, void *ctx, struct vc_result 
 int vc_emit(vc_session *s, const char *output, mode_t mode, unsigned flags, struct vc_result *res,
             char *err, size_t errlen);
 
+/* The output's rename failed and OUT.tmp holds the trace: s->kept_tmp names it (END's kept=)
+ * and a line on the target's stderr says so (a `start` has no vcattach to tell). */
+void vc_emit_note_kept(vc_session *s, const char *tmp, const char *err);
 /* For a streamed session (stream.c), which sends these instead of a .cvf: the process name
  * (the command line, malloc'd) and the session's other events (see emit.c). */
 char *vc_emit_process_name(void);

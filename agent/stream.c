@@ -427,7 +427,7 @@ int vc_stream_write_local(vc_session *s, struct vc_result *res, char *err, size_
              ? vc_atomic_commit(&f, err, errlen)
              : -EIO;
     if (f.kept)
-        snprintf(s->kept_tmp, sizeof s->kept_tmp, "%s", f.tmp);
+        vc_emit_note_kept(s, f.tmp, err);
     vc_atomic_abort(&f);
     if (rc == 0) {
         res->events = st.events;

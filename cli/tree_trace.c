@@ -443,6 +443,12 @@ static void ended_early(struct tree_run *r, struct member *m, const char *why)
     uint64_t records = 0, dropped, disk;
     if (m->sp != NULL)
         spool_progress(m->sp, &records, &dropped, &disk);
+    if ((m->st == M_RUNNING || m->st == M_STOPPING) && records == 0) {
+        char note[400];
+        snprintf(note, sizeof note, "%.300s, before any of its calls reached vcattach", why);
+        finish(r, m, M_LOST, note);
+        return;
+    }
     if ((m->st == M_RUNNING || m->st == M_STOPPING) && records > 0) {
         m->ended_early = 1;
         m->end[0] = '\0';

@@ -220,7 +220,8 @@ def test_multiprocessing_pools_born_during_trace(py, method, tmp_path):
 def test_pool_workers_terminated_by_with_keep_their_trace(py, method, tmp_path):
     """`with ctx.Pool(2) as pool:` ends its workers with SIGTERM: they never stop their
     session, yet what they streamed is kept (before streaming, every one was "lost" with 0
-    bytes).  A worker that had begun tracing is never lost."""
+    bytes).  A worker that had begun tracing is lost only if it ended before any of its calls
+    reached vcattach (the agent hands its chunks over every 100 ms)."""
     with Tree([py["path"], TARGET, "pool-with", method], settle=0.5) as tree:
         before = set([tree.pid] + descendants(tree.pid))
         out = str(tmp_path / "pool.cvf")
@@ -232,7 +233,8 @@ def test_pool_workers_terminated_by_with_keep_their_trace(py, method, tmp_path):
         assert workers, (method, r.stdout, sorted(pids))
         assert "its trace up to then is kept" in r.stdout, r.stdout
         lost_while_tracing = [l for l in r.stdout.splitlines()
-                              if " lost: " in l and "while tracing" in l]
+                              if " lost: " in l and "while tracing" in l
+                              and "before any of its calls reached vcattach" not in l]
         assert not lost_while_tracing, r.stdout
         check_alive([tree.pid] + descendants(tree.pid))
 
