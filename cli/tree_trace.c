@@ -12,10 +12,11 @@
  *   3. while tracing, a poll of /proc every 100 ms finds processes born meanwhile: a fork
  *      child of a traced process already has the agent and connects by itself (agent/follow.c);
  *      a new interpreter (exec, multiprocessing spawn/forkserver, subprocess) is injected;
- *   4. each session's .cvf stream goes to its own unlinked temporary file as it arrives — a
- *      process that ends during the trace sends its trace at its exit (atexit, os._exit) and
- *      the others go on; at the end the parts are merged (tree_merge.c: a malformed part is
- *      left out, its member counted lost) into OUT, atomically.
+ *   4. each session streams what it records (docs/protocol.md "Streaming") into its own spool,
+ *      OUT.PID.spool (common/spool.h), as it arrives — a process that ends during the trace
+ *      keeps what it streamed (SIGTERM'd pool workers, a SIGKILLed gunicorn worker), a member
+ *      whose frames break the protocol is lost, the others go on; at the end one pass over
+ *      every spool builds OUT, atomically (spool_build_processes).
  * Every process is on one clock: each agent maps its raw timestamps to CLOCK_MONOTONIC.
  * The record budget (--buffer-mb) is shared: see the --help text and share_for().
  */
@@ -37,7 +38,6 @@
 #include "monotonic.h"
 #include "spool.h"
 #include "trace_sink.h"
-#include "tree_merge.h"
 #include "vcinject.h"
 
 #define TREE_POLL_MS 100           /* how soon a process born during the trace is found */
@@ -68,7 +68,6 @@ struct member {
     uint64_t start_time;     /* with pid, the process's identity: a reused pid is a stranger */
     enum mstate st;
     int fd;                  /* its control connection */
-    int part_fd;             /* its .cvf (an unlinked file next to OUT), built from its spool */
     struct spool *sp;        /* what it streams while it traces: OUT.PID.spool (spool.h) */
     int ended_early;         /* its connection ended before END: its trace up to then is kept */
     int forked;              /* joined by itself (a fork child) */
@@ -122,7 +121,7 @@ static struct member *add(struct tree_run *r, pid_t pid)
     struct member *m = &r->m[r->n++];
     memset(m, 0, sizeof *m);
     m->pid = pid;
-    m->fd = m->part_fd = -1;
+    m->fd = -1;
     m->since = vc_monotonic_ms();
     m->start_time = target_start_time(pid);
     target_cmdline(pid, m->name, sizeof m->name);
@@ -140,7 +139,7 @@ static int same_process(const struct member *m)
  * gone takes the slot of a newcomer with its pid: the old one is forgotten. */
 static int holds_nothing(const struct member *m)
 {
-    return m->fd < 0 && m->part_fd < 0 && m->sp == NULL && (m->st == M_SKIPPED || m->st == M_LOST) &&
+    return m->fd < 0 && m->sp == NULL && (m->st == M_SKIPPED || m->st == M_LOST) &&
            (m->share_mb == 0 || m->share_returned);
 }
 
@@ -151,7 +150,7 @@ static void rebind(struct member *m)
     pid_t pid = m->pid;
     memset(m, 0, sizeof *m);
     m->pid = pid;
-    m->fd = m->part_fd = -1;
+    m->fd = -1;
     m->since = vc_monotonic_ms();
     m->start_time = target_start_time(pid);
     target_cmdline(pid, m->name, sizeof m->name);
@@ -227,11 +226,7 @@ static void finish(struct tree_run *r, struct member *m, enum mstate st, const c
         r->reserve_mb += m->share_mb;
         m->share_returned = 1;
     }
-    if (st == M_LOST && m->part_fd >= 0) {
-        close(m->part_fd);
-        m->part_fd = -1;
-    }
-    if (st == M_LOST || st == M_DONE) {
+    if (st == M_LOST) { /* a done member's spool waits for the final build */
         spool_close(m->sp, 1);
         m->sp = NULL;
     }
@@ -354,19 +349,6 @@ static void accept_one(struct tree_run *r)
 
 /* ---- a member's frames -------------------------------------------------------------------- */
 
-static int part_open(struct tree_run *r, struct member *m)
-{
-    m->part_fd = open(r->out_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (m->part_fd < 0) { /* no O_TMPFILE on this filesystem: a name, removed at once */
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/.vcattach-part-XXXXXX", r->out_dir);
-        m->part_fd = mkostemp(path, O_CLOEXEC);
-        if (m->part_fd >= 0)
-            unlink(path);
-    }
-    return m->part_fd >= 0 ? 0 : -1;
-}
-
 /* The member's spool, OUT.PID.spool next to OUT: made by vcattach, never named by the member
  * (a stale one of an earlier run is replaced only with --force, as OUT is). */
 static int spool_open_member(struct tree_run *r, struct member *m)
@@ -382,28 +364,26 @@ static int spool_open_member(struct tree_run *r, struct member *m)
     return 0;
 }
 
-/* Its spool to its part file (the .cvf the merge reads); its END text gets the counts of the
- * trace built here.  0, or -1 with m->why. */
-static int spool_to_part(struct tree_run *r, struct member *m)
+/* The calls a member lost: its agent counts them all in END (those it dropped at the source
+ * among them); a member that ended without END has only its spool's count. */
+static uint64_t end_drops(const struct member *m, uint64_t spooled)
 {
-    char err[512];
-    struct spool_stats st;
-    if (m->part_fd < 0 && part_open(r, m) < 0) {
-        snprintf(m->why, sizeof m->why, "cannot store its trace in %.200s: %s", r->out_dir,
-                 strerror(errno));
-        return -1;
-    }
-    if (spool_build(m->sp, cvf_sink_fd, (void *)(intptr_t)m->part_fd, &st, err, sizeof err) != 0) {
-        snprintf(m->why, sizeof m->why, "%.300s", err);
-        return -1;
-    }
+    char v[32];
+    return vc_kv_get(m->end, "drops", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : spooled;
+}
+
+/* Its spool is complete (END, or its connection ended): it stays open for the final build;
+ * its END text gets the counts the summary prints. */
+static void spool_done(struct member *m)
+{
+    uint64_t records = 0, dropped = 0, disk = 0;
+    spool_progress(m->sp, &records, &dropped, &disk);
     char end[sizeof m->end + 96];
     snprintf(end, sizeof end, "events=%llu\nthreads=%llu\ndrops=%llu\n%s",
-             (unsigned long long)st.events, (unsigned long long)st.threads,
-             (unsigned long long)(st.dropped + st.unnamed), m->end);
+             (unsigned long long)records, (unsigned long long)spool_thread_count(m->sp),
+             (unsigned long long)end_drops(m, dropped), m->end);
     end[sizeof m->end - 1] = '\0'; /* cut if need be: the counts come first */
     memcpy(m->end, end, sizeof m->end);
-    return st.events > 0 || !m->ended_early ? 0 : -1;
 }
 
 /* A streaming frame of a member: into its spool.  The tree as a whole takes what one target
@@ -452,12 +432,11 @@ static void ended_early(struct tree_run *r, struct member *m, const char *why)
     if ((m->st == M_RUNNING || m->st == M_STOPPING) && records > 0) {
         m->ended_early = 1;
         m->end[0] = '\0';
-        if (spool_to_part(r, m) == 0) {
-            char note[400];
-            snprintf(note, sizeof note, "%s: its trace up to then is kept", why);
-            finish(r, m, M_DONE, note);
-            return;
-        }
+        spool_done(m);
+        char note[400];
+        snprintf(note, sizeof note, "%s: its trace up to then is kept", why);
+        finish(r, m, M_DONE, note);
+        return;
     }
     finish(r, m, M_LOST, why);
 }
@@ -501,27 +480,8 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
             finish(r, m, M_LOST, why);
         }
         return;
-    case VC_MSG_DATA:
-        if (m->st != M_STOPPING)
-            set_state(m, M_STOPPING); /* it stopped by itself: its process is exiting */
-        if ((m->part_fd < 0 && part_open(r, m) < 0) ||
-            write(m->part_fd, buf, (size_t)n) != (ssize_t)n) {
-            char why[400];
-            snprintf(why, sizeof why, "cannot store its trace in %.200s: %s", r->out_dir,
-                     strerror(errno));
-            finish(r, m, M_LOST, why);
-            return;
-        }
-        m->bytes += (uint64_t)n;
-        r->received += (uint64_t)n;
-        if (r->received > (uint64_t)r->opt->max_trace_mb << 20) {
-            /* the agents (the targets' users' code) decide how much they send: the tree as a
-             * whole gets what one target would (--max-trace-mb) */
-            char why[200];
-            snprintf(why, sizeof why, "the tree's traces passed --max-trace-mb %u MiB: this "
-                     "one is dropped", r->opt->max_trace_mb);
-            finish(r, m, M_LOST, why);
-        }
+    case VC_MSG_DATA: /* a streaming session sends no .cvf: the agent is not to be trusted */
+        finish(r, m, M_LOST, "its agent broke the protocol: a whole trace in a streaming session");
         return;
     case VC_MSG_END: {
         buf[n] = '\0';
@@ -529,12 +489,12 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         snprintf(m->end, sizeof m->end, "%s", buf);
         char v[32] = "0";
         vc_kv_get(buf, "status", v, sizeof v);
-        if (atol(v) != 0 || (m->sp == NULL && m->part_fd < 0))
+        if (atol(v) != 0 || m->sp == NULL) {
             finish(r, m, M_LOST, "its agent failed to send its trace (see its fallback file)");
-        else if (m->sp != NULL && spool_to_part(r, m) != 0)
-            finish(r, m, M_LOST, NULL);
-        else
+        } else {
+            spool_done(m);
             finish(r, m, M_DONE, NULL);
+        }
         return;
     }
     default:
@@ -758,38 +718,28 @@ static unsigned long long end_u64(const struct member *m, const char *key)
     return vc_kv_get(m->end, key, v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
 }
 
-/* The merged file from every part: a part that does not decode is named, its member counted
- * lost, and the others merged (tree_merge.c).  0, or -1 after printing why. */
+/* OUT from every done member's spool, then the spools go.  0, or -1 after printing why (the
+ * spools stay, for `vcattach recover`). */
 static int write_merged(struct tree_run *r, struct trace_sink *sink, size_t *nparts)
 {
     char err[1024];
-    struct tree_part *parts = calloc(r->n ? r->n : 1, sizeof *parts);
-    char (*names)[48] = calloc(r->n ? r->n : 1, sizeof *names);
-    size_t *who = calloc(r->n ? r->n : 1, sizeof *who);
-    size_t k = 0;
-    if (parts == NULL || names == NULL || who == NULL) {
-        free(parts);
-        free(names);
-        free(who);
+    struct spool **sps = calloc(r->n ? r->n : 1, sizeof *sps);
+    if (sps == NULL) {
         fprintf(stderr, "vcattach: out of memory while merging\n");
         return -1;
     }
+    size_t k = 0;
     for (size_t i = 0; i < r->n; i++)
-        if (r->m[i].st == M_DONE && r->m[i].part_fd >= 0) {
-            snprintf(names[k], sizeof names[k], "/proc/self/fd/%d", r->m[i].part_fd);
-            parts[k] = (struct tree_part){.pid = r->m[i].pid, .path = names[k]};
-            who[k++] = i;
-        }
-    *nparts = tree_parts_check("vcattach", parts, k);
-    int rc = tree_parts_merge(parts, k, sink->fd, err, sizeof err);
-    for (size_t j = 0; j < k; j++)
-        if (!parts[j].ok)
-            finish(r, &r->m[who[j]], M_LOST, "its trace is malformed: not merged");
-    free(parts);
-    free(names);
-    free(who);
+        if (r->m[i].st == M_DONE && r->m[i].sp != NULL)
+            sps[k++] = r->m[i].sp;
+    *nparts = k;
+    struct spool_stats st;
+    int rc = k ? spool_build_processes(sps, k, cvf_sink_fd, (void *)(intptr_t)sink->fd, &st,
+                                       err, sizeof err)
+               : 0;
+    free(sps);
     if (rc != 0) {
-        fprintf(stderr, "vcattach: merging the traces of the tree failed: %s\n", err);
+        fprintf(stderr, "vcattach: building the trace of the tree failed: %s\n", err);
         return -1;
     }
     off_t size = lseek(sink->fd, 0, SEEK_CUR);
@@ -797,6 +747,10 @@ static int write_merged(struct tree_run *r, struct trace_sink *sink, size_t *npa
     if (sink_commit(sink, err, sizeof err) < 0) {
         fprintf(stderr, "vcattach: %s\n", err);
         return -1;
+    }
+    for (size_t i = 0; i < r->n; i++) { /* written: the spools go */
+        spool_close(r->m[i].sp, 1);
+        r->m[i].sp = NULL;
     }
     return 0;
 }
@@ -1052,8 +1006,6 @@ int tree_trace(const struct cli_options *opt)
     for (size_t i = 0; i < r.n; i++) {
         if (r.m[i].fd >= 0)
             close(r.m[i].fd);
-        if (r.m[i].part_fd >= 0)
-            close(r.m[i].part_fd);
         if (r.m[i].sp != NULL) /* kept for `vcattach recover` (vcattach gave up on it) */
             spool_close(r.m[i].sp, 0);
     }

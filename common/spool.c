@@ -800,6 +800,14 @@ int spool_rename(struct spool *sp, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+uint64_t spool_thread_count(const struct spool *sp)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < sp->threads_cap; i++)
+        n += sp->threads[i].tid > 0 && sp->threads[i].has_records;
+    return n;
+}
+
 const char *spool_path(const struct spool *sp)
 {
     return sp->path;

@@ -65,6 +65,9 @@ void spool_set_limit(struct spool *sp, uint64_t max_bytes);
 void spool_progress(const struct spool *sp, uint64_t *records, uint64_t *dropped,
                     uint64_t *disk_bytes);
 
+/* Threads with a known tid that have records (state slots of one OS thread counted apart). */
+uint64_t spool_thread_count(const struct spool *sp);
+
 /* Builds the .cvf into sink (cvf.h's writer).  0 or -1 + err; st filled either way. */
 int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
                 char *err, size_t errlen);
@@ -80,6 +83,10 @@ int spool_rotate(const struct spool *from, const char *path, struct spool **out,
                  size_t errlen);
 int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn sink,
                      void *ctx, struct spool_stats *st, char *err, size_t errlen);
+/* One .cvf of several processes (a tree: one spool per process, each with its own pid, names,
+ * threads and clock fit; one clock, CLOCK_MONOTONIC), in one pass over each spool. */
+int spool_build_processes(struct spool **sps, size_t n, cvf_sink_fn sink, void *ctx,
+                          struct spool_stats *st, char *err, size_t errlen);
 
 /* Frees everything; the file is removed when `remove_file` (the trace was built). */
 void spool_close(struct spool *sp, int remove_file);

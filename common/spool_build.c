@@ -25,6 +25,7 @@ struct build {
     struct spool **all;  /* every generation, oldest first */
     size_t nall;
     uint64_t cutoff;     /* --last: calls that end before this raw time are left out */
+    int processes;       /* all[] are processes of a tree, not generations of one */
     cvf_writer *w;
     struct spool_stats *st;
     cvf_fee_event *piece;
@@ -237,48 +238,67 @@ static int write_names(struct build *b)
 
 /* The agent's instants (when it sent them: a process killed before its stop did not) and one
  * "vcattach dropped" instant per range of calls lost at the source, on its thread's track. */
-static int write_instants(struct build *b)
+/* The agent's own instants (a JSON list from EVENTS; nothing when the process ended before
+ * it could send them), without their brackets, after what json holds. */
+static size_t put_agent_events(char *json, size_t used, const struct spool *sp)
 {
-    struct spool *sp = b->sp;
-    size_t ndrops = 0;
-    for (size_t g = 0; g < b->nall; g++)
-        ndrops += b->all[g]->ndrops;
-    size_t cap = 512 + ndrops * 192 + (sp->events_json ? sp->events_len : 0);
-    char *json = malloc(cap);
-    if (json == NULL)
-        return build_fail(b, "out of memory");
-    size_t used = 0;
-    size_t epos;
+    size_t epos, nitems = 0;
     const char *ewhat;
-    json[used++] = '[';
     cvf_span *items = NULL;
-    size_t nitems = 0;
     if (sp->events_json && sp->events_len >= 2 && sp->events_json[0] == '[' &&
         sp->events_json[sp->events_len - 1] == ']' &&
         cvf_json_scan(sp->events_json, sp->events_len, &items, &nitems, &epos, &ewhat) == 0 &&
         nitems > 0) {
-        size_t inner = sp->events_len - 2; /* the list without its brackets */
-        memcpy(json + used, sp->events_json + 1, inner);
-        used += inner;
+        if (used > 1)
+            json[used++] = ',';
+        memcpy(json + used, sp->events_json + 1, sp->events_len - 2);
+        used += sp->events_len - 2;
     }
     free(items);
+    return used;
+}
+
+/* One "vcattach dropped" instant per range of `from`'s lost calls that ends after the cutoff,
+ * on its thread's track as `names` (the same process) knows it. */
+static size_t put_drops(char *json, size_t used, size_t cap, const struct spool *names,
+                        const struct spool *from, uint64_t cutoff)
+{
+    for (size_t i = 0; i < from->ndrops; i++) {
+        const struct spool_drop *d = &from->drops[i];
+        if (d->start + d->dur < cutoff)
+            continue;
+        int32_t tid = d->owner < names->threads_cap ? names->threads[d->owner].tid : 0;
+        double ts = (double)vc_tick_map_ns(&names->clock, d->start) / 1000.0;
+        double te = (double)vc_tick_map_ns(&names->clock, d->start + d->dur) / 1000.0;
+        used += (size_t)snprintf(json + used, cap - used,
+                                 "%s{\"ph\":\"i\",\"name\":\"vcattach dropped\",\"cat\":"
+                                 "\"INSTANT\",\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\","
+                                 "\"args\":{\"calls\":%llu,\"until\":%.3f}}",
+                                 used > 1 ? "," : "", (unsigned long long)names->pid,
+                                 (long long)(tid > 0 ? tid : (int32_t)names->pid), ts,
+                                 (unsigned long long)d->calls, te);
+    }
+    return used;
+}
+
+/* The other events: generations of one process (the newest's instants, every generation's
+ * drops, the --last cut) or several processes (each one's instants and drops). */
+static int write_instants(struct build *b)
+{
+    struct spool *sp = b->sp;
+    size_t cap = 512;
+    for (size_t g = 0; g < b->nall; g++)
+        cap += b->all[g]->ndrops * 192 + (b->all[g]->events_json ? b->all[g]->events_len + 1 : 0);
+    char *json = malloc(cap);
+    if (json == NULL)
+        return build_fail(b, "out of memory");
+    size_t used = 0;
+    json[used++] = '[';
     for (size_t g = 0; g < b->nall; g++) {
-        const struct spool *from = b->all[g];
-        for (size_t i = 0; i < from->ndrops; i++) {
-            const struct spool_drop *d = &from->drops[i];
-            if (d->start + d->dur < b->cutoff)
-                continue;
-            int32_t tid = d->owner < sp->threads_cap ? sp->threads[d->owner].tid : 0;
-            double ts = (double)vc_tick_map_ns(&sp->clock, d->start) / 1000.0;
-            double te = (double)vc_tick_map_ns(&sp->clock, d->start + d->dur) / 1000.0;
-            used += (size_t)snprintf(json + used, cap - used,
-                                     "%s{\"ph\":\"i\",\"name\":\"vcattach dropped\",\"cat\":"
-                                     "\"INSTANT\",\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\","
-                                     "\"args\":{\"calls\":%llu,\"until\":%.3f}}",
-                                     used > 1 ? "," : "", (unsigned long long)sp->pid,
-                                     (long long)(tid > 0 ? tid : (int32_t)sp->pid), ts,
-                                     (unsigned long long)d->calls, te);
-        }
+        const struct spool *names = b->processes ? b->all[g] : sp;
+        if (b->processes || g == b->nall - 1)
+            used = put_agent_events(json, used, names);
+        used = put_drops(json, used, cap, names, b->all[g], b->cutoff);
     }
     if (b->cutoff) /* where the kept window begins (--last) */
         used += (size_t)snprintf(json + used, cap - used,
@@ -294,16 +314,17 @@ static int write_instants(struct build *b)
     return rc != 0 ? writer_fail(b) : 0;
 }
 
-int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn sink,
-                     void *ctx, struct spool_stats *st, char *err, size_t errlen)
+/* Generations of one process (processes 0) or one spool per process of a tree. */
+static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, cvf_sink_fn sink,
+                 void *ctx, struct spool_stats *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
-    struct spool *sp = sps[n - 1];
-    struct build b = {.sp = sp, .all = sps, .nall = n, .st = st, .err = err, .errlen = errlen};
-    if (!sp->have_clock) /* nothing came but maybe records: any sane rate (clock.c's) */
-        sp->clock = (vc_tick_map){0, 0, 1.0 / 2.5};
+    struct build b = {.sp = sps[n - 1], .all = sps, .nall = n, .processes = processes,
+                      .st = st, .err = err, .errlen = errlen};
     uint64_t newest = 0;
     for (size_t g = 0; g < n; g++) {
+        if (!sps[g]->have_clock) /* nothing came but maybe records: any sane rate (clock.c's) */
+            sps[g]->clock = (vc_tick_map){0, 0, 1.0 / 2.5};
         st->records += sps[g]->records;
         st->dropped += sps[g]->dropped;
         st->drop_ranges += sps[g]->ndrops;
@@ -311,17 +332,23 @@ int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn
         if (sps[g]->last_raw > newest)
             newest = sps[g]->last_raw;
     }
-    if (last_ns) {
-        uint64_t back = (uint64_t)((double)last_ns / sp->clock.ns_per_raw);
+    if (last_ns && !processes) {
+        uint64_t back = (uint64_t)((double)last_ns / b.sp->clock.ns_per_raw);
         b.cutoff = newest > back ? newest - back : 0;
     }
     b.w = cvf_writer_new(sink, ctx);
     int rc = b.w ? 0 : build_fail(&b, "out of memory");
-    if (rc == 0)
+    for (size_t g = processes ? 0 : n - 1; rc == 0 && g < n; g++) {
+        b.sp = sps[g];
         rc = write_names(&b);
-    for (size_t g = 0; g < n; g++)
+    }
+    for (size_t g = 0; g < n; g++) {
+        if (processes)
+            b.sp = sps[g];
         for (uint32_t i = 0; rc == 0 && i < sps[g]->nlanes; i++)
             rc = build_lane(&b, sps[g], &sps[g]->lanes[i]);
+    }
+    b.sp = sps[n - 1];
     if (rc == 0)
         rc = write_instants(&b);
     if (rc == 0 && cvf_writer_finish(b.w) != 0)
@@ -334,8 +361,20 @@ int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn
     return rc;
 }
 
+int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn sink,
+                     void *ctx, struct spool_stats *st, char *err, size_t errlen)
+{
+    return build(sps, n, 0, last_ns, sink, ctx, st, err, errlen);
+}
+
+int spool_build_processes(struct spool **sps, size_t n, cvf_sink_fn sink, void *ctx,
+                          struct spool_stats *st, char *err, size_t errlen)
+{
+    return build(sps, n, 1, 0, sink, ctx, st, err, errlen);
+}
+
 int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
                 char *err, size_t errlen)
 {
-    return spool_build_many(&sp, 1, 0, sink, ctx, st, err, errlen);
+    return build(&sp, 1, 0, 0, sink, ctx, st, err, errlen);
 }
