@@ -555,6 +555,19 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
 /* ---- the loop ----------------------------------------------------------------------------- */
 
 /* Waits up to ms for connections and frames, handling them. */
+/* A member's frames while they keep coming (up to a bound, so that the others and the
+ * listener get their turn): a streaming member sends a chunk every few milliseconds. */
+#define DRAIN_MAX 64
+static void drain(struct tree_run *r, struct member *m, char *buf, size_t cap)
+{
+    for (int i = 0; i < DRAIN_MAX && m->fd >= 0; i++) {
+        on_frame(r, m, buf, cap);
+        struct pollfd q = {.fd = m->fd, .events = POLLIN};
+        if (m->fd < 0 || poll(&q, 1, 0) <= 0)
+            return;
+    }
+}
+
 static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
 {
     size_t nfds = 1;
@@ -577,7 +590,7 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
     if (k > 0) {
         for (size_t j = 1; j < nfds; j++)
             if (p[j].revents)
-                on_frame(r, &r->m[who[j]], buf, cap);
+                drain(r, &r->m[who[j]], buf, cap);
         if (p[0].revents & POLLIN)
             accept_one(r);
     }

@@ -231,6 +231,7 @@ static int lane_append(struct spool *sp, struct spool_lane *l, uint64_t start, u
     unsigned char *p = l->buf + l->buf_len;
     p = spool_put_varint(p, spool_zigzag((int64_t)(start - l->buf_prev)));
     p = spool_put_varint(p, dur);
+    sp->mem_used += (uint64_t)(p - (l->buf + l->buf_len));
     l->buf_len = (uint32_t)(p - l->buf);
     l->buf_count++;
     l->buf_prev = start;
@@ -290,11 +291,17 @@ static int batch_write(struct spool *sp, struct flush_batch *fb, char *err, size
             break;
         }
         l->declared = 1;
-        sp->mem_bytes -= l->buf_cap;
-        free(l->buf);
-        l->buf = NULL;
-        l->buf_len = l->buf_cap = l->buf_count = 0;
+        /* A busy lane keeps its buffer (growing it again costs page faults on every flush),
+         * as long as the buffers kept stay within the memory bound. */
+        if (l->buf_len < l->buf_cap / 4 || sp->mem_bytes > sp->mem_max / 2) {
+            sp->mem_bytes -= l->buf_cap;
+            free(l->buf);
+            l->buf = NULL;
+            l->buf_cap = 0;
+        }
+        l->buf_len = l->buf_count = 0;
     }
+    sp->mem_used = 0;
     free(offsets);
     fb->n = fb->nheads = fb->nlanes = 0;
     fb->total = 0;
@@ -435,7 +442,7 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
         sp->records++;
     }
     t->has_records = 1;
-    if (sp->mem_bytes > sp->mem_max || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
+    if (sp->mem_used > sp->mem_max / 2 || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
         return spool_flush(sp, err, errlen);
     return 0;
 }

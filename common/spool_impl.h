@@ -78,7 +78,9 @@ struct spool {
     uint32_t group_mask;
     struct spool_drop *drops;
     size_t ndrops, drops_cap;
-    uint64_t records, dropped, mem_bytes, mem_max;
+    uint64_t records, dropped, mem_max;
+    uint64_t mem_bytes;      /* lane buffers allocated (kept across flushes when busy) */
+    uint64_t mem_used;       /* bytes appended since the last flush */
     uint64_t first_raw, last_raw; /* the earliest and latest end received (--last) */
     int64_t last_flush_ms;
 };
