@@ -90,6 +90,12 @@ def test_target_memory_is_bounded_by_the_window(python, busy, tmp_path):
     # the window, the key table and the interpreter's own noise; never the trace (> 100 MiB)
     assert (peak - before) / 1024 < 4 + 24, (before, peak)
     assert not os.path.exists(str(out) + ".spool")
+    # such a trace as Chrome JSON would be gigabytes: refused without --force, with the ways out
+    if os.path.getsize(str(out)) * 50 > 1 << 30:
+        js = tmp_path / "long.json"
+        c = run_vcattach("convert", out, "-o", js)
+        assert c.returncode == 2 and "more than a viewer opens" in c.stderr, c.stderr
+        assert "--from" in c.stderr and "svg" in c.stderr and not js.exists()
 
 
 def test_last_keeps_only_the_final_window(busy, tmp_path):
