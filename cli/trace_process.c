@@ -350,8 +350,9 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
         char dur[32];
         cli_format_duration(opt->duration_ms, dur, sizeof dur);
         if (!opt->quiet)
-            printf("vcattach: tracing pid %d for %s (%llu threads); the agent spools to %s.spool "
-                   "and writes %s at the end (`vcattach stop --pid %d` stops it early)\n",
+            printf("vcattach: tracing pid %d for %s (%llu threads); the agent writes %s at the "
+                   "end, spooling to %s.spool meanwhile (`vcattach stop --pid %d` stops it "
+                   "early)\n",
                    (int)opt->pid, dur, report_u64(reply, "threads"), plan->out_abs,
                    plan->out_abs, (int)opt->pid);
         return VC_EXIT_OK;

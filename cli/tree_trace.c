@@ -95,7 +95,7 @@ struct tree_run {
     char out_dir[PATH_MAX];
     char out_abs[PATH_MAX];
         char *buf;               /* one frame (VC_MSG_MAX + 1) */
-    uint64_t received;       /* trace bytes from every process: capped by --max-trace-mb */
+    uint64_t received;       /* spool bytes of every process: capped by --max-trace-mb */
     size_t skipped_gone;     /* non-Python members dropped from m[] once their process ended */
     size_t peak;             /* the most members m[] held at once (reported with -v) */
 };
@@ -387,7 +387,8 @@ static void spool_done(struct member *m)
 }
 
 /* A streaming frame of a member: into its spool.  The tree as a whole takes what one target
- * would (--max-trace-mb, counted on what the agents send). */
+ * would (--max-trace-mb, counted on the spools' size on disk: a member that passes it keeps
+ * what it had, and the members after it too). */
 static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type, const char *buf,
                             size_t n)
 {
@@ -397,15 +398,17 @@ static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type,
         return;
     }
     m->bytes += n;
-    r->received += n;
-    if (r->received > (uint64_t)r->opt->max_trace_mb << 20) {
-        char why[200];
-        snprintf(why, sizeof why, "the tree's traces passed --max-trace-mb %u MiB: this "
-                 "one is dropped", r->opt->max_trace_mb);
-        finish(r, m, M_LOST, why);
+    uint64_t records, dropped, before, after;
+    spool_progress(m->sp, &records, &dropped, &before);
+    int rc = spool_add(m->sp, type, buf, n, err, sizeof err);
+    spool_progress(m->sp, &records, &dropped, &after);
+    r->received += after - before; /* what the tree's spools hold on disk */
+    if (rc == 0 && r->received > (uint64_t)r->opt->max_trace_mb << 20) {
+        snprintf(m->why, sizeof m->why, "the tree's spools passed --max-trace-mb %u MiB: its "
+                 "trace ends there", r->opt->max_trace_mb);
+        ended_early(r, m, m->why);
         return;
     }
-    int rc = spool_add(m->sp, type, buf, n, err, sizeof err);
     if (rc == -1) {
         char why[600];
         snprintf(why, sizeof why, "its agent broke the protocol: %.500s", err);

@@ -16,27 +16,14 @@ from support.service import check_summary
 from test_e2e_attach import FAULT_PYTHONS, wait_session
 from vcattach import cvf
 
-BUSY = """
-import threading, time
-def one(x):
-    return x + 1
-def loop():
-    while True:
-        for i in range(1000):
-            one(i)
-for _ in range(4):
-    threading.Thread(target=loop, daemon=True).start()
-print("ready", flush=True)
-time.sleep(600)
-"""
+BUSY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets", "busy_threads.py")
 
 
 class Busy:
     """4 threads calling a one-line function: millions of calls a second."""
 
     def __init__(self, python):
-        self.p = subprocess.Popen([python["path"], "-c", BUSY], stdout=subprocess.PIPE,
-                                  text=True)
+        self.p = subprocess.Popen([python["path"], BUSY], stdout=subprocess.PIPE, text=True)
         assert self.p.stdout.readline().strip() == "ready"
         self.pid = self.p.pid
         time.sleep(0.3)
