@@ -520,7 +520,7 @@ static int on_frame(struct spool *sp, uint32_t type, const unsigned char *p, siz
         if (len != sizeof c)
             return bad(err, errlen, "CLOCK of the wrong size");
         memcpy(&c, p, sizeof c);
-        if (!(c.ns_per_raw > 0.0 && c.ns_per_raw < 1e6))
+        if (!(c.ns_per_raw > 1e-6 && c.ns_per_raw < 1e6))
             return bad(err, errlen, "CLOCK with an impossible rate");
         sp->clock = (vc_tick_map){c.raw0, c.ns0, c.ns_per_raw};
         sp->have_clock = 1;
@@ -694,8 +694,8 @@ uint64_t spool_span_ns(const struct spool *sp)
 {
     if (sp->records == 0 || sp->last_raw < sp->first_raw)
         return 0;
-    double rate = sp->have_clock ? sp->clock.ns_per_raw : 1.0 / 2.5;
-    return (uint64_t)((double)(sp->last_raw - sp->first_raw) * rate);
+    vc_tick_map map = sp->have_clock ? sp->clock : (vc_tick_map){0, 0, 1.0 / 2.5};
+    return vc_tick_map_span(&map, sp->last_raw - sp->first_raw);
 }
 
 /* What a new generation needs to stand alone: every name, every thread, the clock, the

@@ -333,7 +333,8 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
             newest = sps[g]->last_raw;
     }
     if (last_ns && !processes) {
-        uint64_t back = (uint64_t)((double)last_ns / b.sp->clock.ns_per_raw);
+        double raw = (double)last_ns / b.sp->clock.ns_per_raw; /* the rate is > 0 (spool.c) */
+        uint64_t back = raw < 1.8e19 ? (uint64_t)raw : UINT64_C(18000000000000000000);
         b.cutoff = newest > back ? newest - back : 0;
     }
     b.w = cvf_writer_new(sink, ctx);

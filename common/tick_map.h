@@ -15,11 +15,19 @@ typedef struct vc_tick_map {
     double ns_per_raw;
 } vc_tick_map;
 
+/* A span of raw ticks in ns, saturated: a map from a hostile spool (rate up to 1e6 ns per
+ * tick) must not overflow the conversion (a double past 2^64 is undefined as an integer). */
+static inline uint64_t vc_tick_map_span(const vc_tick_map *map, uint64_t raw_span)
+{
+    double ns = (double)raw_span * map->ns_per_raw;
+    return ns < 1.8e19 ? (uint64_t)ns : UINT64_C(18000000000000000000);
+}
+
 static inline uint64_t vc_tick_map_ns(const vc_tick_map *map, uint64_t raw)
 {
     if (raw >= map->raw0)
-        return map->ns0 + (uint64_t)((double)(raw - map->raw0) * map->ns_per_raw);
-    uint64_t back = (uint64_t)((double)(map->raw0 - raw) * map->ns_per_raw);
+        return map->ns0 + vc_tick_map_span(map, raw - map->raw0);
+    uint64_t back = vc_tick_map_span(map, map->raw0 - raw);
     return back < map->ns0 ? map->ns0 - back : 0;
 }
 
