@@ -93,16 +93,21 @@ void vc_pool_give_back(vc_pool *pool, vc_chunk *c)
                                         __ATOMIC_RELAXED));
 }
 
+void vc_pool_fifo_append(vc_pool *pool, vc_chunk *c)
+{
+    c->next = NULL;
+    if (pool->full_tail != NULL)
+        pool->full_tail->next = c;
+    else
+        pool->full_head = c;
+    pool->full_tail = c;
+}
+
 void vc_pool_outbox_to_fifo(vc_pool *pool)
 {
     for (vc_chunk *c = vc_pool_take_outbox(pool), *next; c != NULL; c = next) {
         next = c->next;
-        c->next = NULL;
-        if (pool->full_tail != NULL)
-            pool->full_tail->next = c;
-        else
-            pool->full_head = c;
-        pool->full_tail = c;
+        vc_pool_fifo_append(pool, c);
     }
 }
 

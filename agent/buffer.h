@@ -80,6 +80,8 @@ void vc_pool_give_back(vc_pool *pool, vc_chunk *c);
 /* At stop, when the chunks stay in the agent (its fallback file): the outbox joins the FIFO
  * that emit.c reads.  Hooks removed. */
 void vc_pool_outbox_to_fifo(vc_pool *pool);
+/* A chunk to the end of the FIFO of full chunks (what emit.c writes at stop). */
+void vc_pool_fifo_append(vc_pool *pool, vc_chunk *c);
 /* Records currently stored (for records_bytes). */
 uint64_t vc_pool_records(const vc_pool *pool, vc_chunk *const *current, size_t nthreads);
 

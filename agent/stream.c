@@ -58,17 +58,6 @@ static int send_frame(vc_session *s, uint32_t type, const void *payload, size_t 
     return 0;
 }
 
-/* Not sent: into the FIFO, which only the agent reads when streaming (emit.c's fallback). */
-static void keep_for_fallback(vc_pool *pool, vc_chunk *c)
-{
-    c->next = NULL;
-    if (pool->full_tail != NULL)
-        pool->full_tail->next = c;
-    else
-        pool->full_head = c;
-    pool->full_tail = c;
-}
-
 static int send_chunk(vc_session *s, vc_chunk *c)
 {
     if (c->count == 0)
@@ -90,7 +79,7 @@ int vc_stream_send_chunks(vc_session *s)
             continue;
         }
         rc = -1;
-        keep_for_fallback(&s->pool, c);
+        vc_pool_fifo_append(&s->pool, c); /* not sent: for the fallback file */
     }
     return rc;
 }
