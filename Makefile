@@ -118,9 +118,10 @@ include examples/demo.mk
 all: $(BUILD)/config.mk $(ALL_TARGETS)
 
 # The one pytest command line: Debian's pytest in tests/, skip reasons shown.  $(1): what the
-# target selects; PYTEST_ARGS (yours) come last, e.g. PYTEST_ARGS="-x test_cli.py".
+# target selects; PYTEST_ARGS (yours) come last, e.g. PYTEST_ARGS="-x test_cli.py".  The 25
+# slowest tests are listed before the summary line: the suite must stay under 30 minutes.
 PYTEST_ARGS ?=
-pytest = cd tests && $(PYTHON_HOST) -m pytest -q -rs -p no:cacheprovider $(1) $(PYTEST_ARGS)
+pytest = cd tests && $(PYTHON_HOST) -m pytest -q -rs --durations=25 -p no:cacheprovider $(1) $(PYTEST_ARGS)
 
 # What the tests need built: the product and the test programs (fixtures, sanitizer builds,
 # fuzzers).
