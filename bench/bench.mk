@@ -72,7 +72,10 @@ BENCH_TARGETS += bench-viztracer
 # trace kept in the target (`start`, 256 MiB): events, dropped, the target's RSS growth,
 # vcattach's CPU and RSS, spool and .cvf bytes per event, stop -> file; with --gunicorn a
 # whole gunicorn service under wrk.  Not asserted.
+$(BUILD)/bench/ingest: bench/stream/ingest.c $(BUILD)/libvccommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Icommon -o $@ $< $(BUILD)/libvccommon.a -lz -lm
 .PHONY: bench-stream
-bench-stream: all
+bench-stream: all $(BUILD)/bench/ingest
 	bench/stream/run $(BENCH_STREAM_ARGS)
 BENCH_TARGETS += bench-stream

@@ -90,13 +90,18 @@ static int make_args(struct build *b, const struct spool_lane *l, const struct s
         b->args = bigger;
         b->args_cap = need;
     }
+    /* Every element is the same text: made once, then copied (a generator's lane holds
+     * millions of resumes, and a formatted print each was a tenth of the build's time). */
+    char elem[sizeof blocked + 64];
+    size_t elen = (size_t)snprintf(elem, sizeof elem, ",%s%s%s", one, l->mark == 3 ? blocked : "",
+                                   l->mark == 3 ? "\"}" : "");
+    if (elen >= sizeof elem)
+        return -1;
     size_t used = 0;
     b->args[used++] = '[';
     for (size_t i = 0; i < n; i++) {
-        if (i)
-            b->args[used++] = ',';
-        used += (size_t)sprintf(b->args + used, "%s%s%s", one, l->mark == 3 ? blocked : "",
-                                l->mark == 3 ? "\"}" : "");
+        memcpy(b->args + used, elem + (i == 0), elen - (i == 0));
+        used += elen - (i == 0);
     }
     b->args[used++] = ']';
     *len = used;
