@@ -4,6 +4,7 @@
  */
 #include "attach_options.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,13 @@ static void help_trace(FILE *out)
             "      --max-trace-mb N  cap the spool at N MiB (default 16384): the trace ends there\n"
             "                        and keeps what came before\n"
             "      --collect-timeout DUR  give up collecting the trace after STOP after DUR\n"
-            "                        (default 10m)\n\n"
+            "                        (default 10m)\n"
+            "      --nice N          vcattach's own niceness (-20..19) while the trace streams\n"
+            "                        in (default -10 when run as root or with CAP_SYS_NICE):\n"
+            "                        a busy target outruns a vcattach that waits for a core,\n"
+            "                        and its calls are dropped.  The target is never touched;\n"
+            "                        vcattach builds OUT at its own niceness.  --nice 0 keeps\n"
+            "                        a normal priority\n\n"
             "  -f, --force           replace OUT if it exists (and the OUT.spool an earlier run\n"
             "                        left: see `vcattach recover`)\n"
             "  -q, --quiet           no status line and no summary\n"
@@ -126,7 +133,7 @@ static void help_status(FILE *out)
 
 enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_MAX_DEPTH,
        OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES,
-       OPT_LAST };
+       OPT_LAST, OPT_NICE };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -143,6 +150,7 @@ static const struct opt_spec attach_specs[] = {
     {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
     {"collect-timeout", 0, 1, OPT_COLLECT_TIMEOUT},
     {"last", 0, 1, OPT_LAST},
+    {"nice", 0, 1, OPT_NICE},
     {"subprocesses", 0, 0, OPT_SUBPROCESSES},
     {"max-processes", 0, 1, OPT_MAX_PROCESSES},
     {"force", 'f', 0, 'f'},
@@ -190,6 +198,22 @@ static int parse_hook(const char *value, const char **hook, char *err, size_t er
 }
 
 /* --include/--exclude: a glob on a Python function's file, at most CLI_MAX_GLOBS of each. */
+/* --nice N: an integer in setpriority's range. */
+static int parse_nice(const char *value, struct cli_options *opt, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (!*value || *end || errno || v < -20 || v > 19) {
+        snprintf(err, errlen, "bad --nice '%s': give an integer from -20 (most favoured) to 19",
+                 value);
+        return -1;
+    }
+    opt->nice = (int)v;
+    opt->nice_set = 1;
+    return 0;
+}
+
 static int add_glob(const char *value, const char **globs, unsigned *n, char *err,
                     size_t errlen)
 {
@@ -241,6 +265,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
                               err, errlen);
     case OPT_LAST:
         return cli_parse_duration(value, &opt->last_ms, err, errlen);
+    case OPT_NICE: return parse_nice(value, opt, err, errlen);
     case OPT_COLLECT_TIMEOUT: /* a parsed duration is never 0 */
         return cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen);
     case OPT_HOOK: return parse_hook(value, &opt->hook, err, errlen);
@@ -316,6 +341,10 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
         return opt_usage_error(cmd->name, "--last keeps the final part of -t: make it shorter "
                                           "than -t (or leave -t out and stop with Ctrl-C)");
     if (mode == CLI_START) {
+        if (opt->nice_set)
+            return opt_usage_error(cmd->name, "--nice is vcattach's priority while it receives "
+                                              "a trace: start's agent writes its own (drop "
+                                              "--nice)");
         if (opt->duration_ms == 0)
             opt->duration_ms = CLI_START_DEFAULT_MS;
         if (opt->output && !strncmp(opt->output, "unix:", 5))

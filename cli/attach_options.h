@@ -57,6 +57,7 @@ struct cli_options {
     int verbose;
     int subprocesses;      /* --subprocesses: PID and its Python descendants (tree_trace.c, tree_sessions.c) */
     unsigned max_processes; /* --max-processes: bound of the tree (CLI_TREE_MAX_DEFAULT) */
+    int nice, nice_set;    /* --nice: vcattach's own niceness while receiving (receive_priority.h) */
 };
 
 /* Parses argv (argv[0] = the subcommand name) for `mode`.  Returns 0 and fills *opt;

@@ -26,6 +26,7 @@
 #include "attach.h"
 #include "commands.h"
 #include "monotonic.h"
+#include "receive_priority.h"
 #include "report.h"
 #include "trace_sink.h"
 #include "trace_stream.h"
@@ -360,8 +361,11 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
     char err[1024] = "";
     static char end_text[8192];
     int show = !opt->quiet && isatty(STDERR_FILENO);
+    struct receive_priority prio;
+    receive_priority_raise(&prio, opt, cmd);
     int how = wait_while_tracing(c, opt, show, t0, &plan->stream, end_text, sizeof end_text, err,
                                  sizeof err);
+    receive_priority_restore(&prio); /* the agent records no more: the build can wait */
     report_status_line_clear(show);
     int rc = VC_EXIT_FAIL;
     if (!attach_abandon)

@@ -36,6 +36,7 @@
 #include "commands.h"
 #include "control_client.h"
 #include "monotonic.h"
+#include "receive_priority.h"
 #include "spool.h"
 #include "trace_sink.h"
 #include "vcinject.h"
@@ -986,7 +987,10 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
     plan_budget(r);
     if (attach_all(cmd, r) < 0)
         return VC_EXIT_FAIL;
+    struct receive_priority prio;
+    receive_priority_raise(&prio, r->opt, cmd);
     trace_until_done(r);
+    receive_priority_restore(&prio); /* the agents record no more: the build can wait */
     int64_t traced = vc_monotonic_ms() - r->t0;
     stop_and_collect(r);
     if (attach_abandon) {

@@ -59,6 +59,8 @@ def test_duration_rejected(sleeper, dur, why):
     (["--pid", "1", "-x"], "unknown option '-x'"),
     (["--pid", "1", "extra"], "unexpected argument 'extra'"),
     (["--pid", "1", "-o", ""], "empty output path"),
+    (["--pid", "1", "--nice", "-21"], "bad --nice '-21'"),
+    (["--pid", "1", "--nice", "high"], "bad --nice 'high'"),
 ])
 def test_usage_errors(args, why):
     for prefix in ([], ["trace"]):

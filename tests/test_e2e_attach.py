@@ -592,6 +592,42 @@ def test_small_window_streams_the_whole_trace(python, service, tmp_path):
     assert_unharmed(svc, svc.finish())
 
 
+def _nice_while_tracing(proc, timeout=20):
+    """vcattach's niceness (field 19 of /proc/PID/stat; its main thread receives), every value
+    seen until it ends."""
+    seen = set()
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % proc.pid) as f:
+                nice = int(f.read().rsplit(")", 1)[1].split()[16])
+        except (OSError, IndexError, ValueError):
+            break
+        seen.add(nice)
+        time.sleep(0.05)
+    return seen
+
+
+@pytest.mark.parametrize("args,want", [([], -10), (["--nice", "4"], 4)])
+def test_vcattach_receives_at_a_raised_priority(args, want, service, tmp_path):
+    """While the trace streams in, vcattach runs at nice -10 (or --nice N): a busy target
+    outruns a vcattach that waits for a core.  The target's own priority is untouched, and
+    vcattach says in -v when it goes back to its own niceness to build the trace."""
+    svc = service(PYTHONS[0])
+    before = os.getpriority(os.PRIO_PROCESS, svc.pid)
+    out = tmp_path / "nice.cvf"
+    p = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", "2s", "-o", str(out), "-v"]
+                         + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = _nice_while_tracing(p)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 0, stderr
+    assert want in seen, (seen, stderr)
+    assert "receiving at nice %d (was 0)" % want in stderr, stderr
+    assert os.getpriority(os.PRIO_PROCESS, svc.pid) == before
+    assert out.exists()
+    assert_unharmed(svc, svc.finish())
+
+
 def test_target_in_pid_namespace(tmp_path):
     """A service that is pid 1 of its own pid namespace (with its own /proc mount): attach,
     and find its detached session again by the pid it has for itself (NSpid)."""
