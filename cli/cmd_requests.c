@@ -471,7 +471,7 @@ int cmd_requests(int argc, char **argv)
         return prc == 1 ? VC_EXIT_OK : VC_EXIT_USAGE;
     vct_trace *t;
     char label[4096];
-    if (cli_load_trace("requests", a.paths, a.npaths, &t, label, sizeof label) < 0)
+    if (cli_load_trace("requests", a.paths, a.npaths, 0, &t, label, sizeof label) < 0)
         return VC_EXIT_FAIL;
     int rc = VC_EXIT_OK;
     if (a.pid && !cli_trace_has_pid(t, a.pid)) {

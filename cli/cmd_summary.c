@@ -415,7 +415,7 @@ int cmd_summary(int argc, char **argv)
 
     vct_trace *t;
     char label[64];
-    if (cli_load_trace("summary", a.paths, a.npaths, &t, label, sizeof label) < 0)
+    if (cli_load_trace("summary", a.paths, a.npaths, VCT_LOAD_COMPACT, &t, label, sizeof label) < 0)
         return VC_EXIT_FAIL;
     if (a.npaths > 1)
         a.path = label;

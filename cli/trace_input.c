@@ -8,8 +8,8 @@
 
 #include "merge.h"
 
-int cli_load_trace(const char *cmd, char *const *paths, size_t n, vct_trace **out, char *label,
-                   size_t labellen)
+int cli_load_trace(const char *cmd, char *const *paths, size_t n, unsigned flags,
+                   vct_trace **out, char *label, size_t labellen)
 {
     char err[1024], merged_path[64];
     const char *load_path = paths[0];
@@ -25,7 +25,7 @@ int cli_load_trace(const char *cmd, char *const *paths, size_t n, vct_trace **ou
         snprintf(label, labellen, "%zu files", n);
         load_path = merged_path;
     }
-    int rc = vct_trace_load(load_path, out, err, sizeof err);
+    int rc = vct_trace_load_ex(load_path, flags, out, err, sizeof err);
     if (merged_fd >= 0)
         close(merged_fd);
     if (rc < 0)

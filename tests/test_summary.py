@@ -283,6 +283,24 @@ def test_random_recursive_trace_matches_oracle(tmp_path):
     check_against_oracle(path, events)
 
 
+def test_group_larger_than_a_load_slice_matches_oracle(tmp_path):
+    """summary loads a trace compact (trace/model_runs.c), sorting each group in slices of
+    2^18 events: a function with more calls than that on one thread, out of walk order in its
+    group (the writer sorts ties by ascending duration), with equal calls across slices, still
+    walks as the full model does."""
+    events, ts = [], 0
+    for i in range(280000):
+        if i % 3 == 0:  # an outer call and an inner one with the same start
+            events += [(1, 7, "hot (/srv/app.py:1)", ts, 30), (1, 7, "hot (/srv/app.py:1)", ts, 10)]
+            ts += 40
+        else:
+            events.append((1, 7, "hot (/srv/app.py:1)", ts, 5 + i % 4))
+            ts += 10
+    events.append((1, 7, "outer (/srv/app.py:9)", 0, ts))
+    path = write_cvf(str(tmp_path / "big.cvf"), events)
+    check_against_oracle(path, events)
+
+
 @pytest.mark.parametrize("name", corpus_names() or ["(corpus absent)"])
 def test_corpus_traces_match_oracle(name, corpus_dir):
     with open(os.path.join(corpus_dir, name + ".expected.json")) as f:

@@ -33,13 +33,18 @@ static int svg(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err, 
     return export_svg(t, cc && cc->merged, title, out, err, errlen);
 }
 
-static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
+/* compact: the export only walks (collapsed, SVG), so the trace is loaded compact with the
+ * window applied as it loads; otherwise (speedscope reads the event arrays) in full. */
+static int convert_with(export_fn fn, int compact, const void *cvf, size_t size, FILE *out,
                         const convert_ctx *cc, cvf_error *err)
 {
     vct_trace *t;
-    if (vct_trace_from_cvf(cvf, size, &t, err) < 0)
+    unsigned flags = compact ? VCT_LOAD_COMPACT : 0;
+    if (cc && cc->input_is_mapping)
+        flags |= VCT_LOAD_MAPPED_INPUT;
+    if (vct_trace_from_cvf_ex(cvf, size, flags, compact && cc ? cc->window : NULL, &t, err) < 0)
         return -1;
-    if (cc && cc->window)
+    if (!compact && cc && cc->window)
         vct_window_apply(t, cc->window);
     if (cc && cc->progress)
         cc->progress(cc->progress_ctx, size / 2, size); /* loaded: the walk is the other half */
@@ -55,17 +60,17 @@ static int convert_with(export_fn fn, const void *cvf, size_t size, FILE *out,
 int convert_cvf_to_speedscope(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
                               cvf_error *err)
 {
-    return convert_with(speedscope_unnamed, cvf, size, out, cc, err);
+    return convert_with(speedscope_unnamed, 0, cvf, size, out, cc, err);
 }
 
 int convert_cvf_to_collapsed(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
                              cvf_error *err)
 {
-    return convert_with(collapsed, cvf, size, out, cc, err);
+    return convert_with(collapsed, 1, cvf, size, out, cc, err);
 }
 
 int convert_cvf_to_svg(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
                        cvf_error *err)
 {
-    return convert_with(svg, cvf, size, out, cc, err);
+    return convert_with(svg, 1, cvf, size, out, cc, err);
 }

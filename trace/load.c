@@ -21,6 +21,7 @@
 
 #include "convert.h"
 #include "cvf_reader.h"
+#include "window.h"
 
 /* A JSON real as a u64, saturating: converting a double outside the target type's range is
  * undefined behaviour in C, and a trace may hold 1e300.  NaN and negatives are 0. */
@@ -50,9 +51,10 @@ static void note_drops(vct_trace *t, json_t *event)
 /* A JSON trace goes through the streaming JSON → .cvf converter (json_cvf.c) into an
  * anonymous memory file, and is then loaded like a .cvf: memory stays proportional to the
  * compact trace, never to a JSON tree (jansson's tree of a 600 MB trace takes ~6 GB). */
-static int load_cvf(const void *data, size_t size, vct_trace *t, cvf_error *cerr);
+static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,
+                    const vct_window *w, cvf_error *cerr);
 
-static int load_json(const char *path, vct_trace *t, char *err, size_t errlen)
+static int load_json(const char *path, vct_trace *t, unsigned flags, char *err, size_t errlen)
 {
     cvf_error cerr = {0};
     void *json = NULL, *cvf = MAP_FAILED;
@@ -83,7 +85,7 @@ static int load_json(const char *path, vct_trace *t, char *err, size_t errlen)
     /* the JSON's pages are not needed any more */
     cvf_unmap_file(json, json_size);
     json = NULL;
-    if (load_cvf(cvf, (size_t)st.st_size, t, &cerr) < 0)
+    if (load_cvf(cvf, (size_t)st.st_size, t, flags | VCT_LOAD_MAPPED_INPUT, NULL, &cerr) < 0)
         snprintf(err, errlen, "%s: %s", path, cerr.msg);
     else
         rc = 0;
@@ -102,7 +104,17 @@ out:
 typedef struct cvf_load_ctx {
     vct_trace *t;
     cvf_error *err;
+    unsigned flags;            /* VCT_LOAD_* */
+    const vct_window *window;  /* compact loads: applied as events are added; or NULL */
+    const unsigned char *base; /* the .cvf bytes (VCT_LOAD_MAPPED_INPUT: a file mapping) */
+    uint64_t released;         /* bytes before it given back to the kernel */
+    vct_event *slice;          /* compact loads: scratch of COMPACT_SLICE events */
 } cvf_load_ctx;
+
+/* A compact load sorts a group in slices of this many events (6 MiB of scratch). */
+#define COMPACT_SLICE (1u << 18)
+/* ... and gives back the mapping's pages already read, this many bytes at a time. */
+#define RELEASE_STEP (64ull << 20)
 
 static int cvf_nomem(cvf_load_ctx *c, uint64_t offset)
 {
@@ -124,6 +136,66 @@ static int on_cvf_process_name(void *ctx, uint64_t pid, uint64_t tid, const char
     return vct_trace_set_process_name(c->t, pid, name) < 0 ? cvf_nomem(c, 0) : 0;
 }
 
+/* Walk order (model.c's sort): start, the longer call first, then the order of the file. */
+static int cmp_walk(const void *a, const void *b)
+{
+    const vct_event *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    if (x->end != y->end)
+        return x->end > y->end ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The compact form: the group in slices, each sorted and appended as runs. */
+static int add_compact(cvf_load_ctx *c, const cvf_fee_group *g, vct_thread *th, uint32_t func)
+{
+    size_t n = 0;
+    int sorted = 1;
+    for (size_t i = 0; i <= g->count; i++) {
+        if (n == COMPACT_SLICE || (i == g->count && n)) {
+            if (!sorted)
+                qsort(c->slice, n, sizeof *c->slice, cmp_walk);
+            if (vct_trace_add_sorted(c->t, th, c->slice, n) < 0)
+                return -1;
+            n = 0;
+            sorted = 1;
+        }
+        if (i == g->count)
+            break;
+        int64_t ts = g->ts[i];
+        uint64_t dur = g->dur[i];
+        if (c->window && !vct_window_clip(c->window, &ts, &dur))
+            continue;
+        vct_event *e = &c->slice[n];
+        e->ts = ts;
+        e->end = (ts >= 0 ? dur > (uint64_t)(INT64_MAX - ts) : dur > (uint64_t)INT64_MAX)
+                     ? INT64_MAX
+                     : ts + (int64_t)dur;
+        e->func = func;
+        e->seq = (uint32_t)n;
+        e->flags = (g->args ? vct_args_flags(g->args_json + g->args[i].off, g->args[i].len)
+                            : 0) & 3u;
+        if (n && sorted && cmp_walk(&c->slice[n - 1], e) > 0)
+            sorted = 0;
+        n++;
+    }
+    return 0;
+}
+
+/* The pages of a file mapping before `offset` are read: given back (a page touched again is
+ * read again from the file, so this only lowers the resident size). */
+static void release_read_pages(cvf_load_ctx *c, uint64_t offset)
+{
+    if (!(c->flags & VCT_LOAD_MAPPED_INPUT) || offset < c->released + RELEASE_STEP)
+        return;
+    uint64_t upto = offset & ~(uint64_t)(sysconf(_SC_PAGESIZE) - 1);
+    uintptr_t from = (uintptr_t)c->base & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
+    if ((uintptr_t)c->base + upto > from)
+        madvise((void *)from, (uintptr_t)c->base + upto - from, MADV_DONTNEED);
+    c->released = upto;
+}
+
 static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
 {
     cvf_load_ctx *c = ctx;
@@ -131,6 +203,10 @@ static int on_cvf_fee(void *ctx, const cvf_fee_group *g)
     vct_thread *th;
     if (vct_trace_intern(c->t, g->name, &func) < 0 || !(th = vct_trace_thread(c->t, g->pid, g->tid)))
         return cvf_nomem(c, g->offset);
+    if (c->flags & VCT_LOAD_COMPACT) {
+        release_read_pages(c, g->offset);
+        return add_compact(c, g, th, func) < 0 ? cvf_nomem(c, g->offset) : 0;
+    }
     for (size_t i = 0; i < g->count; i++) {
         unsigned flags = g->args ? vct_args_flags(g->args_json + g->args[i].off, g->args[i].len)
                                  : 0;
@@ -218,7 +294,8 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
     return 0;
 }
 
-static int load_cvf(const void *data, size_t size, vct_trace *t, cvf_error *cerr)
+static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,
+                    const vct_window *w, cvf_error *cerr)
 {
     static const cvf_visitor visitor = {
         .process_name = on_cvf_process_name,
@@ -226,11 +303,27 @@ static int load_cvf(const void *data, size_t size, vct_trace *t, cvf_error *cerr
         .fee_group = on_cvf_fee,
         .other_events = on_cvf_other,
     };
-    cvf_load_ctx c = {t, cerr};
-    return cvf_read(data, size, &visitor, &c, 0, cerr) != 0 ? -1 : 0;
+    cvf_load_ctx c = {t, cerr, flags, w, data, 0, NULL};
+    if (flags & VCT_LOAD_COMPACT) {
+        t->compact = 1;
+        if (!(c.slice = malloc(COMPACT_SLICE * sizeof *c.slice))) {
+            cerr->offset = 0;
+            snprintf(cerr->msg, sizeof cerr->msg, "out of memory");
+            return -1;
+        }
+    }
+    int rc = cvf_read(data, size, &visitor, &c, 0, cerr) != 0 ? -1 : 0;
+    free(c.slice);
+    return rc;
 }
 
 int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, cvf_error *err)
+{
+    return vct_trace_from_cvf_ex(data, size, 0, NULL, out, err);
+}
+
+int vct_trace_from_cvf_ex(const void *data, size_t size, unsigned flags, const vct_window *w,
+                          vct_trace **out, cvf_error *err)
 {
     *out = NULL;
     vct_trace *t = vct_trace_new();
@@ -239,7 +332,7 @@ int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, cvf_error
         snprintf(err->msg, sizeof err->msg, "out of memory");
         return -1;
     }
-    if (load_cvf(data, size, t, err) < 0) {
+    if (load_cvf(data, size, t, flags, w, err) < 0) {
         vct_trace_free(t);
         return -1;
     }
@@ -257,6 +350,13 @@ int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, cvf_error
 
 int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen)
 {
+    return vct_trace_load_ex(path, 0, out, err, errlen);
+}
+
+int vct_trace_load_ex(const char *path, unsigned flags, vct_trace **out, char *err,
+                      size_t errlen)
+{
+    flags &= VCT_LOAD_COMPACT; /* the input is mapped here, below: its flag is ours to set */
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -281,7 +381,7 @@ int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen)
     }
     int rc;
     if (first == '{' || first == '[') {
-        rc = load_json(path, t, err, errlen);
+        rc = load_json(path, t, flags, err, errlen);
     } else if (first == EOF) {
         snprintf(err, errlen, "%s is empty: not a .cvf trace (a .cvf is at least 35 bytes)",
                  path);
@@ -294,7 +394,8 @@ int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen)
             snprintf(err, errlen, "%s: %s", path, cerr.msg);
             rc = -1;
         } else {
-            rc = load_cvf(data, size, t, &cerr);
+            rc = load_cvf(data, size, t, flags | (data ? VCT_LOAD_MAPPED_INPUT : 0), NULL,
+                          &cerr);
             cvf_unmap_file(data, size);
             if (rc < 0)
                 snprintf(err, errlen, "%s is not a readable .cvf trace: %s", path, cerr.msg);

@@ -5,6 +5,7 @@
  * arrays so a million-event trace costs ~24 MB and one qsort per thread.
  */
 #include "model.h"
+#include "model_runs.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ void vct_trace_free(vct_trace *t)
     for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].name);
         free(t->threads[i].events);
+        vct_runs_free(&t->threads[i]);
     }
     free(t->threads);
     for (size_t i = 0; i < t->nprocs; i++)
@@ -48,6 +50,8 @@ int64_t vct_trace_span(const vct_trace *t)
 
 uint64_t vct_thread_calls(const vct_thread *th)
 {
+    if (!th->events)
+        return vct_runs_calls(th); /* compact, or no event */
     uint64_t n = 0;
     for (size_t k = 0; k < th->nevents; k++)
         n += !(th->events[k].flags & VCT_EV_RESUME);
@@ -395,8 +399,8 @@ static int cmp_thread(const void *a, const void *b)
 
 int vct_trace_finish(vct_trace *t)
 {
-    for (size_t i = 0; i < t->nthreads; i++)
-        if (sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
+    for (size_t i = 0; i < t->nthreads; i++) /* a compact thread's runs are sorted already */
+        if (t->threads[i].events && sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
             return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
@@ -438,7 +442,7 @@ const char *vct_thread_label(const vct_thread *th, char *buf, size_t buflen)
 /* ---- the nesting walk ------------------------------------------------------------------- */
 
 typedef struct walk_frame {
-    const vct_event *ev;
+    vct_event ev;        /* a copy: a compact thread's events exist only while merged */
     int64_t start, end;  /* clipped */
     int64_t child_ticks; /* sum of the direct children's clipped durations */
 } walk_frame;
@@ -446,39 +450,50 @@ typedef struct walk_frame {
 int vct_thread_walk(const vct_thread *th, const vct_walk_ops *ops, void *ctx)
 {
     size_t cap = 64, depth = 0;
+    vct_merge merge;
+    int compact = th->events == NULL && th->nruns > 0;
     walk_frame *stack = malloc(cap * sizeof *stack);
-    if (!stack)
+    if (!stack || (compact && vct_merge_begin(&merge, th) < 0)) {
+        free(stack);
         return -1;
-    for (size_t i = 0; i <= th->nevents; i++) {
-        const vct_event *ev = i < th->nevents ? &th->events[i] : NULL;
+    }
+    size_t i = 0;
+    for (;;) {
+        vct_event cur;
+        int have = compact ? vct_merge_next(&merge, &cur)
+                           : (i < th->nevents ? (cur = th->events[i++], 1) : 0);
         /* close every call that ended before this one starts (all of them at the end) */
-        while (depth && (!ev || stack[depth - 1].end <= ev->ts)) {
+        while (depth && (!have || stack[depth - 1].end <= cur.ts)) {
             walk_frame *f = &stack[--depth];
             int64_t dur = f->end - f->start;
             if (ops->close)
-                ops->close(ctx, f->ev, f->start, f->end, dur - f->child_ticks, depth);
+                ops->close(ctx, &f->ev, f->start, f->end, dur - f->child_ticks, depth);
             if (depth)
                 stack[depth - 1].child_ticks = vct_sat_add(stack[depth - 1].child_ticks, dur);
         }
-        if (!ev)
+        if (!have)
             break;
-        int64_t end = ev->end;
+        int64_t end = cur.end;
         if (depth && end > stack[depth - 1].end)
             end = stack[depth - 1].end;
         if (depth == cap) {
             walk_frame *bigger = realloc(stack, cap * 2 * sizeof *stack);
             if (!bigger) {
                 free(stack);
+                if (compact)
+                    vct_merge_end(&merge);
                 return -1;
             }
             stack = bigger;
             cap *= 2;
         }
-        stack[depth] = (walk_frame){ev, ev->ts, end, 0};
+        stack[depth] = (walk_frame){cur, cur.ts, end, 0};
         if (ops->open)
-            ops->open(ctx, ev, ev->ts, end, depth);
+            ops->open(ctx, &stack[depth].ev, cur.ts, end, depth);
         depth++;
     }
     free(stack);
+    if (compact)
+        vct_merge_end(&merge);
     return 0;
 }

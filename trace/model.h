@@ -43,14 +43,31 @@ typedef struct vct_event {
     uint32_t flags : 2; /* VCT_EV_* */
 } vct_event;
 
+/* A run of the compact form (model_runs.c): `count` events of one function and flags, in
+ * walk order, delta-encoded at `off` in their thread's `packed` bytes. */
+typedef struct vct_run {
+    uint64_t off;
+    uint32_t count;
+    uint32_t func;
+    uint32_t flags;
+} vct_run;
+
 typedef struct vct_thread {
     uint64_t pid, tid;
     char *name; /* thread_name from the trace, or NULL */
     vct_event *events;
     size_t nevents, cap;
+    /* The compact form (VCT_LOAD_COMPACT): no `events`; the calls as sorted runs of 2–5 bytes
+     * an event instead of 24, merged back into order by the walk.  Only the walk and the
+     * counts read a compact thread: a 100 M-call trace then loads in well under 1 GB. */
+    vct_run *runs;
+    size_t nruns, runs_cap;
+    unsigned char *packed;
+    size_t packed_len, packed_cap;
 } vct_thread;
 
 typedef struct vct_trace {
+    int compact; /* threads hold runs, not events (VCT_LOAD_COMPACT) */
     char **funcs; /* interned function names, id = index */
     size_t nfuncs, funcs_cap;
     uint32_t *func_slots; /* open-addressing hash of funcs: slot -> id + 1, 0 = empty */
@@ -115,6 +132,9 @@ int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const ch
 int vct_trace_set_process_name(vct_trace *t, uint64_t pid, const char *name);
 /* The recorded name of process pid, or NULL. */
 const char *vct_trace_process_name(const vct_trace *t, uint64_t pid);
+/* Compact form: appends n events, already in walk order (vct_thread_walk's), as runs of
+ * one function and flags.  0, or -1 on allocation failure. */
+int vct_trace_add_sorted(vct_trace *t, vct_thread *th, const vct_event *ev, size_t n);
 /* Appends one complete event (flags: VCT_EV_*).  0, or -1 on allocation failure or when the
  * thread already has VCT_MAX_THREAD_EVENTS events. */
 int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func,
@@ -137,6 +157,20 @@ struct cvf_error;
 /* Builds a finished trace from a whole .cvf in memory.  0, or -1 with err (the reader's
  * message, which names the byte offset). */
 int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, struct cvf_error *err);
+
+/* How to load.  VCT_LOAD_COMPACT: threads in the compact form, for the consumers that only
+ * walk (summary, the collapsed and SVG exports); VCT_LOAD_MAPPED_INPUT: the .cvf bytes are a
+ * read-only file mapping, whose pages already read may be given back as the load goes (they
+ * would be read again from the file if needed). */
+enum { VCT_LOAD_COMPACT = 1u, VCT_LOAD_MAPPED_INPUT = 2u };
+struct vct_window;
+/* vct_trace_from_cvf with flags, and a window (window.h; NULL: none) applied as events are
+ * added: the calls outside it are never held. */
+int vct_trace_from_cvf_ex(const void *data, size_t size, unsigned flags,
+                          const struct vct_window *w, vct_trace **out, struct cvf_error *err);
+/* vct_trace_load with flags (VCT_LOAD_COMPACT). */
+int vct_trace_load_ex(const char *path, unsigned flags, vct_trace **out, char *err,
+                      size_t errlen);
 
 /* Loads a .cvf (or a Chrome-trace JSON, recognised by its first byte) into a finished trace.
  * On failure returns -1 with a one-line message in err (what is wrong, and where). */
@@ -162,7 +196,9 @@ typedef struct vct_walk_ops {
 } vct_walk_ops;
 
 /* Walks one thread's calls in order: open(parent) … children … close(parent).  Opens and
- * closes come in non-decreasing time order.  0, or -1 on allocation failure. */
+ * closes come in non-decreasing time order.  `ev` is valid during the callback only.  A
+ * compact thread's runs are merged on the fly (the same order: start, then the longer call
+ * first, then the order they were added in).  0, or -1 on allocation failure. */
 int vct_thread_walk(const vct_thread *th, const vct_walk_ops *ops, void *ctx);
 
 #endif /* VCT_MODEL_H */
