@@ -11,6 +11,7 @@
 #include "atomic_file.h"
 #include "fd_io.h"
 #include "session.h"
+#include "threads.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -163,7 +164,8 @@ static int has_records(const emit_ctx *e, uint32_t i)
 static int tid_seen_before(const emit_ctx *e, uint32_t i)
 {
     for (uint32_t j = 0; j < i; j++)
-        if (e->s->threads[j].tid == e->s->threads[i].tid && has_records(e, j))
+        if (vc_thread_track_tid(&e->s->threads[j]) == vc_thread_track_tid(&e->s->threads[i]) &&
+            has_records(e, j))
             return 1;
     return 0;
 }
@@ -199,9 +201,9 @@ static int write_names(emit_ctx *e)
         /* The thread whose tid is the pid is the main thread in every process: a fork child
          * made from another thread, or whose threading module kept the parent's objects,
          * still gets its main track named as the viewer and the summary expect. */
-        const char *name = (uint64_t)t->tid == e->pid ? "MainThread"
+        const char *name = (uint64_t)vc_thread_track_tid(t) == e->pid ? "MainThread"
                            : t->name ? t->name : fallback_name;
-        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)t->tid, name) != 0)
+        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)vc_thread_track_tid(t), name) != 0)
             return emit_write_failed(e);
     }
     return 0;
@@ -237,7 +239,7 @@ static uint8_t record_mark(uint32_t flags)
  * slices, calls running at attach) as a group with an args list carrying the mark. */
 static int write_key_groups(emit_ctx *e, const vc_thread *t, const char *name, size_t m)
 {
-    uint64_t tid = (uint64_t)t->tid;
+    uint64_t tid = (uint64_t)vc_thread_track_tid(t);
     size_t plain = 0, marked = 0;
     for (size_t i = 0; i < m; i++)
         marked += e->run_marks[i] != MARK_NONE;

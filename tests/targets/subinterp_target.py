@@ -1,0 +1,135 @@
+"""A target with sub-interpreters (tests/test_subinterp.py): the main interpreter and
+_xxsubinterpreters ones (3.8-3.11) each call their own work(), which counts its calls in its
+own interpreter.  Driven by lines on stdin, answering one line on stdout:
+
+  (start)  creates interpreter A (it exists at attach) and prints "ready"
+  go N     waits until the trace's hook is on in main and A, then: main calls work() N times;
+           A runs work() N times in each of 200 run_string calls (the main OS thread switches
+           interpreters 400 times); interpreter B is created now (during the trace), waits for
+           the hook, calls work() 2*N times and is destroyed; 30 interpreters are created,
+           call work() 3 times and are destroyed in a tight loop (hook or no hook); one
+           interpreter fails to start (a failing run_string) and is destroyed.  Prints
+           {"counts": {interp id: work() calls}, "checksum": ..., "ids": {...}}
+  check    after detach: whether any hook is left in main and A; prints {"hooks": [...]}, exits
+  --check N  (argv) prints the checksum of the same work untraced, and exits.
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+
+import _xxsubinterpreters as interpreters
+
+WORK = """
+COUNT = 0
+def work(x):
+    global COUNT
+    COUNT += 1
+    return (x * 7 + 3) % 1009
+"""
+
+HOOKED = """
+import sys, time
+deadline = time.monotonic() + 20
+while sys.getprofile() is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+if sys.getprofile() is None:
+    raise SystemExit("never hooked")
+"""
+
+COUNT = 0
+
+
+def work(x):
+    global COUNT
+    COUNT += 1
+    return (x * 7 + 3) % 1009
+
+
+def run_work(interp, n, out, append=True):
+    """Runs work(0..n-1) in interp; its results' sum is appended to out (a file)."""
+    interpreters.run_string(interp, "s = sum(work(i) for i in range(%d))\n"
+                                    "with open(%r, 'a') as f: f.write('%%d\\n' %% s)\n"
+                            % (n, out))
+
+
+def read_count(interp, tmp):
+    path = os.path.join(tmp, "count-%d" % int(interp))
+    interpreters.run_string(interp, "with open(%r, 'w') as f: f.write(str(COUNT))\n" % path)
+    with open(path) as f:
+        return int(f.read())
+
+
+def sums(path):
+    with open(path) as f:
+        return sum(int(line) for line in f if line.strip())
+
+
+def scenario(n, tmp, a, hooked):
+    """The work; returns ({interp id: count}, checksum)."""
+    out = os.path.join(tmp, "sums")
+    open(out, "w").close()
+    counts = {}
+    if hooked:
+        interpreters.run_string(a, HOOKED)
+    total = sum(work(i) for i in range(n))
+    counts[0] = COUNT
+    for _ in range(200):
+        run_work(a, n, out)
+    counts[int(a)] = read_count(a, tmp)
+    b = interpreters.create()
+    interpreters.run_string(b, WORK)
+    if hooked:
+        interpreters.run_string(b, HOOKED)
+    run_work(b, 2 * n, out)
+    counts[int(b)] = read_count(b, tmp)
+    interpreters.destroy(b)
+    for _ in range(30):
+        c = interpreters.create()
+        interpreters.run_string(c, WORK)
+        run_work(c, 3, out)
+        interpreters.destroy(c)
+    bad = interpreters.create()
+    try:
+        interpreters.run_string(bad, "raise ImportError('fails to start')")
+    except interpreters.RunFailedError:
+        pass
+    interpreters.destroy(bad)
+    return counts, total + sums(out), int(b)
+
+
+def new_a():
+    a = interpreters.create()
+    interpreters.run_string(a, WORK)
+    return a
+
+
+def main():
+    if sys.argv[1:2] == ["--check"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(scenario(int(sys.argv[2]), tmp, new_a(), False)[1])
+        return
+    tmp = tempfile.mkdtemp(prefix="vc-subinterp-")
+    a = new_a()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[:1] == ["go"]:
+            deadline = time.monotonic() + 20
+            while sys.getprofile() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            counts, checksum, b = scenario(int(cmd[1]), tmp, a, True)
+            print(json.dumps({"counts": counts, "checksum": checksum,
+                              "ids": {"main": 0, "A": int(a), "B": b}}), flush=True)
+        elif cmd[:1] == ["check"]:
+            left = os.path.join(tmp, "left")
+            interpreters.run_string(a, "import sys\nwith open(%r, 'w') as f: "
+                                       "f.write(repr(sys.getprofile()))\n" % left)
+            with open(left) as f:
+                hooks = [repr(sys.getprofile()), f.read()]
+            print(json.dumps({"hooks": hooks}), flush=True)
+            return
+
+
+main()
