@@ -9,15 +9,18 @@
  *    which interpreters share the GIL we hold: all before 3.12, the main one after) and each
  *    new one gets our atexit callback, registered *in it* through a thread state the agent
  *    makes there for the moment (PyThreadState_New + Swap, then Clear + Delete: what
- *    mod_wsgi does per request).  Then the backend hooks its threads (backend.h).  An
- *    interpreter whose Py_EndInterpreter has begun is never adopted.
+ *    mod_wsgi does per request), with C calls only (register_in says why) — so only when
+ *    the interpreter has imported atexit (mod_wsgi's have); one that has not is traced
+ *    without it (and asked again at every visit).  Then the backend hooks its threads
+ *    (backend.h).  An interpreter whose Py_EndInterpreter has begun is never adopted.
  *  - the end of one: Py_EndInterpreter runs its atexit callbacks before it clears anything, so
  *    ours, running in it with the GIL, removes our hooks from its threads (the backend's
  *    detach_interp), closes its threads' open calls, names its keys and releases its pins
  *    (names.h: the names stay, the references go, the slots become tombstones), so that
  *    nothing of ours outlives it and no reference into it is kept.  An interpreter found gone
  *    without our atexit having run (a failed start, a fork child) has its keys dropped
- *    untouched: leaked, never read.
+ *    untouched: leaked, never read (its names that streaming had sent at the 100 ms visits
+ *    stay right; the others read "?").
  *  - the session's stop: every live sub-interpreter's callback unregistered and its keys named
  *    in it.
  * Slots are matched by (address, id): ids only grow, so a new interpreter at a freed address
@@ -172,17 +175,27 @@ static PyObject *interp_atexit(PyObject *self, PyObject *unused)
 static PyMethodDef interp_atexit_def = {"_vcattach_interp_end", interp_atexit, METH_NOARGS,
                                         "vcattach: unhooks this sub-interpreter before it ends"};
 
-/* In interp (entered): registers our callback for slot k.  0, or -1 when the interpreter is
- * not ready (still initializing: no __main__ yet) or refused. */
+/* In interp (entered): registers our callback for slot k in its atexit module.  Nothing here
+ * may run Python code: bytecode lets the GIL go to another thread, which would find our
+ * thread state in the interpreter (_xxsubinterpreters refuses to run in an interpreter with
+ * two threads; Py_EndInterpreter aborts the process if it is not the last one).  So the
+ * module is taken only if the interpreter imported it already (mod_wsgi does, in each of its
+ * interpreters), never imported here.  Returns 0 (registered), 1 (ready, but atexit not
+ * imported: adopted without it; the next visits try again) or -1 (not initialized yet: no
+ * __main__; or refused). */
 static int register_in(vc_session *s, int k)
 {
     PyObject *modules = PySys_GetObject("modules"); /* borrowed */
     if (modules == NULL || !PyDict_Check(modules) || PyDict_GetItemString(modules, "__main__") == NULL)
         return -1;
+    PyObject *mod = PyDict_GetItemString(modules, "atexit"); /* borrowed */
+    if (mod == NULL || !PyModule_Check(mod))
+        return 1;
     PyObject *self = PyLong_FromUnsignedLongLong(((unsigned long long)s->gen << 16) | (unsigned)k);
     PyObject *fn = self ? PyCFunction_New(&interp_atexit_def, self) : NULL;
-    PyObject *mod = fn ? PyImport_ImportModule("atexit") : NULL;
-    PyObject *r = mod ? PyObject_CallMethod(mod, "register", "O", fn) : NULL;
+    PyObject *reg = fn ? PyObject_GetAttrString(mod, "register") : NULL;
+    /* the C function itself, not a Python replacement (which would run bytecode) */
+    PyObject *r = reg && PyCFunction_Check(reg) ? PyObject_CallFunctionObjArgs(reg, fn, NULL) : NULL;
     int rc = -1;
     if (r != NULL) {
         g_interps[k].atexit_cb = fn;
@@ -190,20 +203,41 @@ static int register_in(vc_session *s, int k)
         rc = 0;
     }
     Py_XDECREF(r);
-    Py_XDECREF(mod);
+    Py_XDECREF(reg);
     Py_XDECREF(fn);
     Py_XDECREF(self);
     PyErr_Clear();
     return rc;
 }
 
+/* In interp (entered), with no Python code either (register_in). */
 static void unregister_in(int k)
 {
-    PyObject *mod = PyImport_ImportModule("atexit");
-    PyObject *r = mod ? PyObject_CallMethod(mod, "unregister", "O", g_interps[k].atexit_cb) : NULL;
+    PyObject *modules = PySys_GetObject("modules"); /* borrowed */
+    PyObject *mod = modules && PyDict_Check(modules) ? PyDict_GetItemString(modules, "atexit") : NULL;
+    PyObject *unreg = mod ? PyObject_GetAttrString(mod, "unregister") : NULL;
+    PyObject *r = unreg && PyCFunction_Check(unreg)
+                      ? PyObject_CallFunctionObjArgs(unreg, g_interps[k].atexit_cb, NULL)
+                      : NULL;
     Py_XDECREF(r);
-    Py_XDECREF(mod);
+    Py_XDECREF(unreg);
     PyErr_Clear();
+}
+
+/* Slot k adopted without our atexit (its interpreter had not imported atexit): try again. */
+static void retry_register(vc_session *s, int k)
+{
+    vc_interp *in = &g_interps[k];
+    if (vc_compat_interp_finalizing(in->interp))
+        return;
+    PyThreadState *saved = NULL;
+    PyThreadState *ts = enter(in->interp, &saved);
+    if (ts == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    (void)register_in(s, k);
+    leave(ts, saved);
 }
 
 void vc_interps_adopt(vc_session *s, int attach)
@@ -220,6 +254,9 @@ void vc_interps_adopt(vc_session *s, int attach)
         in->atexit_cb = NULL; /* leaked with its interpreter: never touched */
         in->state = VC_INTERP_FREE;
     }
+    for (int k = 1; k < VC_MAX_INTERPS; k++)
+        if (g_interps[k].state == VC_INTERP_LIVE && g_interps[k].atexit_cb == NULL)
+            retry_register(s, k);
     PyInterpreterState *main = g_interps[0].interp;
     for (PyInterpreterState *i = vc_compat_interp_head(); i != NULL; i = vc_compat_interp_next(i)) {
         int64_t id = vc_compat_interp_id(i);
@@ -240,7 +277,7 @@ void vc_interps_adopt(vc_session *s, int attach)
         }
         int rc = register_in(s, k);
         leave(ts, saved);
-        if (rc != 0)
+        if (rc < 0)
             continue; /* not ready yet: the next visit tries again */
         g_interps[k].interp = i;
         g_interps[k].id = id;
@@ -257,7 +294,9 @@ void vc_interps_end_all(vc_session *s)
         if (in->state == VC_INTERP_FREE)
             continue;
         if (in->state == VC_INTERP_LIVE) {
-            if (present(in->interp, in->id)) {
+            if (present(in->interp, in->id) && in->atexit_cb == NULL) {
+                vc_pins_release_owner(&s->pins, (uint32_t)k, 1); /* shared GIL: from here */
+            } else if (present(in->interp, in->id)) {
                 PyThreadState *saved = NULL;
                 PyThreadState *ts = enter(in->interp, &saved);
                 if (ts != NULL) {

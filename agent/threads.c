@@ -223,13 +223,41 @@ static unsigned long attr_ulong(PyObject *o, const char *name)
     return r;
 }
 
+/* A sub-interpreter's thread state whose OS thread the main interpreter's threading does not
+ * name (a thread started by the sub-interpreter's own threading or by C, or no threading
+ * imported): the name of the same OS thread's main-interpreter state, else MainThread for the
+ * process's main thread, else Thread-TID; with its interpreter (set_name_utf8). */
+static void name_sub_interpreter_states(vc_session *s)
+{
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        if (t->interp_id == 0 || t->name != NULL || t->tid <= 0)
+            continue;
+        const char *base = NULL;
+        for (uint32_t j = 0; j < s->nthreads && base == NULL; j++)
+            if (s->threads[j].interp_id == 0 && s->threads[j].tid == t->tid)
+                base = s->threads[j].name;
+        char fallback[32];
+        if (base == NULL) {
+            if (t->tid == getpid())
+                snprintf(fallback, sizeof fallback, "MainThread");
+            else
+                snprintf(fallback, sizeof fallback, "Thread-%d", (int)t->tid);
+            base = fallback;
+        }
+        set_name_utf8(t, base);
+    }
+}
+
 /* Names every known thread from threading._active, reading plain attributes (_ident,
  * _native_id, _name) so that no Python code runs. */
 void vc_threads_capture_names(vc_session *s)
 {
     PyObject *active = threading_active();
-    if (active == NULL)
+    if (active == NULL) {
+        name_sub_interpreter_states(s);
         return;
+    }
     Py_ssize_t pos = 0;
     PyObject *key, *thread;
     while (PyDict_Next(active, &pos, &key, &thread)) {
@@ -254,16 +282,7 @@ void vc_threads_capture_names(vc_session *s)
         Py_DECREF(name);
     }
     Py_DECREF(active);
-    /* A sub-interpreter's thread state whose OS thread the main interpreter's threading does
-     * not know (a thread started by the sub-interpreter's own threading, or by C). */
-    for (uint32_t i = 0; i < s->nthreads; i++) {
-        vc_thread *t = &s->threads[i];
-        if (t->interp_id != 0 && t->name == NULL && t->tid > 0) {
-            char base[32];
-            snprintf(base, sizeof base, "Thread-%d", (int)t->tid);
-            set_name_utf8(t, base);
-        }
-    }
+    name_sub_interpreter_states(s);
 }
 
 void vc_thread_capture_current_name(vc_session *s, vc_thread *t)

@@ -3,7 +3,7 @@ _xxsubinterpreters ones (3.8-3.11) each call their own work(), which counts its 
 own interpreter.  Driven by lines on stdin, answering one line on stdout:
 
   (start)  creates interpreter A (it exists at attach) and prints "ready"
-  go N     waits until the trace's hook is on in main and A, then: main calls work() N times;
+  go N [eval]  waits until the trace's hook is on in main and A, then: main calls work() N times;
            A runs work() N times in each of 200 run_string calls (the main OS thread switches
            interpreters 400 times); interpreter B is created now (during the trace), waits for
            the hook, calls work() 2*N times and is destroyed; 30 interpreters are created,
@@ -28,6 +28,10 @@ def work(x):
     COUNT += 1
     return (x * 7 + 3) % 1009
 """
+
+# A and B import atexit, as mod_wsgi's interpreters do (the agent registers its end there
+# without importing anything); the short-lived ones do not.
+WORK_ATEXIT = "import atexit\n" + WORK
 
 HOOKED = """
 import sys, time
@@ -67,11 +71,13 @@ def sums(path):
 
 
 def scenario(n, tmp, a, hooked):
-    """The work; returns ({interp id: count}, checksum)."""
+    """The work; returns ({interp id: count}, checksum).  hooked: "profile" (B waits until
+    sys.getprofile() shows the trace's hook), "eval" (B waits 0.5 s: the frame evaluator is
+    not visible from Python), "" (untraced)."""
     out = os.path.join(tmp, "sums")
     open(out, "w").close()
     counts = {}
-    if hooked:
+    if hooked == "profile":
         interpreters.run_string(a, HOOKED)
     total = sum(work(i) for i in range(n))
     counts[0] = COUNT
@@ -79,9 +85,11 @@ def scenario(n, tmp, a, hooked):
         run_work(a, n, out)
     counts[int(a)] = read_count(a, tmp)
     b = interpreters.create()
-    interpreters.run_string(b, WORK)
-    if hooked:
+    interpreters.run_string(b, WORK_ATEXIT)
+    if hooked == "profile":
         interpreters.run_string(b, HOOKED)
+    elif hooked:
+        time.sleep(0.5)
     run_work(b, 2 * n, out)
     counts[int(b)] = read_count(b, tmp)
     interpreters.destroy(b)
@@ -101,14 +109,14 @@ def scenario(n, tmp, a, hooked):
 
 def new_a():
     a = interpreters.create()
-    interpreters.run_string(a, WORK)
+    interpreters.run_string(a, WORK_ATEXIT)
     return a
 
 
 def main():
     if sys.argv[1:2] == ["--check"]:
         with tempfile.TemporaryDirectory() as tmp:
-            print(scenario(int(sys.argv[2]), tmp, new_a(), False)[1])
+            print(scenario(int(sys.argv[2]), tmp, new_a(), "")[1])
         return
     tmp = tempfile.mkdtemp(prefix="vc-subinterp-")
     a = new_a()
@@ -116,10 +124,11 @@ def main():
     for line in sys.stdin:
         cmd = line.split()
         if cmd[:1] == ["go"]:
+            mode = cmd[2] if len(cmd) > 2 else "profile"
             deadline = time.monotonic() + 20
-            while sys.getprofile() is None and time.monotonic() < deadline:
+            while mode == "profile" and sys.getprofile() is None and time.monotonic() < deadline:
                 time.sleep(0.01)
-            counts, checksum, b = scenario(int(cmd[1]), tmp, a, True)
+            counts, checksum, b = scenario(int(cmd[1]), tmp, a, mode)
             print(json.dumps({"counts": counts, "checksum": checksum,
                               "ids": {"main": 0, "A": int(a), "B": b}}), flush=True)
         elif cmd[:1] == ["check"]:
