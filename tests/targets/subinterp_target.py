@@ -19,7 +19,12 @@ import sys
 import tempfile
 import time
 
-import _xxsubinterpreters as interpreters
+try:
+    import _xxsubinterpreters as interpreters  # 3.8-3.12
+    RunFailed = interpreters.RunFailedError
+except ImportError:
+    import _interpreters as interpreters  # 3.13+: run_string returns the error instead
+    RunFailed = None
 
 WORK = """
 COUNT = 0
@@ -33,12 +38,20 @@ def work(x):
 # without importing anything); the short-lived ones do not.
 WORK_ATEXIT = "import atexit\n" + WORK
 
+# Until the trace's hook is on (and, in an interpreter that imported atexit, the agent's end
+# callback is registered: an interpreter adopted before it imported atexit gets it at the
+# agent's next visit).
 HOOKED = """
 import sys, time
+def hooked():
+    if sys.getprofile() is None:
+        return False
+    atexit = sys.modules.get("atexit")
+    return atexit is None or atexit._ncallbacks() > 0
 deadline = time.monotonic() + 20
-while sys.getprofile() is None and time.monotonic() < deadline:
+while not hooked() and time.monotonic() < deadline:
     time.sleep(0.01)
-if sys.getprofile() is None:
+if not hooked():
     raise SystemExit("never hooked")
 """
 
@@ -73,7 +86,8 @@ def sums(path):
 def scenario(n, tmp, a, hooked):
     """The work; returns ({interp id: count}, checksum).  hooked: "profile" (B waits until
     sys.getprofile() shows the trace's hook), "eval" (B waits 0.5 s: the frame evaluator is
-    not visible from Python), "" (untraced)."""
+    not visible from Python), "none" (B does not wait: 3.12+, where only the main interpreter
+    is traced), "" (untraced)."""
     out = os.path.join(tmp, "sums")
     open(out, "w").close()
     counts = {}
@@ -88,7 +102,7 @@ def scenario(n, tmp, a, hooked):
     interpreters.run_string(b, WORK_ATEXIT)
     if hooked == "profile":
         interpreters.run_string(b, HOOKED)
-    elif hooked:
+    elif hooked == "eval":
         time.sleep(0.5)
     run_work(b, 2 * n, out)
     counts[int(b)] = read_count(b, tmp)
@@ -100,9 +114,10 @@ def scenario(n, tmp, a, hooked):
         interpreters.destroy(c)
     bad = interpreters.create()
     try:
-        interpreters.run_string(bad, "raise ImportError('fails to start')")
-    except interpreters.RunFailedError:
-        pass
+        failed = interpreters.run_string(bad, "raise ImportError('fails to start')")
+    except RunFailed or ():
+        failed = True
+    assert failed
     interpreters.destroy(bad)
     return counts, total + sums(out), int(b)
 
@@ -137,6 +152,9 @@ def main():
                                        "f.write(repr(sys.getprofile()))\n" % left)
             with open(left) as f:
                 hooks = [repr(sys.getprofile()), f.read()]
+            mon = getattr(sys, "monitoring", None)  # 3.12+: no tool left either
+            if mon is not None:
+                hooks += [repr(mon.get_tool(i)) for i in range(6)]
             print(json.dumps({"hooks": hooks}), flush=True)
             return
 
