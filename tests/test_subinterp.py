@@ -131,6 +131,12 @@ def test_every_interpreter_traced_with_exact_counts(python, tmp_path):
         assert label in names.values(), names
         assert counts[label] == want[ids[key]], (key, counts, collections.Counter(
             e["name"] for e in events if e.get("ph") == "X" and names.get(e["tid"]) == label))
+    # the interpreter as data too: an instant on each sub-interpreter track
+    marks = {e["tid"]: e["args"] for e in events if e.get("name") == "vcattach interpreter"}
+    by_name = {v: k for k, v in names.items()}
+    for key in ("A", "B"):
+        tid = by_name["MainThread [interp %d]" % ids[key]]
+        assert marks[tid] == {"interp": ids[key], "os_tid": by_name["MainThread"]}, marks
     # the short-lived interpreters (hooked or not, depending on when the visit came): at most
     # their 3 calls each, on their own tracks, never on main's, A's or B's
     for label, n in counts.items():
