@@ -17,9 +17,12 @@ import select
 import signal
 import subprocess
 
+import re
+
 import pytest
 
 from support.paths import PYTHONS, VCATTACH
+from support.proc import run_vcattach
 from support.traces import check_nesting, decode
 from test_e2e_attach import wait_session
 
@@ -73,7 +76,8 @@ def untraced_checksum(python):
 
 def trace_scenario(python, tmp_path, mode, *options):
     """Attaches until the target has run its scenario (mode: how B waits for the hook), then
-    Ctrl-C; returns (target's report, events, hooks left after detach)."""
+    Ctrl-C; returns (target's report, events, hooks left after detach); the trace is
+    tmp_path/sub.cvf."""
     out = str(tmp_path / "sub.cvf")
     t = SubinterpTarget(python)
     vc = None
@@ -172,3 +176,38 @@ def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
     counts, names = work_counts(events)
     assert counts["MainThread"] == N, counts
     assert not [n for n in names.values() if "[interp" in n], names
+
+
+def by_interp_sections(text):
+    """{section title: {function name: calls}} of `vcattach summary --by interp` (working
+    tables only)."""
+    sections, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(main interpreter|interpreter \d+): \d+ threads? merged", line)
+        if m:
+            cur = sections.setdefault(m.group(1), {})
+        elif line.startswith("  waiting:"):
+            cur = None
+        elif cur is not None:
+            row = re.match(r"^\s+[\d.]+\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+([\d,]+)\s+"
+                           r"(?:[\d.]+\s+){4}\s*(.+)$", line)
+            if row:
+                cur[row.group(2)] = int(row.group(1).replace(",", ""))
+    return sections
+
+
+@pytest.mark.parametrize("python", params(SHARED_GIL[-1:]))
+def test_summary_by_interp(python, tmp_path):
+    """`vcattach summary --by interp`: a table per interpreter, with the same exact counts."""
+    report, events, hooks = trace_scenario(python, tmp_path, "profile")
+    ids = report["ids"]
+    r = run_vcattach("summary", tmp_path / "sub.cvf", "--by", "interp", "--top", "10000")
+    assert r.returncode == 0, r.stderr
+    sec = by_interp_sections(r.stdout)
+    work = lambda title: sum(n for f, n in sec[title].items() if f.startswith("work ("))
+    assert work("main interpreter") == N, r.stdout[:3000]
+    assert work("interpreter %d" % ids["A"]) == 200 * N
+    assert work("interpreter %d" % ids["B"]) == 2 * N
+    bad = run_vcattach("summary", tmp_path / "sub.cvf", "--by", "interp", "--merged")
+    assert bad.returncode == 2 and "--by interp excludes" in bad.stderr
+    assert run_vcattach("summary", "--help").stdout.count("--by interp") == 1
