@@ -21,7 +21,9 @@ import re
 
 import pytest
 
-from support.paths import PYTHONS, VCATTACH
+import shutil
+
+from support.paths import CHROOT_PYTHONS, PYTHONS, VCATTACH, root_workdir
 from support.proc import run_vcattach
 from support.traces import check_nesting, decode
 from test_e2e_attach import wait_session
@@ -34,16 +36,28 @@ SHARED_GIL = [p for p in PYTHONS if p["minor"] <= 311]
 # --hook eval needs 3.9-3.11 and, on 3.11, 3.11.4+ (the agent refuses older ones)
 EVAL = [p for p in SHARED_GIL if p["minor"] >= 309 and
         tuple(int(x) for x in p["version"].split(".")[:3]) not in [(3, 11, i) for i in range(4)]]
-OWN_GIL = [p for p in PYTHONS if p["minor"] >= 312]
+# 3.14/3.15 (the test root) also make interpreters with concurrent.interpreters and an
+# InterpreterPoolExecutor during the trace
+OWN_GIL = [p for p in PYTHONS if p["minor"] >= 312] + CHROOT_PYTHONS
 
 
 def params(rows):
     return [pytest.param(p, id=p["id"]) for p in rows]
 
 
+def target_argv(python, tmp_path):
+    """How to run the target under python: a host one directly, a test-root one (3.14, 3.15)
+    chrooted, with a copy of the target under the root."""
+    if not python["root"]:
+        return [python["path"], TARGET]
+    outside, inside = root_workdir(python, tmp_path, "vc-subinterp")
+    shutil.copy2(TARGET, os.path.join(outside, "subinterp_target.py"))
+    return python["argv"] + [os.path.join(inside, "subinterp_target.py")]
+
+
 class SubinterpTarget:
-    def __init__(self, python):
-        self.p = subprocess.Popen([python["path"], TARGET], stdin=subprocess.PIPE,
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, cwd="/",
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.pid = self.p.pid
         assert self.line(30) == "ready", self.p.stderr.read()
@@ -68,9 +82,9 @@ class SubinterpTarget:
             f.close()
 
 
-def untraced_checksum(python):
-    out = subprocess.run([python["path"], TARGET, "--check", str(N)], capture_output=True,
-                         text=True, timeout=120, check=True)
+def untraced_checksum(argv):
+    out = subprocess.run(argv + ["--check", str(N)], capture_output=True, text=True,
+                         timeout=120, check=True, cwd="/")
     return int(out.stdout)
 
 
@@ -79,7 +93,8 @@ def trace_scenario(python, tmp_path, mode, *options):
     Ctrl-C; returns (target's report, events, hooks left after detach); the trace is
     tmp_path/sub.cvf."""
     out = str(tmp_path / "sub.cvf")
-    t = SubinterpTarget(python)
+    argv = target_argv(python, tmp_path)
+    t = SubinterpTarget(argv)
     vc = None
     try:
         vc = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-o", out] + list(options),
@@ -97,6 +112,7 @@ def trace_scenario(python, tmp_path, mode, *options):
             vc.kill()
             vc.wait()
         t.close()
+    report["argv"] = argv
     return report, decode(out), hooks
 
 
@@ -112,7 +128,7 @@ def work_counts(events):
 
 
 def check_common(python, report, events, hooks):
-    assert report["checksum"] == untraced_checksum(python)  # the target's results unchanged
+    assert report["checksum"] == untraced_checksum(report["argv"])  # results unchanged
     assert all(h == "None" for h in hooks), hooks  # no hook left in any interpreter
     check_nesting(events)  # every call paired, per track
     assert not [e for e in events if e.get("ph") == "X" and e["name"] in ("", "?")]
@@ -170,7 +186,8 @@ def test_eval_backend_every_interpreter(python, tmp_path):
 @pytest.mark.parametrize("python", params(OWN_GIL))
 def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
     """3.12+: sub-interpreters (own GIL by default) are not entered: the main interpreter is
-    traced exactly, the target's results are unchanged, no track of another interpreter."""
+    traced exactly, the target's results are unchanged (on 3.14+ with PEP 734's interpreters
+    and pool made and ended during the trace), no track of another interpreter."""
     report, events, hooks = trace_scenario(python, tmp_path, "none")
     check_common(python, report, events, hooks)
     counts, names = work_counts(events)

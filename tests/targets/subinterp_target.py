@@ -11,6 +11,7 @@ own interpreter.  Driven by lines on stdin, answering one line on stdout:
            interpreter fails to start (a failing run_string) and is destroyed.  Prints
            {"counts": {interp id: work() calls}, "checksum": ..., "ids": {...}}
   check    after detach: whether any hook is left in main and A; prints {"hooks": [...]}, exits
+           (3.14+: also 5 concurrent.interpreters and an InterpreterPoolExecutor)
   --check N  (argv) prints the checksum of the same work untraced, and exits.
 """
 import json
@@ -119,7 +120,25 @@ def scenario(n, tmp, a, hooked):
         failed = True
     assert failed
     interpreters.destroy(bad)
-    return counts, total + sums(out), int(b)
+    return counts, total + sums(out) + pep734(), int(b)
+
+
+def pep734():
+    """3.14+: concurrent.interpreters and InterpreterPoolExecutor make and end interpreters
+    (own GIL) during the trace; returns their results' sum (0 before 3.14)."""
+    try:
+        from concurrent import interpreters as ci
+        from concurrent.futures import InterpreterPoolExecutor
+    except ImportError:
+        return 0
+    total = 0
+    for _ in range(5):
+        interp = ci.create()
+        total += interp.call(pow, 7, 3)
+        interp.close()
+    with InterpreterPoolExecutor(2) as ex:
+        total += sum(ex.map(pow, range(200), [2] * 200))
+    return total
 
 
 def new_a():
@@ -131,7 +150,9 @@ def new_a():
 def main():
     if sys.argv[1:2] == ["--check"]:
         with tempfile.TemporaryDirectory() as tmp:
-            print(scenario(int(sys.argv[2]), tmp, new_a(), "")[1])
+            a = new_a()
+            print(scenario(int(sys.argv[2]), tmp, a, "")[1])
+            interpreters.destroy(a)
         return
     tmp = tempfile.mkdtemp(prefix="vc-subinterp-")
     a = new_a()
@@ -155,6 +176,7 @@ def main():
             mon = getattr(sys, "monitoring", None)  # 3.12+: no tool left either
             if mon is not None:
                 hooks += [repr(mon.get_tool(i)) for i in range(6)]
+            interpreters.destroy(a)
             print(json.dumps({"hooks": hooks}), flush=True)
             return
 
