@@ -2,7 +2,7 @@
 (3.8-3.11, shared GIL: what mod_wsgi's Py_NewInterpreter makes) are traced like the main one,
 existing at attach or created during the trace, each (OS thread, interpreter) on a track of
 its own named "NAME [interp N]"; their keys never mix with another interpreter's; one
-destroyed during the trace keeps its events and names; a thread switching interpreters 400
+destroyed during the trace keeps its events and names; a thread switching interpreters 2000
 times, 30 interpreters created and destroyed in a tight loop and one that fails to start leave
 the target correct.  From 3.12 only the main interpreter is traced (agent/interps.c); the
 sub-interpreters must then be left alone.
@@ -31,6 +31,7 @@ from test_e2e_attach import wait_session
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets",
                       "subinterp_target.py")
 N = 50
+A_CALLS = 1000 * (N // 5)  # A: 1000 run_string calls of N/5 work() each (the target's A_RUNS)
 
 SHARED_GIL = [p for p in PYTHONS if p["minor"] <= 311]
 # --hook eval needs 3.9-3.11 and, on 3.11, 3.11.4+ (the agent refuses older ones)
@@ -136,7 +137,7 @@ def check_common(python, report, events, hooks):
 
 @pytest.mark.parametrize("python", params(SHARED_GIL))
 def test_every_interpreter_traced_with_exact_counts(python, tmp_path):
-    """Profile backend: main, A (existing at attach, entered 200 times from the main thread)
+    """Profile backend: main, A (existing at attach, entered 1000 times from the main thread)
     and B (created during the trace, destroyed before its end) each have exactly the calls of
     work() the target counted, on a track of their own; B's names were read before it went."""
     report, events, hooks = trace_scenario(python, tmp_path, "profile", "--hook", "profile")
@@ -144,7 +145,7 @@ def test_every_interpreter_traced_with_exact_counts(python, tmp_path):
     counts, names = work_counts(events)
     ids = report["ids"]
     want = {int(k): v for k, v in report["counts"].items()}
-    assert want == {0: N, ids["A"]: 200 * N, ids["B"]: 2 * N}
+    assert want == {0: N, ids["A"]: A_CALLS, ids["B"]: 2 * N}
     assert counts["MainThread"] == want[0], counts
     for key in ("A", "B"):
         label = "MainThread [interp %d]" % ids[key]
@@ -179,7 +180,7 @@ def test_eval_backend_every_interpreter(python, tmp_path):
     counts, names = work_counts(events)
     ids = report["ids"]
     assert counts["MainThread"] == N
-    assert counts["MainThread [interp %d]" % ids["A"]] == 200 * N, counts
+    assert counts["MainThread [interp %d]" % ids["A"]] == A_CALLS, counts
     assert counts["MainThread [interp %d]" % ids["B"]] <= 2 * N, counts
 
 
@@ -223,7 +224,7 @@ def test_summary_by_interp(python, tmp_path):
     sec = by_interp_sections(r.stdout)
     work = lambda title: sum(n for f, n in sec[title].items() if f.startswith("work ("))
     assert work("main interpreter") == N, r.stdout[:3000]
-    assert work("interpreter %d" % ids["A"]) == 200 * N
+    assert work("interpreter %d" % ids["A"]) == A_CALLS
     assert work("interpreter %d" % ids["B"]) == 2 * N
     bad = run_vcattach("summary", tmp_path / "sub.cvf", "--by", "interp", "--merged")
     assert bad.returncode == 2 and "--by interp excludes" in bad.stderr

@@ -4,8 +4,8 @@ own interpreter.  Driven by lines on stdin, answering one line on stdout:
 
   (start)  creates interpreter A (it exists at attach) and prints "ready"
   go N [eval]  waits until the trace's hook is on in main and A, then: main calls work() N times;
-           A runs work() N times in each of 200 run_string calls (the main OS thread switches
-           interpreters 400 times); interpreter B is created now (during the trace), waits for
+           A runs work() N/5 times in each of 1000 run_string calls (the main OS thread
+           switches interpreters 2000 times); interpreter B is created now (during the trace), waits for
            the hook, calls work() 2*N times and is destroyed; 30 interpreters are created,
            call work() 3 times and are destroyed in a tight loop (hook or no hook); one
            interpreter fails to start (a failing run_string) and is destroyed.  Prints
@@ -56,6 +56,7 @@ if not hooked():
     raise SystemExit("never hooked")
 """
 
+A_RUNS = 1000  # run_string calls into A: the main OS thread switches interpreters 2000 times
 COUNT = 0
 
 
@@ -96,8 +97,8 @@ def scenario(n, tmp, a, hooked):
         interpreters.run_string(a, HOOKED)
     total = sum(work(i) for i in range(n))
     counts[0] = COUNT
-    for _ in range(200):
-        run_work(a, n, out)
+    for _ in range(A_RUNS):
+        run_work(a, n // 5, out)
     counts[int(a)] = read_count(a, tmp)
     b = interpreters.create()
     interpreters.run_string(b, WORK_ATEXIT)
