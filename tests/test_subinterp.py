@@ -229,3 +229,49 @@ def test_summary_by_interp(python, tmp_path):
     bad = run_vcattach("summary", tmp_path / "sub.cvf", "--by", "interp", "--merged")
     assert bad.returncode == 2 and "--by interp excludes" in bad.stderr
     assert run_vcattach("summary", "--help").stdout.count("--by interp") == 1
+
+
+IN_PROCESS = r'''
+import json, sys, time
+import _xxsubinterpreters as I
+import vcattach
+WORK = "import atexit\nCOUNT = 0\ndef work(x):\n    global COUNT\n    COUNT += 1\n    return x\n"
+a = I.create()
+I.run_string(a, WORK)
+with vcattach.trace(sys.argv[1]):
+    I.run_string(a, "for i in range(300): work(i)")
+    b = I.create()
+    I.run_string(b, WORK)
+    I.run_string(b, """
+import sys, time
+deadline = time.monotonic() + 20
+while (sys.getprofile() is None or atexit._ncallbacks() == 0) and time.monotonic() < deadline:
+    time.sleep(0.01)
+for i in range(70): work(i)
+""")
+    I.destroy(b)
+I.run_string(a, "import sys\nassert sys.getprofile() is None")
+print(json.dumps({"A": int(a), "B": int(b), "main_hook": repr(sys.getprofile())}))
+'''
+
+
+@pytest.mark.parametrize("python", params(SHARED_GIL[:1] + SHARED_GIL[-1:]))
+def test_in_process_trace_file_output(python, tmp_path):
+    """The in-process API writes the .cvf itself (agent/emit.c, not the stream): the same
+    tracks per interpreter, exact counts, the interpreter instants, B's names read before it
+    was destroyed."""
+    from support.paths import python_env
+    out = str(tmp_path / "inproc.cvf")
+    r = subprocess.run([python["path"], "-c", IN_PROCESS, out], capture_output=True,
+                       text=True, timeout=120, env=python_env())
+    assert r.returncode == 0, r.stderr
+    ids = json.loads(r.stdout)
+    assert ids["main_hook"] == "None"
+    events = decode(out)
+    check_nesting(events)
+    counts, names = work_counts(events)
+    assert counts["MainThread [interp %d]" % ids["A"]] == 300, counts
+    assert counts["MainThread [interp %d]" % ids["B"]] == 70, counts
+    marks = {e["args"]["interp"] for e in events if e.get("name") == "vcattach interpreter"}
+    assert {ids["A"], ids["B"]} <= marks
+    assert not [e for e in events if e.get("ph") == "X" and e["name"].startswith("?")]
