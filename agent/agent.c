@@ -3,11 +3,13 @@
  * Entry points (vcagent.h) only copy the config and start the agent thread: they may run on a
  * thread hijacked by ptrace, so they never touch Python.  The agent thread then:
  *   1. (control sessions) connects to the injector, HELLO → CONFIG;
- *   2. takes the GIL (PyGILState_Ensure), refuses if another profiler owns a hook, installs
- *      the backend's hook on every thread (backend.h), patches threading._profile_hook
- *      (starthook.c), registers an atexit stop, releases the GIL;
+ *   2. takes the GIL (PyGILState_Ensure), refuses if another profiler owns a hook, adopts
+ *      every sub-interpreter it may enter (interps.c), installs the backend's hook on every
+ *      thread of each (backend.h), patches threading._profile_hook (starthook.c), registers
+ *      an atexit stop, releases the GIL;
  *   3. waits for the deadline / vc_agent_stop / STOP / EOF / atexit, visiting the GIL every
- *      ~100 ms to hook threads created outside threading, grow the key table and read names;
+ *      ~100 ms to adopt new interpreters, hook threads created outside threading, grow the
+ *      key table and read names;
  *   4. stops under the GIL (hooks removed, open frames closed, names resolved, pins released),
  *      releases its thread state, then emits the trace without the GIL (emit.c).
  * The life-cycle state those steps report (starting, running, stopping, idle; the result)
@@ -18,6 +20,7 @@
 #include "control.h"
 #include "emit.h"
 #include "follow.h"
+#include "interps.h"
 #include "lifecycle.h"
 #include "record.h"
 #include "starthook.h"
@@ -103,6 +106,7 @@ static void uninstall_under_gil(vc_session *s, int from_atexit)
     s->backend = NULL;
     vc_threading_restore(s);
     atexit_unregister(s, from_atexit);
+    vc_interps_end_all(s); /* their callbacks out, their keys named in them */
 }
 
 /* Rollback and fork child: the interned names are released and dropped unread. */
@@ -229,6 +233,8 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
     s->attach_ns = s->clk_start.ns;
     s->backend = backend;
     snprintf(s->backend_name, sizeof s->backend_name, "%s", backend->name);
+    vc_interps_begin(s);
+    vc_interps_adopt(s, 0); /* install hooks every interpreter adopted here */
     if (backend->install(s, err, errlen) != 0)
         return -1;
     if (vc_threading_patch(s) != 0)
@@ -243,6 +249,7 @@ static void periodic_under_gil(vc_session *s)
 {
     if (vc_pins_maybe_grow(&s->pins) != 0)
         PyErr_Clear();
+    vc_interps_adopt(s, 1);
     s->backend->scan_new_threads(s);
     vc_threads_capture_names(s);
     PyErr_Clear();

@@ -20,6 +20,7 @@
 #                  operations table
 #   filter.c       the filters in force and the per-code verdict (cached in names.h's table)
 #   record.h/.c    the hot path (inline) and its out-of-line halves
+#   interps.c      every interpreter: adoption, entering one, its end (atexit), their keys
 #   threads.c      per-thread states (a leaf)     lifecycle.c  state, stop request, wake fd, result
 #   session.h/.c   the session's data (g_vc) only; each file declares its own functions in its
 #                  header (threads.h, starthook.h, emit.h, follow.h, control.h, ...)

@@ -5,6 +5,8 @@
  * 3.12+; on older headers its install refuses with a message) and vc_backend_eval
  * (hook_evalframe.c, PEP 523's frame evaluator, 3.9–3.11, Python calls only).  The session keeps the
  * installed one in vc_session.backend, so agent.c and starthook.c never branch on which it is.
+ * The profile and eval backends hook every interpreter the session traces (interps.h:
+ * install, scan and remove walk them all); sys.monitoring, the main one (3.12+).
  * None of these runs on the hot path (the hooks' callbacks are the hot path, record.h).
  * Every operation needs the GIL.
  */
@@ -27,6 +29,11 @@ typedef struct vc_backend_ops {
     /* On a thread that threading just started (its start hook): hooks or binds it; its state,
      * or NULL if it is not traced. */
     vc_thread *(*on_new_thread)(vc_session *s, PyThreadState *ts);
+    /* A sub-interpreter adopted while tracing (interps.h): hooks what the backend hooks per
+     * interpreter (its threads are also hooked by the next scan).  NULL: nothing to do. */
+    void (*attach_interp)(vc_session *s, PyInterpreterState *interp);
+    /* Its end (our atexit in it, with its GIL): every hook of ours out of it.  NULL: none. */
+    void (*detach_interp)(vc_session *s, PyInterpreterState *interp);
 } vc_backend_ops;
 
 extern const vc_backend_ops vc_backend_profile;

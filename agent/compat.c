@@ -140,3 +140,87 @@ void vc_compat_eval_set(PyInterpreterState *interp, vc_eval_func fn)
     _PyInterpreterState_SetEvalFrameFunc(interp, fn ? (_PyFrameEvalFunction)fn : _PyEval_EvalFrameDefault);
 }
 #endif
+
+/* ---- interpreters ------------------------------------------------------------------------ */
+
+int vc_compat_interps_walkable(void)
+{
+    return PY_VERSION_HEX < 0x030C0000;
+}
+
+PyInterpreterState *vc_compat_interp_head(void)
+{
+    return PyInterpreterState_Head();
+}
+
+PyInterpreterState *vc_compat_interp_next(PyInterpreterState *interp)
+{
+    return PyInterpreterState_Next(interp);
+}
+
+int64_t vc_compat_interp_id(PyInterpreterState *interp)
+{
+    return PyInterpreterState_GetID(interp);
+}
+
+PyInterpreterState *vc_compat_interp_main(void)
+{
+    return PyInterpreterState_Main();
+}
+
+int vc_compat_interp_reachable(PyInterpreterState *interp)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    /* 3.12+: a sub-interpreter may have its own GIL (PEP 684) and its own allocator; which
+     * one shares ours is internal state (not handled yet: main interpreter only). */
+    return interp == PyInterpreterState_Main();
+#else
+    (void)interp;
+    return 1;
+#endif
+}
+
+/* The head of the internal PyInterpreterState (Include/internal/pycore_pystate.h on 3.8,
+ * pycore_interp.h on 3.9–3.11), up to `finalizing`, which every patch release of a minor lays
+ * out alike.  Read only by the agent thread, with the GIL. */
+#if PY_VERSION_HEX < 0x030C0000
+struct vc_interp_head {
+    PyInterpreterState *next;
+#if PY_VERSION_HEX >= 0x030B0000
+    struct {
+        uint64_t next_unique_id;
+        PyThreadState *head;
+        long count;
+        size_t stacksize;
+    } threads;
+#else
+    PyThreadState *tstate_head;
+#endif
+#if PY_VERSION_HEX >= 0x03090000
+    void *runtime;
+#endif
+    int64_t id;
+    int64_t id_refcount;
+    int requires_idref;
+    void *id_mutex;
+#if PY_VERSION_HEX >= 0x030B0000
+    int _initialized;
+#endif
+    int finalizing;
+};
+#endif
+
+int vc_compat_interp_finalizing(PyInterpreterState *interp)
+{
+    if (vc_compat_is_finalizing())
+        return 1;
+#if PY_VERSION_HEX < 0x030C0000
+    const struct vc_interp_head *h = (const struct vc_interp_head *)(const void *)interp;
+    if (h->id != PyInterpreterState_GetID(interp))
+        return 1; /* not the layout we know: take it as not ours to touch */
+    return h->finalizing != 0;
+#else
+    (void)interp;
+    return 0; /* only the main interpreter is reached (vc_compat_interp_reachable) */
+#endif
+}

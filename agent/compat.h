@@ -211,4 +211,28 @@ unsigned long vc_compat_native_tid(PyThreadState *ts);
 /* PyEval_SetProfileAllThreads exists (3.12+); per-thread installation also works everywhere. */
 PyInterpreterState *vc_compat_tstate_interp(PyThreadState *ts);
 
+/* ---- interpreters (interps.c) ----------------------------------------------------------
+ * Walking the runtime's list of interpreters and telling which ones the agent may enter.
+ * The list is changed under the runtime's HEAD_LOCK by whoever creates or destroys an
+ * interpreter; before 3.12 every interpreter shares the one GIL and creation/destruction
+ * happen with it held (Py_NewInterpreter / Py_EndInterpreter require it), so a walk under the
+ * GIL sees a stable list.  From 3.12 an own-GIL interpreter can come and go while we hold the
+ * main GIL: sub-interpreters are then not walked (vc_compat_interp_reachable answers 0 for
+ * them), only the main one. */
+/* 1 if the list may be walked with the GIL held (before 3.12); 0: only the main interpreter
+ * is traced and the list is never walked. */
+int vc_compat_interps_walkable(void);
+PyInterpreterState *vc_compat_interp_head(void);
+PyInterpreterState *vc_compat_interp_next(PyInterpreterState *interp);
+int64_t vc_compat_interp_id(PyInterpreterState *interp);
+PyInterpreterState *vc_compat_interp_main(void);
+/* 1 if interp runs under the GIL the agent holds (so its thread states, hooks and objects can
+ * be touched from the agent thread, through a thread state of its own in interp): every
+ * interpreter before 3.12; from 3.12 the main one only (see above). */
+int vc_compat_interp_reachable(PyInterpreterState *interp);
+/* 1 once Py_EndInterpreter has begun on interp (its `finalizing` flag, set before it waits for
+ * its threads and runs its atexit callbacks), or the runtime is finalizing: nothing of ours
+ * may be installed in it any more. */
+int vc_compat_interp_finalizing(PyInterpreterState *interp);
+
 #endif /* VC_COMPAT_H */

@@ -11,6 +11,7 @@
 #include "atomic_file.h"
 #include "fd_io.h"
 #include "session.h"
+#include "threads.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -163,7 +164,8 @@ static int has_records(const emit_ctx *e, uint32_t i)
 static int tid_seen_before(const emit_ctx *e, uint32_t i)
 {
     for (uint32_t j = 0; j < i; j++)
-        if (e->s->threads[j].tid == e->s->threads[i].tid && has_records(e, j))
+        if (vc_thread_track_tid(&e->s->threads[j]) == vc_thread_track_tid(&e->s->threads[i]) &&
+            has_records(e, j))
             return 1;
     return 0;
 }
@@ -199,9 +201,9 @@ static int write_names(emit_ctx *e)
         /* The thread whose tid is the pid is the main thread in every process: a fork child
          * made from another thread, or whose threading module kept the parent's objects,
          * still gets its main track named as the viewer and the summary expect. */
-        const char *name = (uint64_t)t->tid == e->pid ? "MainThread"
+        const char *name = (uint64_t)vc_thread_track_tid(t) == e->pid ? "MainThread"
                            : t->name ? t->name : fallback_name;
-        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)t->tid, name) != 0)
+        if (cvf_write_thread_name(e->w, e->pid, (uint64_t)vc_thread_track_tid(t), name) != 0)
             return emit_write_failed(e);
     }
     return 0;
@@ -237,7 +239,7 @@ static uint8_t record_mark(uint32_t flags)
  * slices, calls running at attach) as a group with an args list carrying the mark. */
 static int write_key_groups(emit_ctx *e, const vc_thread *t, const char *name, size_t m)
 {
-    uint64_t tid = (uint64_t)t->tid;
+    uint64_t tid = (uint64_t)vc_thread_track_tid(t);
     size_t plain = 0, marked = 0;
     for (size_t i = 0; i < m; i++)
         marked += e->run_marks[i] != MARK_NONE;
@@ -337,6 +339,30 @@ static int write_thread_events(emit_ctx *e, uint32_t i, uint64_t *events, int *a
     return 0;
 }
 
+/* One "vcattach interpreter" instant per sub-interpreter track (docs/cvf-format.md): on the
+ * track, at attach, args {"interp": id, "os_tid": the OS thread}: which interpreter a track's
+ * calls ran in, as data (its name says it too).  Appended to json[0, len) within cap. */
+static int interp_instants(const vc_session *s, uint64_t pid, double ts, char *json, int len,
+                           size_t cap)
+{
+    for (uint32_t i = 0; i < s->nthreads && len > 0 && (size_t)len < cap; i++) {
+        const vc_thread *t = &s->threads[i];
+        int32_t track = vc_thread_track_tid(t);
+        int dup = 0;
+        for (uint32_t j = 0; j < i && !dup; j++)
+            dup = vc_thread_track_tid(&s->threads[j]) == track;
+        if (t->interp_id == 0 || t->tid <= 0 || dup)
+            continue;
+        len += snprintf(json + len, cap - (size_t)len,
+                        ",{\"ph\":\"i\",\"name\":\"vcattach interpreter\",\"cat\":\"INSTANT\","
+                        "\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\",\"args\":{\"interp\":%lld,"
+                        "\"os_tid\":%d}}",
+                        (unsigned long long)pid, (long long)track, ts, (long long)t->interp_id,
+                        (int)t->tid);
+    }
+    return len;
+}
+
 /* The attach and detach instants, the detach one with the session's loss counters; with
  * filters in force, a "vcattach filters" instant whose args are the filters (filter.h's
  * JSON), and "filtered":true on the attach instant: a filtered trace is never taken for a
@@ -349,17 +375,18 @@ char *vc_emit_session_events(const vc_session *s, uint64_t pid, const vc_clock_m
     uint64_t too_deep = 0;
     for (uint32_t i = 0; i < s->nthreads; i++)
         too_deep += s->threads[i].too_deep;
-    size_t cap = 2048 + 2 * VC_FILTER_POOL;
+    size_t fcap = 2048 + 2 * VC_FILTER_POOL;
+    size_t cap = fcap + (size_t)s->nthreads * 192; /* + interp_instants */
     char *json = malloc(cap);
-    char *fjson = malloc(cap);
+    char *fjson = malloc(fcap);
     if (json == NULL || fjson == NULL) {
         free(json);
         free(fjson);
         return NULL;
     }
     int filtered = vc_filter_active(&s->filter);
-    if (vc_filter_json(&s->filter, fjson, cap) < 0)
-        snprintf(fjson, cap, "{\"truncated\":true}");
+    if (vc_filter_json(&s->filter, fjson, fcap) < 0)
+        snprintf(fjson, fcap, "{\"truncated\":true}");
     double attach_us = (double)s->clk_start.ns / 1000.0;
     double detach_us = (double)vc_clock_to_ns(map, s->stop_raw) / 1000.0;
     int len = snprintf(json, cap,
@@ -380,6 +407,7 @@ char *vc_emit_session_events(const vc_session *s, uint64_t pid, const vc_clock_m
                         "\"pid\":%llu,\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":%s}",
                         (unsigned long long)pid, (unsigned long long)pid, attach_us, fjson);
     free(fjson);
+    len = interp_instants(s, pid, attach_us, json, len, cap);
     if (len > 0 && (size_t)len + 2 < cap) {
         json[len++] = ']', json[len] = '\0';
     } else {

@@ -23,33 +23,65 @@
  * under the GIL), so nothing is written after stop and nothing pairs wrongly.
  */
 #include "backend.h"
+#include "interps.h"
 #include "record.h"
 #include "threads.h"
 
 #include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if VC_HAVE_EVAL_HOOK
 
 /* Thread → state binding, as in hook_monitoring.c: a TLS slot checked against the session
- * generation, in the default TLS model (why: hook_monitoring.c). */
+ * generation, in the default TLS model (why: hook_monitoring.c), and against the thread
+ * state the evaluator is given: an OS thread that enters a sub-interpreter (mod_wsgi per
+ * request, _xxsubinterpreters.run_string) evaluates with another thread state, which is
+ * another vc_thread (its own shadow stack and track); switching back finds the first again. */
 typedef struct vc_tls_slot {
     vc_thread *thread;
+    PyThreadState *ts;
     uint32_t gen;
 } vc_tls_slot;
 static __thread vc_tls_slot vc_tls;
 
+/* The state bound to ts on this OS thread already, if any (a switch back from another
+ * interpreter). */
+static vc_thread *bound_here(vc_session *s, PyThreadState *ts)
+{
+    pid_t tid = 0;
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        if (t->tstate != ts || !t->bound)
+            continue;
+        if (tid == 0)
+            tid = (pid_t)syscall(SYS_gettid);
+        if (t->tid == tid)
+            return t;
+    }
+    return NULL;
+}
+
 static vc_thread *claim_current(vc_session *s, PyThreadState *ts)
 {
-    vc_thread *t = vc_thread_for_tstate(s, ts);
-    if (t == NULL)
-        t = vc_thread_new(s, ts);
-    if (t == NULL) {
-        s->threads_untraced++;
-        t = &vc_ignored_thread;
+    vc_thread *t;
+    if (ts == s->agent_tstate || vc_interps_is_agent_tstate(ts)) {
+        t = &vc_ignored_thread; /* the agent's own, in any interpreter */
     } else {
-        t->bound = 1;
+        t = bound_here(s, ts);
+        if (t == NULL)
+            t = vc_thread_for_tstate(s, ts);
+        if (t == NULL)
+            t = vc_thread_new(s, ts);
+        if (t == NULL) {
+            s->threads_untraced++;
+            t = &vc_ignored_thread;
+        } else {
+            t->bound = 1;
+        }
     }
     vc_tls.thread = t;
+    vc_tls.ts = ts;
     vc_tls.gen = s->gen;
     return t;
 }
@@ -57,7 +89,7 @@ static vc_thread *claim_current(vc_session *s, PyThreadState *ts)
 static inline vc_thread *current_thread(vc_session *s, PyThreadState *ts)
 {
     vc_tls_slot *slot = &vc_tls;
-    if (__builtin_expect(slot->gen == s->gen && slot->thread != NULL, 1))
+    if (__builtin_expect(slot->gen == s->gen && slot->ts == ts, 1))
         return slot->thread;
     return claim_current(s, ts);
 }
@@ -110,16 +142,45 @@ static PyInterpreterState *our_interp(void)
     return vc_compat_tstate_interp(vc_compat_current_tstate());
 }
 
+static int foreign_in(PyInterpreterState *interp)
+{
+    return !(vc_compat_eval_is_default(interp) || vc_compat_eval_is(interp, eval_hook) ||
+             vc_compat_eval_is(interp, null_eval_hook));
+}
+
 static int eval_foreign(vc_session *s, char *err, size_t errlen)
 {
-    PyInterpreterState *interp = our_interp();
-    if (vc_compat_eval_is_default(interp) || vc_compat_eval_is(interp, eval_hook) ||
-        vc_compat_eval_is(interp, null_eval_hook))
+    if (!foreign_in(our_interp()))
         return 0;
     snprintf(err, errlen, "another frame evaluator is installed (PEP 523: a JIT or a debugger "
              "replaced the interpreter's eval function): vcattach does not replace it; use "
              "--hook profile");
     return 1;
+}
+
+/* One interpreter: its threads seeded, then its evaluator ours.  A sub-interpreter whose
+ * evaluator is someone else's is left alone. */
+static void attach_interp(vc_session *s, PyInterpreterState *interp, void *ctx)
+{
+    (void)ctx;
+    if (foreign_in(interp))
+        return;
+    uint64_t now = vc_clock_now();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == s->agent_tstate || vc_interps_is_agent_tstate(ts) || vc_thread_for_tstate(s, ts))
+            continue;
+        vc_thread *t = vc_thread_new(s, ts);
+        if (t == NULL)
+            s->threads_untraced++;
+        else
+            vc_thread_seed(s, t, ts, now, VC_SEED_BY_EVAL);
+    }
+    vc_compat_eval_set(interp, s->null_hook ? null_eval_hook : eval_hook);
+}
+
+static void eval_attach_interp(vc_session *s, PyInterpreterState *interp)
+{
+    attach_interp(s, interp, NULL);
 }
 
 static int eval_install(vc_session *s, char *err, size_t errlen)
@@ -140,27 +201,27 @@ static int eval_install(vc_session *s, char *err, size_t errlen)
     /* The agent's own thread is never traced. */
     vc_ignored_thread.gen = s->gen;
     vc_tls.thread = &vc_ignored_thread;
+    vc_tls.ts = s->agent_tstate;
     vc_tls.gen = s->gen;
-    PyInterpreterState *interp = our_interp();
-    uint64_t now = vc_clock_now();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
-        if (ts == s->agent_tstate)
-            continue;
-        vc_thread *t = vc_thread_new(s, ts);
-        if (t == NULL)
-            s->threads_untraced++;
-        else
-            vc_thread_seed(s, t, ts, now, VC_SEED_BY_EVAL);
-    }
-    vc_compat_eval_set(interp, s->null_hook ? null_eval_hook : eval_hook);
+    vc_interps_each(s, attach_interp, NULL);
     return 0;
+}
+
+static void detach_interp(vc_session *s, PyInterpreterState *interp, void *ctx)
+{
+    (void)s, (void)ctx;
+    if (vc_compat_eval_is(interp, eval_hook) || vc_compat_eval_is(interp, null_eval_hook))
+        vc_compat_eval_set(interp, NULL);
+}
+
+static void eval_detach_interp(vc_session *s, PyInterpreterState *interp)
+{
+    detach_interp(s, interp, NULL);
 }
 
 static void eval_remove(vc_session *s)
 {
-    PyInterpreterState *interp = our_interp();
-    if (vc_compat_eval_is(interp, eval_hook) || vc_compat_eval_is(interp, null_eval_hook))
-        vc_compat_eval_set(interp, NULL);
+    vc_interps_each(s, detach_interp, NULL);
 }
 
 static vc_thread *eval_on_new_thread(vc_session *s, PyThreadState *ts)
@@ -176,6 +237,8 @@ const vc_backend_ops vc_backend_eval = {
     .remove = eval_remove,
     .scan_new_threads = vc_backend_scan_nothing, /* one hook serves every thread */
     .on_new_thread = eval_on_new_thread,
+    .attach_interp = eval_attach_interp,
+    .detach_interp = eval_detach_interp,
 };
 
 #else /* !VC_HAVE_EVAL_HOOK */

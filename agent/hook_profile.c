@@ -6,8 +6,11 @@
  * every thread of the interpreter at start, on threads started later through threading's
  * start hook (starthook.c) and through the agent's periodic scan.  The rest of the agent
  * reaches this file only through its operations table, vc_backend_profile (backend.h).
+ * Every interpreter the session traces is walked (interps.h): a sub-interpreter's thread
+ * states get the hook like the main one's, and lose it in its atexit (detach_interp).
  */
 #include "backend.h"
+#include "interps.h"
 #include "record.h"
 #include "threads.h"
 
@@ -133,6 +136,23 @@ static int profile_foreign(vc_session *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Hooks the thread states of interp that have no hook (ours or anyone's: never replaced).
+ * ctx: int *failed, set when installing failed (a Python error was cleared). */
+static void hook_interp(vc_session *s, PyInterpreterState *interp, void *ctx)
+{
+    int *failed = ctx;
+    uint64_t now = vc_clock_now();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts == s->agent_tstate || vc_interps_is_agent_tstate(ts) || vc_compat_profile_func(ts) != NULL)
+            continue;
+        if (install_on(s, ts, now) != 0) {
+            PyErr_Clear();
+            if (failed != NULL)
+                *failed = 1;
+        }
+    }
+}
+
 static int profile_install_all(vc_session *s, char *err, size_t errlen)
 {
     if (PyType_Ready(&VcHook_Type) != 0) {
@@ -140,17 +160,12 @@ static int profile_install_all(vc_session *s, char *err, size_t errlen)
         snprintf(err, errlen, "internal: PyType_Ready failed");
         return -1;
     }
-    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
-    uint64_t now = vc_clock_now();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
-        if (ts == s->agent_tstate || vc_compat_profile_func(ts) != NULL)
-            continue;
-        if (install_on(s, ts, now) != 0) {
-            PyErr_Clear();
-            snprintf(err, errlen, "installing the profile hook failed (audit hook refused "
-                     "sys.setprofile?)");
-            return -1;
-        }
+    int failed = 0;
+    vc_interps_each(s, hook_interp, &failed);
+    if (failed) {
+        snprintf(err, errlen, "installing the profile hook failed (audit hook refused "
+                 "sys.setprofile?)");
+        return -1;
     }
     return 0;
 }
@@ -170,25 +185,28 @@ static vc_thread *profile_on_new_thread(vc_session *s, PyThreadState *ts)
 
 static void profile_scan_new_threads(vc_session *s)
 {
-    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
-    uint64_t now = vc_clock_now();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
-        if (ts == s->agent_tstate || vc_compat_profile_func(ts) != NULL)
-            continue;
-        if (install_on(s, ts, now) != 0)
-            PyErr_Clear();
-    }
+    vc_interps_each(s, hook_interp, NULL);
 }
 
-static void profile_remove_all(vc_session *s)
+static void unhook_interp(vc_session *s, PyInterpreterState *interp, void *ctx)
 {
-    PyInterpreterState *interp = vc_compat_tstate_interp(vc_compat_current_tstate());
+    (void)s, (void)ctx;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts; ts = PyThreadState_Next(ts)) {
         if (is_ours(vc_compat_profile_func(ts))) {
             if (vc_compat_set_profile(ts, NULL, NULL) != 0)
                 PyErr_Clear();
         }
     }
+}
+
+static void profile_remove_all(vc_session *s)
+{
+    vc_interps_each(s, unhook_interp, NULL);
+}
+
+static void profile_detach_interp(vc_session *s, PyInterpreterState *interp)
+{
+    unhook_interp(s, interp, NULL);
 }
 
 const vc_backend_ops vc_backend_profile = {
@@ -198,4 +216,5 @@ const vc_backend_ops vc_backend_profile = {
     .remove = profile_remove_all,
     .scan_new_threads = profile_scan_new_threads,
     .on_new_thread = profile_on_new_thread,
+    .detach_interp = profile_detach_interp, /* attach: the next scan hooks its threads */
 };

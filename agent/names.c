@@ -46,7 +46,8 @@ void vc_pins_each_excluded(vc_pins *pins, void (*fn)(PyObject *code, void *ctx),
     if (pins->slots == NULL || pins->excluded == 0)
         return;
     for (uint32_t i = 0; i <= pins->mask; i++)
-        if (pins->slots[i].ptr != NULL && pins->slots[i].id == VC_ID_EXCLUDED)
+        if (pins->slots[i].ptr != NULL && pins->slots[i].ptr != VC_PIN_TOMBSTONE &&
+            pins->slots[i].id == VC_ID_EXCLUDED)
             fn((PyObject *)pins->slots[i].ptr, ctx);
 }
 
@@ -58,10 +59,12 @@ int vc_pins_maybe_grow(vc_pins *pins)
     vc_pins bigger = {0};
     if (pins_alloc(&bigger, (pins->mask + 1) * 2) != 0)
         return -ENOMEM;
+    uint32_t excluded = 0;
     for (uint32_t i = 0; i <= pins->mask; i++) {
         vc_pin_slot *s = &pins->slots[i];
-        if (s->ptr == NULL)
-            continue;
+        if (s->ptr == NULL || s->ptr == VC_PIN_TOMBSTONE)
+            continue; /* tombstones are dropped here */
+        excluded += s->id == VC_ID_EXCLUDED;
         uint32_t j = vc_pins_hash(s->ptr, s->qual) & bigger.mask;
         while (bigger.slots[j].ptr != NULL)
             j = (j + 1) & bigger.mask;
@@ -69,7 +72,7 @@ int vc_pins_maybe_grow(vc_pins *pins)
     }
     memcpy(bigger.by_id, pins->by_id, pins->count * sizeof *pins->by_id);
     bigger.count = pins->count;
-    bigger.excluded = pins->excluded;
+    bigger.excluded = excluded;
     bigger.unnamed = pins->unnamed;
     bigger.filter = pins->filter;
     free(pins->slots);
@@ -146,11 +149,16 @@ static char *c_name(const PyMethodDef *ml, PyObject *qual)
     return out;
 }
 
+/* The name given to the keys of an interpreter that went without our atexit (names.h). */
+static const char gone_name[] = "? (its sub-interpreter ended before its names were read)";
+
 char *vc_pins_name(const vc_pins *pins, uint32_t id)
 {
     if (id >= pins->count || pins->by_id == NULL)
         return NULL;
     const vc_pin *p = &pins->by_id[id];
+    if (p->is_c == VC_PIN_NAMED)
+        return p->ptr ? strdup(p->ptr) : NULL;
     return p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
 }
 
@@ -160,6 +168,13 @@ char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
     char **names = calloc(n ? n : 1, sizeof *names);
     for (uint32_t id = 0; id < n; id++) {
         vc_pin *p = &pins->by_id[id];
+        if (p->is_c == VC_PIN_NAMED) { /* named and released with its interpreter */
+            if (names != NULL)
+                names[id] = (char *)p->ptr;
+            else
+                free((void *)p->ptr);
+            continue;
+        }
         if (names != NULL)
             names[id] = p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
         if (!p->is_c)
@@ -167,7 +182,8 @@ char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
         Py_XDECREF(p->qual);
     }
     for (uint32_t i = 0; pins->excluded && pins->slots && i <= pins->mask; i++)
-        if (pins->slots[i].ptr != NULL && pins->slots[i].id == VC_ID_EXCLUDED)
+        if (pins->slots[i].ptr != NULL && pins->slots[i].ptr != VC_PIN_TOMBSTONE &&
+            pins->slots[i].id == VC_ID_EXCLUDED)
             Py_DECREF((PyObject *)pins->slots[i].ptr);
     free(pins->slots);
     free(pins->by_id);
@@ -177,6 +193,38 @@ char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
     pins->excluded = 0;
     *count_out = names ? n : 0;
     return names;
+}
+
+void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive)
+{
+    if (pins->slots == NULL)
+        return;
+    for (uint32_t i = 0; i <= pins->mask; i++) {
+        vc_pin_slot *sl = &pins->slots[i];
+        if (sl->ptr == NULL || sl->ptr == VC_PIN_TOMBSTONE || sl->owner != owner)
+            continue;
+        if (sl->id == VC_ID_EXCLUDED) {
+            if (alive)
+                Py_DECREF((PyObject *)sl->ptr);
+        } else if (sl->id < pins->count) {
+            vc_pin *p = &pins->by_id[sl->id];
+            char *name = NULL;
+            if (alive) {
+                name = p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
+                PyErr_Clear();
+                if (!p->is_c)
+                    Py_DECREF((PyObject *)p->ptr);
+                Py_XDECREF(p->qual);
+            } else {
+                name = strdup(gone_name);
+            }
+            /* NULL (out of memory) reads as an unnamed key, as a failed resolution does */
+            *p = (vc_pin){name, NULL, VC_PIN_NAMED};
+        }
+        sl->ptr = VC_PIN_TOMBSTONE;
+        sl->qual = NULL;
+        sl->id = VC_ID_NONE;
+    }
 }
 
 void vc_names_free(char **names, uint32_t count)

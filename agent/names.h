@@ -8,6 +8,13 @@
  * thread grows the table during its periodic GIL visit; if the table is still full when a new
  * key appears, the call is counted as unnamed and not recorded.  At stop the ids are turned
  * into UTF-8 names (malloc'd copies) and every pinned object is released.
+ *
+ * Interpreters (interps.c): every slot notes the interpreter it was pinned in (its owner, a
+ * slot of the session's interpreter table, 0 the main one).  Before a sub-interpreter goes,
+ * vc_pins_release_owner names its keys (the names stay, by id), releases their references in
+ * that interpreter and leaves tombstones in their slots: the same address may then be a new
+ * key of another interpreter, with its own id, and no reference into a dead interpreter is
+ * ever kept.
  */
 #ifndef VC_NAMES_H
 #define VC_NAMES_H
@@ -26,14 +33,19 @@ typedef struct vc_pin_slot {
     const void *ptr;   /* NULL: empty */
     PyObject *qual;
     uint32_t id;
-    uint32_t pad;
+    uint32_t owner;    /* interpreter slot (interps.h) the key was pinned in */
 } vc_pin_slot;
 
+/* A slot whose key was released with its interpreter: never matches, never reused (probing
+ * goes on past it), dropped when the table grows. */
+#define VC_PIN_TOMBSTONE ((const void *)1)
+
 typedef struct vc_pin {
-    const void *ptr;
+    const void *ptr;   /* VC_PIN_NAMED: the malloc'd name (its interpreter is gone) */
     PyObject *qual;
     int is_c;
 } vc_pin;
+#define VC_PIN_NAMED 2 /* vc_pin.is_c of a key named and released with its interpreter */
 
 typedef struct vc_pins {
     vc_pin_slot *slots;
@@ -56,6 +68,12 @@ void vc_names_free(char **names, uint32_t count);
 /* The name of one pinned id (malloc'd UTF-8), NULL if it failed.  GIL held; the pin stays
  * (streaming names new keys while it traces). */
 char *vc_pins_name(const vc_pins *pins, uint32_t id);
+/* Before interpreter `owner` goes: names its keys (alive: with its GIL held and that
+ * interpreter current or sharing it), releases their references and tombstones their slots.
+ * alive = 0 (it is gone already): nothing of it is read or released (its objects are leaked
+ * rather than touched), its keys are named "?" — the rare interpreter destroyed without our
+ * atexit having run. */
+void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive);
 
 static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
 {
@@ -86,7 +104,8 @@ static inline uint32_t vc_pins_find(const vc_pins *pins, const void *ptr, PyObje
 
 /* Hot path: the id of (ptr, qual), pinning it on first sight.  VC_ID_NONE if full,
  * VC_ID_EXCLUDED for a code object the filters leave out. */
-static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *qual, int is_c)
+static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *qual, int is_c,
+                                      uint32_t owner)
 {
     uint32_t i = vc_pins_hash(ptr, qual) & pins->mask;
     for (;;) {
@@ -103,6 +122,7 @@ static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *
                 s->ptr = ptr;
                 s->qual = qual;
                 s->id = id;
+                s->owner = owner;
                 pins->excluded++;
                 Py_INCREF((PyObject *)ptr);
                 return id;
@@ -111,6 +131,7 @@ static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *
             s->ptr = ptr;
             s->qual = qual;
             s->id = id;
+            s->owner = owner;
             if (!is_c)
                 Py_INCREF((PyObject *)ptr);
             Py_XINCREF(qual);

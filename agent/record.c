@@ -60,14 +60,18 @@ void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c
     /* Not on the stack: a frame that began before the hook; ignored. */
 }
 
+void vc_record_close_thread(vc_session *s, vc_thread *t, uint64_t now)
+{
+    uint32_t n = t->depth < VC_STACK_DEPTH ? t->depth : VC_STACK_DEPTH;
+    for (uint32_t d = n; d-- > 0;)
+        vc_record_store(s, t, t->stack[d].id, t->stack[d].start, now,
+                        VC_REC_OPEN | t->stack[d].flags);
+    t->depth = 0;
+    t->seeded = 0;
+}
+
 void vc_record_close_open(vc_session *s, uint64_t now)
 {
-    for (uint32_t i = 0; i < s->nthreads; i++) {
-        vc_thread *t = &s->threads[i];
-        uint32_t n = t->depth < VC_STACK_DEPTH ? t->depth : VC_STACK_DEPTH;
-        for (uint32_t d = n; d-- > 0;)
-            vc_record_store(s, t, t->stack[d].id, t->stack[d].start, now,
-                            VC_REC_OPEN | t->stack[d].flags);
-        t->depth = 0;
-    }
+    for (uint32_t i = 0; i < s->nthreads; i++)
+        vc_record_close_thread(s, &s->threads[i], now);
 }

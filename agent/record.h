@@ -26,6 +26,8 @@ void vc_record_mismatch(vc_session *s, vc_thread *t, const void *match, int is_c
 /* At stop (record.c): every call still running ends at `now`, flagged VC_REC_OPEN, so that
  * every started call pairs up; every shadow stack is left empty. */
 void vc_record_close_open(vc_session *s, uint64_t now);
+/* The same for one thread (its interpreter is ending, interps.c). */
+void vc_record_close_thread(vc_session *s, vc_thread *t, uint64_t now);
 
 static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uint64_t start,
                                    uint64_t end, uint32_t flags)
@@ -51,7 +53,7 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
 static inline uint32_t vc_record_enter(vc_session *s, vc_thread *t, const void *match,
                                        const void *key, PyObject *qual, int is_c, uint32_t flags)
 {
-    uint32_t id = vc_pins_lookup(&s->pins, key, qual, is_c);
+    uint32_t id = vc_pins_lookup(&s->pins, key, qual, is_c, t->interp_slot);
     if (__builtin_expect(id == VC_ID_EXCLUDED, 0))
         return id;
     uint32_t d = t->depth++;
@@ -160,7 +162,7 @@ static inline int vc_record_exit_py(vc_session *s, vc_thread *t, const void *mat
     if (__builtin_expect(s->filter.has_globs, 0)) {
         uint32_t d = t->depth;
         if (!(d > 0 && d <= VC_STACK_DEPTH && t->stack[d - 1].match == match) &&
-            vc_pins_lookup(&s->pins, code, NULL, 0) == VC_ID_EXCLUDED)
+            vc_pins_lookup(&s->pins, code, NULL, 0, t->interp_slot) == VC_ID_EXCLUDED)
             return 1;
     }
     vc_record_exit(s, t, match, 0);
@@ -176,7 +178,7 @@ static inline int vc_record_caller_traced(vc_session *s, vc_thread *t, const voi
     uint32_t d = t->depth;
     if (d > 0 && d <= VC_STACK_DEPTH && t->stack[d - 1].match == caller && !t->stack[d - 1].is_c)
         return 1;
-    return vc_pins_lookup(&s->pins, caller_code, NULL, 0) != VC_ID_EXCLUDED;
+    return vc_pins_lookup(&s->pins, caller_code, NULL, 0, t->interp_slot) != VC_ID_EXCLUDED;
 }
 
 /* The exit of a C call made by `caller`.  With globs, a C exit whose entry was left out (its

@@ -52,6 +52,11 @@ typedef struct vc_thread {
     PyThreadState *tstate;    /* owner (identity while the thread lives) */
     pid_t tid;                /* gettid(), taken on the thread's first event; 0 = none yet */
     unsigned long ident;      /* PyThreadState.thread_id (threading.get_ident()) */
+    /* The interpreter the thread state belongs to (interps.h): its id (0: the main one) and
+     * its slot in the session's interpreter table, the owner of the keys it pins.  An OS
+     * thread that enters several interpreters has one state, one vc_thread, one track each. */
+    int64_t interp_id;
+    uint32_t interp_slot;
     int hooked;               /* legacy hook installed on tstate */
     char *name;               /* threading name (malloc'd), NULL if unknown */
     /* What the thread was doing in the kernel when it was seeded (threads.c: its state, and

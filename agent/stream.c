@@ -11,6 +11,7 @@
 #include "control.h"
 #include "emit.h"
 #include "record.h"
+#include "threads.h"
 #include "protocol.h"
 #include "spool.h"
 #include "atomic_file.h"
@@ -210,7 +211,7 @@ static int pend_thread(vc_session *s, size_t *frame, const vc_thread *t)
         return -1;
     unsigned char head[16];
     put_u32(head, t->index);
-    put_u32(head + 4, (uint32_t)t->tid);
+    put_u32(head + 4, (uint32_t)vc_thread_track_tid(t)); /* a sub-interpreter's: its own track */
     put_u32(head + 8, (uint32_t)nl);
     put_u32(head + 12, (uint32_t)bl);
     frame_put(s, f, head, 16);

@@ -7,6 +7,7 @@
  * generation no longer matches, so it is ignored).  Used pages are returned at session end.
  */
 #include "threads.h"
+#include "interps.h"
 #include "session.h"
 
 #include <fcntl.h>
@@ -61,6 +62,7 @@ vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts)
     t->gen = s->gen;
     t->tstate = ts;
     t->ident = ts ? (unsigned long)ts->thread_id : 0;
+    t->interp_slot = ts ? vc_interps_slot_of(vc_compat_tstate_interp(ts), &t->interp_id) : 0;
     if (ts != NULL && ts == vc_compat_current_tstate())
         t->tid = (pid_t)syscall(SYS_gettid);
     else
@@ -131,7 +133,7 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
     /* codes[] is innermost first: push the outermost first. */
     /* Frames the filters leave out are not pushed, as the hooks would not have pushed them. */
     for (int i = n - 1; i >= 0; i--) {
-        uint32_t id = vc_pins_lookup(&s->pins, codes[i], NULL, 0);
+        uint32_t id = vc_pins_lookup(&s->pins, codes[i], NULL, 0, t->interp_slot);
         if (id == VC_ID_EXCLUDED)
             continue;
         uint32_t d = t->depth++;
@@ -150,6 +152,25 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
         Py_DECREF(codes[i]);
 }
 
+/* t's name: `base`, and for a sub-interpreter's thread state "base [interp N]" (the same OS
+ * thread's other states are other tracks: docs/cvf-format.md). */
+static void set_name_utf8(vc_thread *t, const char *base)
+{
+    char buf[1100];
+    const char *u = base;
+    if (t->interp_id != 0) {
+        snprintf(buf, sizeof buf, "%.1000s [interp %lld]", base, (long long)t->interp_id);
+        u = buf;
+    }
+    if (t->name != NULL && strcmp(t->name, u) == 0)
+        return;
+    char *copy = strdup(u);
+    if (copy != NULL) {
+        free(t->name);
+        t->name = copy;
+    }
+}
+
 static void set_name(vc_thread *t, PyObject *name)
 {
     if (name == NULL || !PyUnicode_Check(name))
@@ -159,13 +180,14 @@ static void set_name(vc_thread *t, PyObject *name)
         PyErr_Clear();
         return;
     }
-    if (t->name != NULL && strcmp(t->name, u) == 0)
-        return;
-    char *copy = strdup(u);
-    if (copy != NULL) {
-        free(t->name);
-        t->name = copy;
-    }
+    set_name_utf8(t, u);
+}
+
+int32_t vc_thread_track_tid(const vc_thread *t)
+{
+    if (t->interp_id == 0 || t->tid <= 0 || t->tid >= (1 << 22))
+        return (int32_t)t->tid;
+    return (int32_t)t->tid | (int32_t)((uint32_t)(t->interp_id % 511 + 1) << 22);
 }
 
 static PyObject *threading_active(void)
@@ -201,13 +223,41 @@ static unsigned long attr_ulong(PyObject *o, const char *name)
     return r;
 }
 
+/* A sub-interpreter's thread state whose OS thread the main interpreter's threading does not
+ * name (a thread started by the sub-interpreter's own threading or by C, or no threading
+ * imported): the name of the same OS thread's main-interpreter state, else MainThread for the
+ * process's main thread, else Thread-TID; with its interpreter (set_name_utf8). */
+static void name_sub_interpreter_states(vc_session *s)
+{
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        vc_thread *t = &s->threads[i];
+        if (t->interp_id == 0 || t->name != NULL || t->tid <= 0)
+            continue;
+        const char *base = NULL;
+        for (uint32_t j = 0; j < s->nthreads && base == NULL; j++)
+            if (s->threads[j].interp_id == 0 && s->threads[j].tid == t->tid)
+                base = s->threads[j].name;
+        char fallback[32];
+        if (base == NULL) {
+            if (t->tid == getpid())
+                snprintf(fallback, sizeof fallback, "MainThread");
+            else
+                snprintf(fallback, sizeof fallback, "Thread-%d", (int)t->tid);
+            base = fallback;
+        }
+        set_name_utf8(t, base);
+    }
+}
+
 /* Names every known thread from threading._active, reading plain attributes (_ident,
  * _native_id, _name) so that no Python code runs. */
 void vc_threads_capture_names(vc_session *s)
 {
     PyObject *active = threading_active();
-    if (active == NULL)
+    if (active == NULL) {
+        name_sub_interpreter_states(s);
         return;
+    }
     Py_ssize_t pos = 0;
     PyObject *key, *thread;
     while (PyDict_Next(active, &pos, &key, &thread)) {
@@ -232,6 +282,7 @@ void vc_threads_capture_names(vc_session *s)
         Py_DECREF(name);
     }
     Py_DECREF(active);
+    name_sub_interpreter_states(s);
 }
 
 void vc_thread_capture_current_name(vc_session *s, vc_thread *t)

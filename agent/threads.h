@@ -16,6 +16,10 @@ void vc_thread_seed(vc_session *s, vc_thread *t, PyThreadState *ts, uint64_t now
 #define VC_SEED_BY_FRAME 1
 #define VC_SEED_BY_EVAL 2 /* matched by what the frame evaluator gets (hook_evalframe.c) */
 void vc_threads_capture_names(vc_session *s);
+/* The tid of t's track in the trace: its OS tid, or for a sub-interpreter's thread state a
+ * track of its own, tid | (interp_id % 511 + 1) << 22 (Linux tids are < 2^22): every
+ * (OS thread, interpreter) is a track, named "name [interp N]" (docs/cvf-format.md). */
+int32_t vc_thread_track_tid(const vc_thread *t);
 void vc_thread_capture_current_name(vc_session *s, vc_thread *t);
 void vc_thread_free_all(vc_session *s);
 int vc_threads_alloc(vc_session *s);

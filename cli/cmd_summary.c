@@ -26,6 +26,7 @@ struct summary_args {
     enum vct_sort_key sort;
     int merged;
     int all; /* --all: waiting ranked with work, as one table */
+    int by_interp; /* --by interp: one table per interpreter, its threads merged */
 };
 
 /* ---- command line ------------------------------------------------------------------------ */
@@ -35,6 +36,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: vcattach summary FILE... [--top N] [--pid PID] [--thread NAME|TID]\n"
             "                        [--sort self|total|calls] [--merged] [--max-threads N] [--all]\n"
+            "                        [--by thread|interp]\n"
             "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
             "Time in blocking calls (locks, sleep, select/poll, sockets, queues, child processes,\n"
             "pipe reads: trace/waits.def) and in calls already running when the trace began\n"
@@ -48,6 +50,9 @@ static void usage(FILE *out)
             "  --merged         one table for all threads together\n"
             "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n"
             "  --all            no waiting table: every call ranked together, waits included\n"
+            "  --by interp      one table per Python interpreter (the main one, then each\n"
+            "                   sub-interpreter: tracks named \"NAME [interp N]\"), its threads\n"
+            "                   merged; --by thread (default): one table per thread\n"
             "  -h, --help       this text\n"
             "Columns: self and total (inclusive) time, calls, and the duration of one call:\n"
             "mean, p50 and p99 (nearest rank, from a log-bucketed histogram per function:\n"
@@ -57,7 +62,7 @@ static void usage(FILE *out)
             "exit codes: 0 printed; 1 the trace cannot be read; 2 usage error\n");
 }
 
-enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS, OPT_ALL, OPT_PID };
+enum { OPT_THREAD = 256, OPT_SORT, OPT_MERGED, OPT_MAX_THREADS, OPT_ALL, OPT_PID, OPT_BY };
 
 static const struct opt_spec summary_specs[] = {
     {"top", 'n', 1, 'n'},
@@ -67,6 +72,7 @@ static const struct opt_spec summary_specs[] = {
     {"max-threads", 0, 1, OPT_MAX_THREADS},
     {"pid", 'p', 1, OPT_PID},
     {"all", 0, 0, OPT_ALL},
+    {"by", 0, 1, OPT_BY},
 };
 
 static const struct opt_command summary_command = {
@@ -115,6 +121,13 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
         return 0;
     }
     case OPT_ALL: a->all = 1; return 0;
+    case OPT_BY:
+        if (!strcmp(value, "interp") || !strcmp(value, "thread")) {
+            a->by_interp = !strcmp(value, "interp");
+            return 0;
+        }
+        snprintf(err, errlen, "--by takes thread or interp, not '%s'", value);
+        return -1;
     }
     snprintf(err, errlen, "option '--%s' is not handled", o->name);
     return -1;
@@ -133,6 +146,8 @@ static int parse_args(int argc, char **argv, struct summary_args *a)
                                           "[--top N] [--thread X] [--sort KEY] [--merged]");
     if (a->merged && a->thread)
         return opt_usage_error("summary", "--merged and --thread exclude each other");
+    if (a->by_interp && (a->merged || a->thread))
+        return opt_usage_error("summary", "--by interp excludes --merged and --thread");
     a->path = argv[first];
     a->paths = argv + first;
     a->npaths = (size_t)(argc - first);
@@ -404,6 +419,72 @@ static int print_tables(const vct_trace *t, const struct summary_args *a, long o
     return failed ? -1 : 0;
 }
 
+/* The interpreter a thread's calls ran in: N of a track named "NAME [interp N]" (the agent
+ * names a sub-interpreter's tracks so: docs/cvf-format.md), else 0 (the main one). */
+static long long thread_interp(const vct_thread *th)
+{
+    char label[600];
+    const char *name = vct_thread_label(th, label, sizeof label);
+    const char *p = name ? strstr(name, " [interp ") : NULL;
+    const char *last = p;
+    while (p != NULL) {
+        last = p;
+        p = strstr(p + 1, " [interp ");
+    }
+    if (last == NULL)
+        return 0;
+    char *end;
+    long long id = strtoll(last + 9, &end, 10);
+    return end != last + 9 && end[0] == ']' && end[1] == '\0' && id > 0 ? id : 0;
+}
+
+static int cmp_ll(const void *x, const void *y)
+{
+    long long a = *(const long long *)x, b = *(const long long *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* --by interp: one merged table per interpreter, main first.  0, or -1 (out of memory). */
+static int print_by_interp(const vct_trace *t, const struct summary_args *a)
+{
+    vct_summary acc;
+    long long *ids = malloc((t->nthreads ? t->nthreads : 1) * sizeof *ids);
+    if (ids == NULL || vct_summary_init(&acc, t, !a->all) < 0) {
+        free(ids);
+        return -1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].nevents && (!a->pid || t->threads[i].pid == a->pid))
+            ids[n++] = thread_interp(&t->threads[i]);
+    qsort(ids, n, sizeof *ids, cmp_ll);
+    int failed = 0;
+    for (size_t k = 0; k < n && !failed; k++) {
+        if (k > 0 && ids[k] == ids[k - 1])
+            continue;
+        size_t threads = 0;
+        for (size_t i = 0; i < t->nthreads && !failed; i++) {
+            const vct_thread *th = &t->threads[i];
+            if (!th->nevents || (a->pid && th->pid != a->pid) || thread_interp(th) != ids[k])
+                continue;
+            threads++;
+            failed = vct_summary_add_thread(&acc, th) < 0;
+        }
+        char title[128];
+        if (ids[k] == 0)
+            snprintf(title, sizeof title, "main interpreter: %zu thread%s merged", threads,
+                     threads == 1 ? "" : "s");
+        else
+            snprintf(title, sizeof title, "interpreter %lld: %zu thread%s merged", ids[k],
+                     threads, threads == 1 ? "" : "s");
+        if (!failed)
+            print_section(&acc, title, a->top, a->sort);
+    }
+    vct_summary_free(&acc);
+    free(ids);
+    return failed ? -1 : 0;
+}
+
 /* ---- the command ------------------------------------------------------------------------- */
 
 int cmd_summary(int argc, char **argv)
@@ -431,7 +512,7 @@ int cmd_summary(int argc, char **argv)
         rc = VC_EXIT_USAGE;
     } else {
         print_header(a.path, t);
-        if (print_tables(t, &a, only) < 0) {
+        if ((a.by_interp ? print_by_interp(t, &a) : print_tables(t, &a, only)) < 0) {
             fprintf(stderr, "vcattach summary: out of memory\n");
             rc = VC_EXIT_FAIL;
         } else {

@@ -1,0 +1,277 @@
+"""Every interpreter of the process (issue 19): sub-interpreters made with _xxsubinterpreters
+(3.8-3.11, shared GIL: what mod_wsgi's Py_NewInterpreter makes) are traced like the main one,
+existing at attach or created during the trace, each (OS thread, interpreter) on a track of
+its own named "NAME [interp N]"; their keys never mix with another interpreter's; one
+destroyed during the trace keeps its events and names; a thread switching interpreters 2000
+times, 30 interpreters created and destroyed in a tight loop and one that fails to start leave
+the target correct.  From 3.12 only the main interpreter is traced (agent/interps.c); the
+sub-interpreters must then be left alone.
+
+The target (targets/subinterp_target.py) counts its own calls of work() per interpreter; the
+trace read by the independent Python reader (support.traces.decode) must hold exactly as many
+on that interpreter's track."""
+import collections
+import json
+import os
+import select
+import signal
+import subprocess
+
+import re
+
+import pytest
+
+import shutil
+
+from support.paths import CHROOT_PYTHONS, PYTHONS, VCATTACH, root_workdir
+from support.proc import run_vcattach
+from support.traces import check_nesting, decode
+from test_e2e_attach import wait_session
+
+TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets",
+                      "subinterp_target.py")
+N = 50
+A_CALLS = 1000 * (N // 5)  # A: 1000 run_string calls of N/5 work() each (the target's A_RUNS)
+
+SHARED_GIL = [p for p in PYTHONS if p["minor"] <= 311]
+# --hook eval needs 3.9-3.11 and, on 3.11, 3.11.4+ (the agent refuses older ones)
+EVAL = [p for p in SHARED_GIL if p["minor"] >= 309 and
+        tuple(int(x) for x in p["version"].split(".")[:3]) not in [(3, 11, i) for i in range(4)]]
+# 3.14/3.15 (the test root) also make interpreters with concurrent.interpreters and an
+# InterpreterPoolExecutor during the trace
+OWN_GIL = [p for p in PYTHONS if p["minor"] >= 312] + CHROOT_PYTHONS
+
+
+def params(rows):
+    return [pytest.param(p, id=p["id"]) for p in rows]
+
+
+def target_argv(python, tmp_path):
+    """How to run the target under python: a host one directly, a test-root one (3.14, 3.15)
+    chrooted, with a copy of the target under the root."""
+    if not python["root"]:
+        return [python["path"], TARGET]
+    outside, inside = root_workdir(python, tmp_path, "vc-subinterp")
+    shutil.copy2(TARGET, os.path.join(outside, "subinterp_target.py"))
+    return python["argv"] + [os.path.join(inside, "subinterp_target.py")]
+
+
+class SubinterpTarget:
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, cwd="/",
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
+        assert self.line(30) == "ready", self.p.stderr.read()
+
+    def line(self, timeout):
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        assert r, "target silent for %ss" % timeout
+        out = self.p.stdout.readline().strip()
+        assert out, "target ended: %s" % self.p.stderr.read()
+        return out
+
+    def ask(self, cmd, timeout=120):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.line(timeout))
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(10)
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            f.close()
+
+
+def untraced_checksum(argv):
+    out = subprocess.run(argv + ["--check", str(N)], capture_output=True, text=True,
+                         timeout=120, check=True, cwd="/")
+    return int(out.stdout)
+
+
+def trace_scenario(python, tmp_path, mode, *options):
+    """Attaches until the target has run its scenario (mode: how B waits for the hook), then
+    Ctrl-C; returns (target's report, events, hooks left after detach); the trace is
+    tmp_path/sub.cvf."""
+    out = str(tmp_path / "sub.cvf")
+    argv = target_argv(python, tmp_path)
+    t = SubinterpTarget(argv)
+    vc = None
+    try:
+        vc = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-o", out] + list(options),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_session(t.pid, proc=vc)
+        assert vc.poll() is None, vc.communicate()
+        report = t.ask("go %d %s" % (N, mode))
+        vc.send_signal(signal.SIGINT)
+        stdout, stderr = vc.communicate(timeout=120)
+        assert vc.returncode == 0, (stdout, stderr)
+        hooks = t.ask("check")["hooks"]
+        assert t.p.wait(30) == 0
+    finally:
+        if vc is not None and vc.poll() is None:
+            vc.kill()
+            vc.wait()
+        t.close()
+    report["argv"] = argv
+    return report, decode(out), hooks
+
+
+def work_counts(events):
+    """{thread track name: calls of a function named work (...)} and the names per track."""
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    counts = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e["name"].startswith("work ("):
+            counts[names.get(e["tid"], "?")] += 1
+    return counts, names
+
+
+def check_common(python, report, events, hooks):
+    assert report["checksum"] == untraced_checksum(report["argv"])  # results unchanged
+    assert all(h == "None" for h in hooks), hooks  # no hook left in any interpreter
+    check_nesting(events)  # every call paired, per track
+    assert not [e for e in events if e.get("ph") == "X" and e["name"] in ("", "?")]
+
+
+@pytest.mark.parametrize("python", params(SHARED_GIL))
+def test_every_interpreter_traced_with_exact_counts(python, tmp_path):
+    """Profile backend: main, A (existing at attach, entered 1000 times from the main thread)
+    and B (created during the trace, destroyed before its end) each have exactly the calls of
+    work() the target counted, on a track of their own; B's names were read before it went."""
+    report, events, hooks = trace_scenario(python, tmp_path, "profile", "--hook", "profile")
+    check_common(python, report, events, hooks)
+    counts, names = work_counts(events)
+    ids = report["ids"]
+    want = {int(k): v for k, v in report["counts"].items()}
+    assert want == {0: N, ids["A"]: A_CALLS, ids["B"]: 2 * N}
+    assert counts["MainThread"] == want[0], counts
+    for key in ("A", "B"):
+        label = "MainThread [interp %d]" % ids[key]
+        assert label in names.values(), names
+        assert counts[label] == want[ids[key]], (key, counts, collections.Counter(
+            e["name"] for e in events if e.get("ph") == "X" and names.get(e["tid"]) == label))
+    # the interpreter as data too: an instant on each sub-interpreter track
+    marks = {e["tid"]: e["args"] for e in events if e.get("name") == "vcattach interpreter"}
+    by_name = {v: k for k, v in names.items()}
+    for key in ("A", "B"):
+        tid = by_name["MainThread [interp %d]" % ids[key]]
+        assert marks[tid] == {"interp": ids[key], "os_tid": by_name["MainThread"]}, marks
+    # the short-lived interpreters (hooked or not, depending on when the visit came): at most
+    # their 3 calls each, on their own tracks, never on main's, A's or B's
+    for label, n in counts.items():
+        if label not in ("MainThread", "MainThread [interp %d]" % ids["A"],
+                         "MainThread [interp %d]" % ids["B"]):
+            assert label.startswith("MainThread [interp ") and n <= 3, (label, n)
+    # the sub-interpreters' work() is its own key (defined in <string>), main's is the file's
+    subs = {e["name"] for e in events if e.get("ph") == "X" and e["name"].startswith("work (")
+            and names.get(e["tid"]) != "MainThread"}
+    assert subs and all("<string>" in s for s in subs), subs
+
+
+@pytest.mark.parametrize("python", params(EVAL))
+def test_eval_backend_every_interpreter(python, tmp_path):
+    """--hook eval (PEP 523, per interpreter): main's and A's calls exact, B (hooked at the
+    next visit, which its 0.5 s wait usually covers) never more than it made."""
+    report, events, hooks = trace_scenario(python, tmp_path, "eval", "--hook", "eval",
+                                           "--no-c-calls")
+    check_common(python, report, events, hooks)
+    counts, names = work_counts(events)
+    ids = report["ids"]
+    assert counts["MainThread"] == N
+    assert counts["MainThread [interp %d]" % ids["A"]] == A_CALLS, counts
+    assert counts["MainThread [interp %d]" % ids["B"]] <= 2 * N, counts
+
+
+@pytest.mark.parametrize("python", params(OWN_GIL))
+def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
+    """3.12+: sub-interpreters (own GIL by default) are not entered: the main interpreter is
+    traced exactly, the target's results are unchanged (on 3.14+ with PEP 734's interpreters
+    and pool made and ended during the trace), no track of another interpreter."""
+    report, events, hooks = trace_scenario(python, tmp_path, "none")
+    check_common(python, report, events, hooks)
+    counts, names = work_counts(events)
+    assert counts["MainThread"] == N, counts
+    assert not [n for n in names.values() if "[interp" in n], names
+
+
+def by_interp_sections(text):
+    """{section title: {function name: calls}} of `vcattach summary --by interp` (working
+    tables only)."""
+    sections, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(main interpreter|interpreter \d+): \d+ threads? merged", line)
+        if m:
+            cur = sections.setdefault(m.group(1), {})
+        elif line.startswith("  waiting:"):
+            cur = None
+        elif cur is not None:
+            row = re.match(r"^\s+[\d.]+\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+([\d,]+)\s+"
+                           r"(?:[\d.]+\s+){4}\s*(.+)$", line)
+            if row:
+                cur[row.group(2)] = int(row.group(1).replace(",", ""))
+    return sections
+
+
+@pytest.mark.parametrize("python", params(SHARED_GIL[-1:]))
+def test_summary_by_interp(python, tmp_path):
+    """`vcattach summary --by interp`: a table per interpreter, with the same exact counts."""
+    report, events, hooks = trace_scenario(python, tmp_path, "profile")
+    ids = report["ids"]
+    r = run_vcattach("summary", tmp_path / "sub.cvf", "--by", "interp", "--top", "10000")
+    assert r.returncode == 0, r.stderr
+    sec = by_interp_sections(r.stdout)
+    work = lambda title: sum(n for f, n in sec[title].items() if f.startswith("work ("))
+    assert work("main interpreter") == N, r.stdout[:3000]
+    assert work("interpreter %d" % ids["A"]) == A_CALLS
+    assert work("interpreter %d" % ids["B"]) == 2 * N
+    bad = run_vcattach("summary", tmp_path / "sub.cvf", "--by", "interp", "--merged")
+    assert bad.returncode == 2 and "--by interp excludes" in bad.stderr
+    assert run_vcattach("summary", "--help").stdout.count("--by interp") == 1
+
+
+IN_PROCESS = r'''
+import json, sys, time
+import _xxsubinterpreters as I
+import vcattach
+WORK = "import atexit\nCOUNT = 0\ndef work(x):\n    global COUNT\n    COUNT += 1\n    return x\n"
+a = I.create()
+I.run_string(a, WORK)
+with vcattach.trace(sys.argv[1]):
+    I.run_string(a, "for i in range(300): work(i)")
+    b = I.create()
+    I.run_string(b, WORK)
+    I.run_string(b, """
+import sys, time
+deadline = time.monotonic() + 20
+while (sys.getprofile() is None or atexit._ncallbacks() == 0) and time.monotonic() < deadline:
+    time.sleep(0.01)
+for i in range(70): work(i)
+""")
+    I.destroy(b)
+I.run_string(a, "import sys\nassert sys.getprofile() is None")
+print(json.dumps({"A": int(a), "B": int(b), "main_hook": repr(sys.getprofile())}))
+'''
+
+
+@pytest.mark.parametrize("python", params(SHARED_GIL[:1] + SHARED_GIL[-1:]))
+def test_in_process_trace_file_output(python, tmp_path):
+    """The in-process API writes the .cvf itself (agent/emit.c, not the stream): the same
+    tracks per interpreter, exact counts, the interpreter instants, B's names read before it
+    was destroyed."""
+    from support.paths import python_env
+    out = str(tmp_path / "inproc.cvf")
+    r = subprocess.run([python["path"], "-c", IN_PROCESS, out], capture_output=True,
+                       text=True, timeout=120, env=python_env())
+    assert r.returncode == 0, r.stderr
+    ids = json.loads(r.stdout)
+    assert ids["main_hook"] == "None"
+    events = decode(out)
+    check_nesting(events)
+    counts, names = work_counts(events)
+    assert counts["MainThread [interp %d]" % ids["A"]] == 300, counts
+    assert counts["MainThread [interp %d]" % ids["B"]] == 70, counts
+    marks = {e["args"]["interp"] for e in events if e.get("name") == "vcattach interpreter"}
+    assert {ids["A"], ids["B"]} <= marks
+    assert not [e for e in events if e.get("ph") == "X" and e["name"].startswith("?")]
