@@ -9,6 +9,7 @@
  */
 #include "stream.h"
 #include "control.h"
+#include "cpu_sample.h"
 #include "emit.h"
 #include "record.h"
 #include "protocol.h"
@@ -58,6 +59,12 @@ static int send_frame(vc_session *s, uint32_t type, const void *payload, size_t 
     return 0;
 }
 
+/* The CPU samples' CHUNK frames (cpu_sample.c). */
+static int send_cpu(vc_session *s, const void *payload, size_t len)
+{
+    return send_frame(s, VC_MSG_CHUNK, payload, len);
+}
+
 static int send_chunk(vc_session *s, vc_chunk *c)
 {
     if (c->count == 0)
@@ -88,7 +95,8 @@ int vc_stream_send_chunks(vc_session *s)
  * Chunks go out from a thread of their own, not from the agent thread: that one waits for the
  * GIL at each visit, and on a busy target the wait can last tens of milliseconds, while the
  * window (32 MiB) lasts 0.2 s at 7 M calls/s.  This thread never touches Python; it only
- * exchanges the outbox and sends.  Its signals are blocked (inherited from the agent thread);
+ * exchanges the outbox and sends, and samples the threads' CPU clocks (cpu_sample.c: reads
+ * that need neither the GIL nor the threads).  Its signals are blocked (inherited from the agent thread);
  * a fork child has no such thread and forgets it. */
 #define VC_SEND_SLICE_NS (5 * 1000 * 1000)
 
@@ -99,7 +107,7 @@ static void *sender_main(void *arg)
 {
     vc_session *s = arg;
     while (!__atomic_load_n(&g_sender_quit, __ATOMIC_ACQUIRE)) {
-        if (vc_stream_send_chunks(s) != 0)
+        if (vc_stream_send_chunks(s) != 0 || vc_cpu_sample_tick(s, send_cpu) != 0)
             break; /* the controller is gone: the socket thread stops the session */
         struct timespec nap = {0, VC_SEND_SLICE_NS};
         nanosleep(&nap, NULL);
@@ -119,6 +127,7 @@ int vc_stream_start(vc_session *s)
         atfork_done = 1;
     if (!atfork_done || g_sender_on)
         return -1;
+    (void)vc_cpu_sample_reset(); /* out of memory: no samples, and the trace says so (none) */
     __atomic_store_n(&g_sender_quit, 0, __ATOMIC_RELEASE);
     g_sender_on = pthread_create(&g_sender, NULL, sender_main, s) == 0;
     return g_sender_on ? 0 : -1;
@@ -347,6 +356,8 @@ int vc_stream_finish(vc_session *s, struct vc_result *res, char *err, size_t err
     int rc = vc_stream_send_chunks(s);
     if (rc == 0)
         rc = send_thread_leftovers(s, &markers);
+    if (rc == 0)
+        rc = vc_cpu_sample_finish(s, send_cpu); /* the sender is joined: this thread's now */
     if (rc == 0 && send_last_names(s) != 0) {
         snprintf(err, errlen, "out of memory while naming the trace's functions");
         return -ENOMEM;
