@@ -5,6 +5,7 @@
  * arrays so a million-event trace costs ~24 MB and one qsort per thread.
  */
 #include "model.h"
+#include "cpu.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ void vct_trace_free(vct_trace *t)
     for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].name);
         free(t->threads[i].events);
+        free(t->threads[i].cpu.ts);
+        free(t->threads[i].cpu.cpu);
     }
     free(t->threads);
     for (size_t i = 0; i < t->nprocs; i++)
@@ -398,6 +401,8 @@ int vct_trace_finish(vct_trace *t)
     for (size_t i = 0; i < t->nthreads; i++)
         if (sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
             return -1;
+    if (vct_cpu_finish(t) < 0)
+        return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
     /* the index names positions that the sort just changed: rebuilt if a thread is added */
