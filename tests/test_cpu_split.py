@@ -1,0 +1,171 @@
+"""On-CPU vs off-CPU, measured: the agent samples every traced thread's CPU clock
+(agent/cpu_sample.c), the trace carries the samples as counters "cpu TID" (ph "C"), and
+`vcattach summary` splits every function's inclusive time with them (trace/cpu.c).
+
+The target (targets/cpu_split.py) has a thread per way of spending a call: asleep in
+time.sleep, hashing in C, blocked on a pipe read (_io.BufferedReader.read, on no list), in
+libc poll through ctypes (on no list), and half hashing half asleep; each thread reads its own
+CPU clock (time.thread_time) and CLOCK_MONOTONIC around every call.  Checked:
+  1. per call of 50 ms or more, the on-CPU share the trace's samples give (interpolated here
+     as docs/cvf-format.md says) is within 10 percentage points of the thread's own clock;
+  2. `vcattach summary`'s on-CPU and off-CPU columns are that same interpolation, summed;
+  3. the pipe read and the poll, named on no list, come out off-CPU.
+"""
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from support.paths import PYTHONS, TESTS, VCATTACH
+from support.targets import Target
+from vcattach import cvf
+
+TARGET = os.path.join(TESTS, "targets", "cpu_split.py")
+WORKERS = ("sleep", "hash", "pipe", "poll", "mixed")
+MIN_CALL_S = 0.050
+
+
+def wanted_pythons():
+    """3.11 (pyenv), the static 3.11 (Debian's), 3.12 (sys.monitoring), 3.13 when built."""
+    rows = []
+    for p in PYTHONS:
+        if p["minor"] in (311, 312, 313):
+            if not any(r["minor"] == p["minor"] and r["kind"] == p["kind"] for r in rows):
+                rows.append(p)
+    return [pytest.param(p, id=p["id"]) for p in rows]
+
+
+class CpuSplit(Target):
+    def __init__(self, python):
+        super().__init__(python, [TARGET], stdin=subprocess.PIPE)
+
+    def wait_ready(self, deadline):
+        line = self.readline(max(0.0, deadline - time.monotonic()))
+        assert line.strip() == "ready", "cpu_split target did not start: %r %s" % (
+            line, self.stderr_if_dead())
+
+    def finish(self, timeout=60):
+        """Stops the workers; their calls: [(func, start_us, end_us, cpu_s)]."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        line = self.readline(timeout)
+        assert line, "cpu_split target printed no report"
+        return [(f, s * 1e6, e * 1e6, c) for f, s, e, c in json.loads(line)["calls"]]
+
+
+def samples_by_tid(events):
+    out = {}
+    for e in events:
+        if e.get("ph") == "C" and e["name"].startswith("cpu "):
+            assert e["name"] == "cpu %d" % e["tid"]
+            out.setdefault(e["tid"], []).append((e["ts"], e["args"]["ms"] * 1000.0))
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def on_cpu_us(samples, start, end):
+    """The documented estimate: the clock at start and at end interpolated linearly between
+    the samples around them; outside the samples nothing is counted."""
+    def at(x):
+        for (t0, c0), (t1, c1) in zip(samples, samples[1:]):
+            if t0 <= x <= t1:
+                return c0 if t1 == t0 else c0 + (c1 - c0) * (x - t0) / (t1 - t0)
+        return None
+    a, b = max(start, samples[0][0]), min(end, samples[-1][0])
+    if b <= a:
+        return 0.0
+    return min(max(at(b) - at(a), 0.0), b - a)
+
+
+def summary_rows(path):
+    """{thread name: {function name without location: (on ms, off ms)}} from the working and
+    waiting tables (the first row of a name wins: a function is in one of them)."""
+    out = subprocess.run([VCATTACH, "summary", path, "--top", "100"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows, current = {}, None
+    for line in out.stdout.splitlines():
+        m = re.match(r"^(\S.*) \(pid \d+, tid \d+\): ", line)
+        if m:
+            current = rows.setdefault(m.group(1), {})
+            continue
+        m = re.match(r"^\s+.*?\s(-?[\d.]+)\s+(-?[\d.]+)\s+([\d.]+)%  (?:\S+(?: attach)?\s+)?"
+                     r"(\S+)(?: \(.*\))?$", line)
+        if m and current is not None and not line.lstrip().startswith(("self", "wait ms")):
+            current.setdefault(m.group(4), (float(m.group(1)), float(m.group(2))))
+    return out.stdout, rows
+
+
+@pytest.mark.parametrize("python", wanted_pythons())
+def test_on_cpu_matches_the_threads_own_clocks(python, tmp_path):
+    out = str(tmp_path / "out.cvf")
+    with CpuSplit(python) as t:
+        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "3s", "-o", out],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        calls = t.finish()
+        t.assert_untouched()
+    trace = cvf.load(out)["traceEvents"]
+    tids = {e["args"]["name"]: e["tid"] for e in trace
+            if e.get("ph") == "M" and e["name"] == "thread_name"}
+    samples = samples_by_tid(trace)
+    for w in WORKERS:
+        assert w in tids, "thread %s not in the trace: %s" % (w, sorted(tids))
+        assert len(samples.get(tids[w], ())) >= 2, "thread %s has no CPU samples" % w
+
+    # 1. per call of 50 ms or more: the samples against the thread's own clock
+    checked = {}
+    for w in WORKERS:
+        func, tid = w + "_call", tids[w]
+        traced = [(e["ts"], e["ts"] + e["dur"]) for e in trace
+                  if e.get("ph") == "X" and e["tid"] == tid and e["name"].startswith(func + " ")
+                  and not (e.get("args") or {}).get("vcattach")]
+        mine = [(s, e, c) for f, s, e, c in calls if f == func]
+        for s, e in traced:
+            near = [m for m in mine if abs(m[0] - s) < 3000 and abs(m[1] - e) < 3000]
+            if not near or e - s < MIN_CALL_S * 1e6:
+                continue  # cut by the trace's end, or short
+            ms, me, mc = near[0]
+            truth = mc * 1e6 / (me - ms)
+            measured = on_cpu_us(samples[tid], s, e) / (e - s)
+            assert abs(measured - truth) <= 0.10, (
+                "%s call at %.0f µs, %.1f ms: on-CPU %.1f%% measured, %.1f%% by the thread's "
+                "own clock" % (func, s, (e - s) / 1000, measured * 100, truth * 100))
+            checked[w] = checked.get(w, 0) + 1
+            if os.environ.get("CPU_SPLIT_VERBOSE"):
+                print(w, round(truth, 3), round(measured, 3))
+    assert set(checked) == set(WORKERS), "calls checked per worker: %s" % checked
+
+    # 2. summary's columns are the same interpolation summed over the calls
+    text, rows = summary_rows(out)
+    assert "CPU measured: each thread's CPU clock sampled every" in text
+    for w in WORKERS:
+        func, tid = w + "_call", tids[w]
+        spans = [(e["ts"], e["ts"] + e["dur"]) for e in trace
+                 if e.get("ph") == "X" and e["tid"] == tid and e["name"].startswith(func + " ")]
+        want_on = sum(on_cpu_us(samples[tid], s, e) for s, e in spans) / 1000
+        want_off = sum(e - s for s, e in spans) / 1000 - want_on
+        on, off = rows[w][func]
+        assert abs(on - want_on) <= 0.05 * want_on + 1.0, (w, on, want_on)
+        assert abs(off - want_off) <= 0.05 * want_off + 1.0, (w, off, want_off)
+
+    # 3. waits that no list names are off-CPU all the same; hashing is on-CPU
+    for w, func in (("pipe", "_io.BufferedReader.read"), ("poll", "poll_call"),
+                    ("sleep", "time.sleep")):
+        on, off = rows[w][func]
+        assert off > 0 and on / (on + off) < 0.10, (w, func, on, off)
+
+
+def test_summary_says_when_cpu_was_not_measured(tmp_path):
+    """A trace without samples (VizTracer's, an older vcattach's): the name list, said so."""
+    from support.cvf_writer import write_cvf
+    path = str(tmp_path / "old.cvf")
+    write_cvf(path, [(1, 1, "f", 0, 100000)])
+    out = subprocess.run([VCATTACH, "summary", path], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "CPU not measured (no CPU samples in this trace)" in out.stdout
+    assert "on-CPU ms" not in out.stdout
