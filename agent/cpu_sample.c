@@ -47,6 +47,7 @@ struct cpu_thread {
 static struct cpu_thread *g_cpu;   /* VC_MAX_THREADS, kept for the process */
 static uint64_t g_next_ns, g_last_flush_ns;
 static double g_cost_ns = 1000;    /* one read, measured (first guess: 1 µs) */
+static struct vc_cpu_stats g_stats;
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -69,6 +70,7 @@ int vc_cpu_sample_reset(void)
     else
         memset(g_cpu, 0, (size_t)VC_MAX_THREADS * sizeof *g_cpu);
     g_next_ns = g_last_flush_ns = 0;
+    memset(&g_stats, 0, sizeof g_stats);
     return g_cpu != NULL ? 0 : -1;
 }
 
@@ -167,14 +169,22 @@ int vc_cpu_sample_tick(vc_session *s, vc_cpu_send_fn send)
         if (reads < 0)
             return -1;
         uint64_t c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        if (reads > 0 && c0 != UINT64_MAX && c1 != UINT64_MAX && c1 >= c0)
+        if (reads > 0 && c0 != UINT64_MAX && c1 != UINT64_MAX && c1 >= c0) {
             g_cost_ns = 0.75 * g_cost_ns + 0.25 * ((double)(c1 - c0) / reads);
+            g_stats.spent_ns += c1 - c0;
+        }
+        g_stats.rounds++;
+        g_stats.reads += (uint64_t)reads;
         double period = reads * g_cost_ns / VC_CPU_BUDGET;
         if (period < VC_CPU_PERIOD_MIN_NS)
             period = VC_CPU_PERIOD_MIN_NS;
         if (period > VC_CPU_PERIOD_MAX_NS)
             period = VC_CPU_PERIOD_MAX_NS;
         g_next_ns = now + (uint64_t)period;
+        if (g_stats.period_min_ns == 0 || (uint64_t)period < g_stats.period_min_ns)
+            g_stats.period_min_ns = (uint64_t)period;
+        if ((uint64_t)period > g_stats.period_max_ns)
+            g_stats.period_max_ns = (uint64_t)period;
     }
     if (now - g_last_flush_ns >= VC_CPU_FLUSH_NS) {
         g_last_flush_ns = now;
@@ -190,4 +200,9 @@ int vc_cpu_sample_finish(vc_session *s, vc_cpu_send_fn send)
     if (round_all(s, send) < 0)
         return -1;
     return flush_all(s, 1, send);
+}
+
+void vc_cpu_sample_stats(struct vc_cpu_stats *st)
+{
+    *st = g_stats;
 }

@@ -27,4 +27,12 @@ int vc_cpu_sample_reset(void);
 int vc_cpu_sample_tick(vc_session *s, vc_cpu_send_fn send);
 /* At stop (agent thread, sender joined): a last round, then every sample still held. */
 int vc_cpu_sample_finish(vc_session *s, vc_cpu_send_fn send);
+/* What the sampling cost, for the trace's "vcattach cpu" instant (stream.c). */
+struct vc_cpu_stats {
+    uint64_t rounds, reads;   /* sampling rounds, clock reads */
+    uint64_t spent_ns;        /* this thread's CPU time in the rounds (reads and sends) */
+    uint64_t period_min_ns, period_max_ns; /* the adaptive period's range */
+};
+void vc_cpu_sample_stats(struct vc_cpu_stats *st);
+
 #endif /* VC_AGENT_CPU_SAMPLE_H */
