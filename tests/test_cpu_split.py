@@ -169,3 +169,47 @@ def test_summary_says_when_cpu_was_not_measured(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "CPU not measured (no CPU samples in this trace)" in out.stdout
     assert "on-CPU ms" not in out.stdout
+
+
+def _counter_group(pid, tid, name, key, rows):
+    """A .cvf counter group (docs/cvf-format.md 0x04): rows of (ts_ns, tag, payload bytes)."""
+    import struct
+    out = b"\x04" + struct.pack("<QQ", pid, tid) + name.encode() + b"\0"
+    out += struct.pack("<Q", 1) + key.encode() + b"\0" + struct.pack("<Q", len(rows))
+    for ts, tag, payload in rows:
+        out += struct.pack("<qB", ts, tag) + payload
+    return out
+
+
+def test_hostile_cpu_counters_are_not_trusted(tmp_path):
+    """A file may say anything: a CPU clock going back, NaN, negative, absurd values, a
+    counter named for another thread.  summary takes what is sane (on-CPU between 0 and the
+    call's duration) and never fails or crashes on the rest."""
+    import struct
+    from support.cvf_writer import _zblob, write_cvf
+    base = str(tmp_path / "base.cvf")
+    MS_TICKS = 100000  # 1 ms in 10 ns ticks
+    write_cvf(base, [(1, 7, "f", 0, 100 * MS_TICKS), (1, 7, "g", 10 * MS_TICKS, 50 * MS_TICKS)],
+              thread_names={(1, 7): "w"})
+    data = open(base, "rb").read()
+    other_at = len(data) - 1 - len(_zblob([]))  # counters go before the other-events record
+    assert data[other_at] == 5
+    f = lambda v: (0x24, struct.pack("<d", v))
+    rows = [(0, *f(0.0)), (20_000_000, *f(10.0)), (40_000_000, *f(5.0)),  # goes back
+            (60_000_000, *f(float("nan"))), (70_000_000, *f(-3.0)), (80_000_000, *f(1e300)),
+            (90_000_000, 0x23, struct.pack("<q", 40)), (100_000_000, 0x22, b"")]
+    groups = (_counter_group(1, 7, "cpu 7", "ms", rows)
+              + _counter_group(1, 7, "cpu 8", "ms", [(0, *f(0.0)), (5, *f(99.0))])
+              + _counter_group(1, 7, "cpu 7", "other", [(0, *f(0.0)), (5, *f(99.0))]))
+    path = str(tmp_path / "hostile.cvf")
+    with open(path, "wb") as out:
+        out.write(data[:other_at] + groups + data[other_at:])
+    r = subprocess.run([VCATTACH, "summary", path], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "CPU measured" in r.stdout
+    _, rows_by_thread = summary_rows(path)
+    for func, dur_ms in (("f", 100.0), ("g", 50.0)):
+        on, off = rows_by_thread["w"][func]
+        assert 0 <= on <= dur_ms and 0 <= off <= dur_ms and abs(on + off - dur_ms) < 0.01
+    # the sane samples: 0 ms at 0, 10 at 20 ms, 40 at 90 ms, 40 at 100 ms: f ran 40 ms
+    assert abs(rows_by_thread["w"]["f"][0] - 40.0) < 0.01
