@@ -29,13 +29,23 @@ MIN_CALL_S = 0.050
 
 
 def wanted_pythons():
-    """3.11 (pyenv), the static 3.11 (Debian's), 3.12 (sys.monitoring), 3.13 when built."""
+    """(python, how): `trace` under 3.11 (pyenv), the static 3.11 (Debian's), 3.12
+    (sys.monitoring), 3.13 when built; `start` (the agent spools itself) under 3.12."""
     rows = []
     for p in PYTHONS:
         if p["minor"] in (311, 312, 313):
             if not any(r["minor"] == p["minor"] and r["kind"] == p["kind"] for r in rows):
                 rows.append(p)
-    return [pytest.param(p, id=p["id"]) for p in rows]
+    params = [pytest.param(p, "trace", id=p["id"]) for p in rows]
+    params += [pytest.param(p, "start", id=p["id"] + "-start") for p in rows
+               if p["minor"] == 312][:1]
+    return params
+
+
+def human_ms(text):
+    """`vcattach requests`' durations ("139.4 µs", "167.809 ms", "1.2 s") in ms."""
+    v, unit = text.split()
+    return float(v) * {"µs": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
 class CpuSplit(Target):
@@ -100,12 +110,20 @@ def summary_rows(path):
     return out.stdout, rows
 
 
-@pytest.mark.parametrize("python", wanted_pythons())
-def test_on_cpu_matches_the_threads_own_clocks(python, tmp_path):
+@pytest.mark.parametrize("python,how", wanted_pythons())
+def test_on_cpu_matches_the_threads_own_clocks(python, how, tmp_path):
     out = str(tmp_path / "out.cvf")
     with CpuSplit(python) as t:
-        r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "3s", "-o", out],
-                           capture_output=True, text=True, timeout=120)
+        if how == "trace":
+            r = subprocess.run([VCATTACH, "--pid", str(t.pid), "-t", "3s", "-o", out],
+                               capture_output=True, text=True, timeout=120)
+        else:  # no controller: the agent's own spool must carry the samples too
+            r = subprocess.run([VCATTACH, "start", "--pid", str(t.pid), "-o", out],
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            time.sleep(3)
+            r = subprocess.run([VCATTACH, "stop", "--pid", str(t.pid)], capture_output=True,
+                               text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         calls = t.finish()
         t.assert_untouched()
@@ -153,11 +171,21 @@ def test_on_cpu_matches_the_threads_own_clocks(python, tmp_path):
         assert abs(on - want_on) <= 0.05 * want_on + 1.0, (w, on, want_on)
         assert abs(off - want_off) <= 0.05 * want_off + 1.0, (w, off, want_off)
 
-    # 3. waits that no list names are off-CPU all the same; hashing is on-CPU
+    # 3. waits that no list names are off-CPU all the same
     for w, func in (("pipe", "_io.BufferedReader.read"), ("poll", "poll_call"),
                     ("sleep", "time.sleep")):
         on, off = rows[w][func]
         assert off > 0 and on / (on + off) < 0.10, (w, func, on, off)
+
+    # 4. `vcattach requests` measures a request's on-CPU time the same way
+    r = subprocess.run([VCATTACH, "requests", out, "--entry", "pipe_call", "-n", "3"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    measured = re.findall(r"measured: (\S+ \S+) on-CPU, (\S+ \S+) off-CPU of (\S+ \S+) in calls",
+                          r.stdout)
+    assert measured, r.stdout
+    for on, off, busy in measured:
+        assert human_ms(off) > 0.9 * human_ms(busy), (on, off, busy)
 
 
 def test_summary_says_when_cpu_was_not_measured(tmp_path):
