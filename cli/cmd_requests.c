@@ -362,9 +362,10 @@ static void print_self_and_waits(const vct_trace *t, const vct_req_profile *p)
         printf("; suspended (awaiting) %s between its slices", human(p->suspended, b, sizeof b));
     putchar('\n');
     if (p->measured) /* the thread's CPU clock over the request's slices (trace/cpu.h) */
-        printf("      measured: %s on-CPU, %s off-CPU of %s in calls\n",
-               human(p->on_cpu, b, sizeof b), human(p->busy - p->on_cpu, b2, sizeof b2),
-               human(p->busy, b3, sizeof b3));
+        printf("      measured: %s on-CPU, %s off-CPU of %s in calls%s\n",
+               human(p->on_cpu, b, sizeof b), human(p->cpu_seen - p->on_cpu, b2, sizeof b2),
+               human(p->busy, b3, sizeof b3),
+               p->cpu_seen < p->busy ? " (part of it not sampled)" : "");
 }
 
 static const char *cut_text(unsigned cut)

@@ -211,7 +211,7 @@ static void print_durations(const vct_func_stats *s)
 }
 
 /* Measured (a trace with CPU samples): the on-CPU and off-CPU parts of the function's whole
- * inclusive time, and the on-CPU share of it. */
+ * inclusive time that the samples cover, and the on-CPU share of it. */
 static void print_cpu_cols(const vct_summary *a, const vct_func_stats *s)
 {
     if (!a->trace->has_cpu)
@@ -279,9 +279,13 @@ static void print_section(vct_summary *a, const char *title, size_t top, enum vc
     if (a->split)
         printf(" (%s working, %s waiting)", human_span(working, b2, sizeof b2),
                human_span(a->waiting, b3, sizeof b3));
-    if (a->trace->has_cpu)
-        printf(" [measured: %s on-CPU, %s off-CPU]", human_span(a->busy_cpu, b2, sizeof b2),
-               human_span(a->busy - a->busy_cpu, b3, sizeof b3));
+    if (a->trace->has_cpu) {
+        printf(" [measured: %s on-CPU, %s off-CPU", human_span(a->busy_cpu, b2, sizeof b2),
+               human_span(a->busy_seen - a->busy_cpu, b3, sizeof b3));
+        if (a->busy_seen < a->busy) /* a thread never sampled, samples past the bound */
+            printf(", %s not sampled", human_span(a->busy - a->busy_seen, b3, sizeof b3));
+        putchar(']');
+    }
     putchar('\n');
     vct_summary_sort(a, sort);
     /* "µ" is two bytes but one column: its headers get one byte more of width */

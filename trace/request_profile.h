@@ -39,7 +39,9 @@ typedef struct vct_req_profile {
     int64_t busy;        /* the slices' total duration */
     int64_t suspended;   /* (end - ts) - busy */
     int measured;        /* the trace has CPU samples (cpu.h): on_cpu is meaningful */
-    int64_t on_cpu;      /* the on-CPU part of busy, measured; busy - on_cpu was off-CPU */
+    int64_t on_cpu;      /* the on-CPU part of busy, measured ... */
+    int64_t cpu_seen;    /* ... of this part of busy that the samples cover: the rest of it
+                            (cpu_seen - on_cpu) was off-CPU */
 } vct_req_profile;
 
 /* Reusable state: per-function arrays of the trace, the merged tree. */

@@ -82,12 +82,13 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     if (depth && a->slots[depth - 1].first_child < 0)
         a->slots[depth - 1].first_child = start;
     int64_t dur = vct_sat_diff(end, start); /* timestamps may span all of int64 */
-    int64_t on_cpu = -1; /* measured, computed once for the figures that need it */
+    int64_t on_cpu = -1, seen = 0; /* measured, computed once for the figures that need it */
     if (!depth) {
         a->busy = vct_sat_add(a->busy, dur);
         if (a->walking->cpu.n >= 2) {
-            on_cpu = vct_cpu_span(a->walking, start, end, NULL);
+            on_cpu = vct_cpu_span(a->walking, start, end, &seen);
             a->busy_cpu = vct_sat_add(a->busy_cpu, on_cpu);
+            a->busy_seen = vct_sat_add(a->busy_seen, seen);
         }
     }
     int resume = (ev->flags & VCT_EV_RESUME) != 0;
@@ -105,11 +106,12 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     if (!resume)
         s->calls++;
     if (!a->active[ev->func]) { /* its outermost call on the stack: recursion counted once */
-        s->incl = vct_sat_add(s->incl, dur);
         if (on_cpu < 0 && a->walking->cpu.n >= 2)
-            on_cpu = vct_cpu_span(a->walking, start, end, NULL);
-        if (on_cpu > 0)
+            on_cpu = vct_cpu_span(a->walking, start, end, &seen);
+        if (on_cpu >= 0) {
             s->on_cpu = vct_sat_add(s->on_cpu, on_cpu);
+            s->incl = vct_sat_add(s->incl, seen);
+        }
     }
     a->active[ev->func]++;
     s->sum_dur = vct_sat_add(s->sum_dur, dur);
@@ -200,6 +202,7 @@ void vct_summary_reset(vct_summary *s)
     s->busy = 0;
     s->waiting = 0;
     s->busy_cpu = 0;
+    s->busy_seen = 0;
 }
 
 static int cmp_busiest(const void *x, const void *y, void *ctx)

@@ -22,9 +22,12 @@
  * A section's `busy` time is the sum of its root calls' durations, `waiting` the part of it
  * that is waiting: percentages of work are of busy - waiting.
  * Measured (a trace with CPU clock samples, cpu.h): every function also gets `on_cpu`, the
- * on-CPU part of its outermost calls' whole inclusive time (`incl`, waits inside included;
- * recursion counted once), interpolated between the thread's samples; off-CPU = incl - on_cpu.
- * A section's busy_cpu is the on-CPU part of busy.  The name list still labels waits.
+ * on-CPU part of its outermost calls' whole inclusive time (waits inside included; recursion
+ * counted once), interpolated between the thread's samples, and `incl`, the part of that time
+ * the samples cover (between the thread's first and last sample): off-CPU = incl - on_cpu, so
+ * time no sample covers (a thread never sampled, samples beyond the spool's bound) is neither.
+ * A section's busy_cpu is the on-CPU part of busy, busy_seen the covered part.  The name list
+ * still labels waits.
  * Computation only; printing is the caller's.
  */
 #ifndef VCT_SUMMARY_H
@@ -45,7 +48,8 @@ typedef struct vct_func_stats {
     int64_t wait;      /* ticks waiting in this function's outermost blocking calls */
     int64_t at_attach; /* ticks it was already in progress at attach, before its first child */
     vct_hist durs;     /* every duration summed in sum_dur: p50, p99 */
-    int64_t incl;      /* measured: whole inclusive time of its outermost calls (waits in) */
+    int64_t incl;      /* measured: inclusive time of its outermost calls (waits in) that
+                          the thread's CPU samples cover */
     int64_t on_cpu;    /* measured: the on-CPU part of incl */
 } vct_func_stats;
 
@@ -72,6 +76,7 @@ typedef struct vct_summary {
     int64_t busy;          /* time in calls: the sum of root call durations */
     int64_t waiting;       /* the part of busy spent waiting */
     int64_t busy_cpu;      /* measured: the on-CPU part of busy */
+    int64_t busy_seen;     /* measured: the part of busy the CPU samples cover */
     const vct_thread *walking; /* the thread being walked (its CPU samples) */
     enum vct_sort_key sort;
 } vct_summary;
