@@ -44,7 +44,8 @@ static void usage(FILE *out)
             "  -p, --pid PID    only the threads of process PID (--merged: that process merged)\n"
             "  -n, --top N      functions shown per table (default 20)\n"
             "  --thread X       only the thread named X (or with tid X)\n"
-            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
+            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls,\n"
+            "                   cpu (measured on-CPU time, when the trace has CPU samples)\n"
             "  --merged         one table for all threads together\n"
             "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n"
             "  --all            no waiting table: every call ranked together, waits included\n"
@@ -109,8 +110,10 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
             a->sort = VCT_SORT_TOTAL;
         else if (!strcmp(value, "calls"))
             a->sort = VCT_SORT_CALLS;
+        else if (!strcmp(value, "cpu"))
+            a->sort = VCT_SORT_CPU;
         else {
-            snprintf(err, errlen, "--sort takes self, total or calls, not '%s'", value);
+            snprintf(err, errlen, "--sort takes self, total, calls or cpu, not '%s'", value);
             return -1;
         }
         return 0;

@@ -244,3 +244,10 @@ def test_hostile_cpu_counters_are_not_trusted(tmp_path):
         assert 0 <= on <= dur_ms and 0 <= off <= dur_ms and abs(on + off - dur_ms) < 0.01
     # the sane samples: 0 ms at 0, 10 at 20 ms, 40 at 90 ms, 40 at 100 ms: f ran 40 ms
     assert abs(rows_by_thread["w"]["f"][0] - 40.0) < 0.01
+    # --sort cpu ranks by measured on-CPU time (the 10th column), most first
+    r = subprocess.run([VCATTACH, "summary", path, "--sort", "cpu", "--all"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    on = [float(line.split()[9]) for line in r.stdout.splitlines()
+          if re.match(r"^\s+[\d.]+\s+[\d.]+%", line)]
+    assert len(on) == 2 and on == sorted(on, reverse=True) and on[0] > on[1], r.stdout

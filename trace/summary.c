@@ -172,6 +172,7 @@ static int cmp_funcs(const void *x, const void *y, void *ctx)
     case VCT_SORT_TOTAL: kp = p->total, kq = q->total; break;
     case VCT_SORT_CALLS: kp = (int64_t)p->calls, kq = (int64_t)q->calls; break;
     case VCT_SORT_WAIT: kp = p->wait + p->at_attach, kq = q->wait + q->at_attach; break;
+    case VCT_SORT_CPU: kp = p->on_cpu, kq = q->on_cpu; break;
     default: kp = p->self, kq = q->self; break;
     }
     if (kp != kq)

@@ -40,7 +40,7 @@
 #include "model.h"
 #include "waits.h"
 
-enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS, VCT_SORT_WAIT };
+enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS, VCT_SORT_WAIT, VCT_SORT_CPU };
 
 typedef struct vct_func_stats {
     uint64_t calls;
@@ -90,7 +90,7 @@ void vct_summary_free(vct_summary *s);
 int vct_summary_add_thread(vct_summary *s, const vct_thread *th);
 
 /* Orders `touched` by key, descending (ties: by function name).  VCT_SORT_WAIT orders by
- * wait + at_attach. */
+ * wait + at_attach, VCT_SORT_CPU by on_cpu (measured). */
 void vct_summary_sort(vct_summary *s, enum vct_sort_key key);
 
 /* The wait kind of function `func` (VCT_WAIT_NONE when not split). */
