@@ -21,6 +21,9 @@
  * every VC_CPU_FLUSH_NS as CHUNK frames of VC_ID_CPU records (the receiver bounds-checks them
  * like any record: common/spool.c).
  *
+ * Memory: one state per thread slot (VC_MAX_THREADS x ~410 bytes, ~420 KiB), allocated by the
+ * first session that streams and kept for the process, like the thread table.
+ *
  * Nothing here runs on a traced thread or in a hook: the hot path is untouched.
  */
 #include "cpu_sample.h"
