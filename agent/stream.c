@@ -9,6 +9,7 @@
  */
 #include "stream.h"
 #include "control.h"
+#include "cpu_sample.h"
 #include "emit.h"
 #include "record.h"
 #include "threads.h"
@@ -59,6 +60,12 @@ static int send_frame(vc_session *s, uint32_t type, const void *payload, size_t 
     return 0;
 }
 
+/* The CPU samples' CHUNK frames (cpu_sample.c). */
+static int send_cpu(vc_session *s, const void *payload, size_t len)
+{
+    return send_frame(s, VC_MSG_CHUNK, payload, len);
+}
+
 static int send_chunk(vc_session *s, vc_chunk *c)
 {
     if (c->count == 0)
@@ -89,7 +96,8 @@ int vc_stream_send_chunks(vc_session *s)
  * Chunks go out from a thread of their own, not from the agent thread: that one waits for the
  * GIL at each visit, and on a busy target the wait can last tens of milliseconds, while the
  * window (32 MiB) lasts 0.2 s at 7 M calls/s.  This thread never touches Python; it only
- * exchanges the outbox and sends.  Its signals are blocked (inherited from the agent thread);
+ * exchanges the outbox and sends, and samples the threads' CPU clocks (cpu_sample.c: reads
+ * that need neither the GIL nor the threads).  Its signals are blocked (inherited from the agent thread);
  * a fork child has no such thread and forgets it. */
 #define VC_SEND_SLICE_NS (5 * 1000 * 1000)
 
@@ -100,7 +108,7 @@ static void *sender_main(void *arg)
 {
     vc_session *s = arg;
     while (!__atomic_load_n(&g_sender_quit, __ATOMIC_ACQUIRE)) {
-        if (vc_stream_send_chunks(s) != 0)
+        if (vc_stream_send_chunks(s) != 0 || vc_cpu_sample_tick(s, send_cpu) != 0)
             break; /* the controller is gone: the socket thread stops the session */
         struct timespec nap = {0, VC_SEND_SLICE_NS};
         nanosleep(&nap, NULL);
@@ -120,6 +128,7 @@ int vc_stream_start(vc_session *s)
         atfork_done = 1;
     if (!atfork_done || g_sender_on)
         return -1;
+    (void)vc_cpu_sample_reset(); /* out of memory: no samples, and the trace says so (none) */
     __atomic_store_n(&g_sender_quit, 0, __ATOMIC_RELEASE);
     g_sender_on = pthread_create(&g_sender, NULL, sender_main, s) == 0;
     return g_sender_on ? 0 : -1;
@@ -319,13 +328,43 @@ static int send_last_names(vc_session *s)
     return 0;
 }
 
+/* The session's instants (emit.c) and, when the threads' CPU clocks were sampled, a
+ * "vcattach cpu" instant saying what the sampling cost (docs/cvf-format.md).  NULL: no memory. */
+static char *session_events(vc_session *s, uint64_t pid, const vc_clock_map *map, size_t *len,
+                            uint64_t *dropped)
+{
+    char *events = vc_emit_session_events(s, pid, map, len, dropped);
+    struct vc_cpu_stats st;
+    vc_cpu_sample_stats(&st);
+    if (events == NULL || st.rounds == 0 || *len < 2 || events[*len - 1] != ']')
+        return events;
+    size_t cap = *len + 400;
+    char *more = realloc(events, cap);
+    if (more == NULL)
+        return events;
+    int n = snprintf(more + *len - 1, cap - (*len - 1),
+                     ",{\"ph\":\"i\",\"name\":\"vcattach cpu\",\"cat\":\"INSTANT\",\"pid\":%llu,"
+                     "\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":{\"rounds\":%llu,\"reads\":%llu,"
+                     "\"spent_ms\":%.3f,\"period_ms_min\":%.1f,\"period_ms_max\":%.1f}}]",
+                     (unsigned long long)pid, (unsigned long long)pid,
+                     (double)vc_clock_to_ns(map, s->stop_raw) / 1000.0,
+                     (unsigned long long)st.rounds, (unsigned long long)st.reads,
+                     (double)st.spent_ns / 1e6, (double)st.period_min_ns / 1e6,
+                     (double)st.period_max_ns / 1e6);
+    if (n > 0 && (size_t)n < cap - (*len - 1))
+        *len += (size_t)n - 1;
+    else
+        more[*len - 1] = ']'; /* did not fit: the list as it was */
+    return more;
+}
+
 static int send_meta(vc_session *s, uint64_t pid, const vc_clock_map *map, struct vc_result *res)
 {
     char *pname = vc_emit_process_name();
     size_t plen = pname ? strlen(pname) : 0;
     unsigned char *meta = malloc(8 + plen);
     size_t elen = 0;
-    char *events = vc_emit_session_events(s, pid, map, &elen, &res->dropped);
+    char *events = session_events(s, pid, map, &elen, &res->dropped);
     int rc = -1;
     if (meta != NULL && events != NULL) {
         memcpy(meta, &pid, 8);
@@ -348,6 +387,8 @@ int vc_stream_finish(vc_session *s, struct vc_result *res, char *err, size_t err
     int rc = vc_stream_send_chunks(s);
     if (rc == 0)
         rc = send_thread_leftovers(s, &markers);
+    if (rc == 0)
+        rc = vc_cpu_sample_finish(s, send_cpu); /* the sender is joined: this thread's now */
     if (rc == 0 && send_last_names(s) != 0) {
         snprintf(err, errlen, "out of memory while naming the trace's functions");
         return -ENOMEM;

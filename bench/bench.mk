@@ -79,3 +79,13 @@ $(BUILD)/bench/ingest: bench/stream/ingest.c $(BUILD)/libvccommon.a
 bench-stream: all $(BUILD)/bench/ingest
 	bench/stream/run $(BENCH_STREAM_ARGS)
 BENCH_TARGETS += bench-stream
+
+# --- CPU clock sampling (bench/cpu; issue 20) ---
+# Prints one read of another thread's CPU clock (clockid from the tid, checked against
+# pthread_getcpuclockid; /proc schedstat), the period that keeps 200 threads under 0.5%/1% of
+# a core, and on a traced 200-thread target: the agent threads' CPU and the sampling's own
+# (the trace's "vcattach cpu" instant).  Not asserted.  BENCH_CPU_ARGS: --threads N, --duration D.
+.PHONY: bench-cpu
+bench-cpu: all
+	bench/cpu/run $(BENCH_CPU_ARGS)
+BENCH_TARGETS += bench-cpu

@@ -53,7 +53,9 @@ static void usage(FILE *out)
             "Per request: its start (seconds into the trace), duration, pid/tid; the heaviest\n"
             "path (from the entry, the callee with the largest inclusive time, down to a leaf\n"
             "or a blocking call); the top functions by self time; its waiting by kind\n"
-            "(trace/waits.def, as in `vcattach summary`).  Latency: exact p50/p90/p99/max\n"
+            "(trace/waits.def, as in `vcattach summary`) and, when the trace holds the\n"
+            "threads' CPU clock samples, its measured on-CPU and off-CPU time (the thread's\n"
+            "clock advance over its calls, interpolated between samples).  Latency: exact p50/p90/p99/max\n"
             "(nearest rank) and a histogram of the complete requests.  Requests that were\n"
             "already running when the trace began, or still running when it stopped, are\n"
             "listed apart: their durations are not latencies.\n"
@@ -332,7 +334,7 @@ static void print_path(const vct_trace *t, const vct_req_profile *p)
 
 static void print_self_and_waits(const vct_trace *t, const vct_req_profile *p)
 {
-    char b[32], b2[32];
+    char b[32], b2[32], b3[32];
     printf("      self time: ");
     for (size_t i = 0; i < p->ntop; i++) {
         printf("%s", i ? ", " : "");
@@ -359,6 +361,11 @@ static void print_self_and_waits(const vct_trace *t, const vct_req_profile *p)
     if (p->suspended > 0)
         printf("; suspended (awaiting) %s between its slices", human(p->suspended, b, sizeof b));
     putchar('\n');
+    if (p->measured) /* the thread's CPU clock over the request's slices (trace/cpu.h) */
+        printf("      measured: %s on-CPU, %s off-CPU of %s in calls%s\n",
+               human(p->on_cpu, b, sizeof b), human(p->cpu_seen - p->on_cpu, b2, sizeof b2),
+               human(p->busy, b3, sizeof b3),
+               p->cpu_seen < p->busy ? " (part of it not sampled)" : "");
 }
 
 static const char *cut_text(unsigned cut)

@@ -46,7 +46,8 @@ static void usage(FILE *out)
             "  -p, --pid PID    only the threads of process PID (--merged: that process merged)\n"
             "  -n, --top N      functions shown per table (default 20)\n"
             "  --thread X       only the thread named X (or with tid X)\n"
-            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls\n"
+            "  --sort KEY       self (default), total (inclusive, recursion counted once), calls,\n"
+            "                   cpu (measured on-CPU time, when the trace has CPU samples)\n"
             "  --merged         one table for all threads together\n"
             "  --max-threads N  tables for the N threads with the most calls (default 12; 0: all)\n"
             "  --all            no waiting table: every call ranked together, waits included\n"
@@ -59,6 +60,14 @@ static void usage(FILE *out)
             "within " VCT_HIST_ERROR_TEXT " of the exact value; memory independent of the\n"
             "number of calls), max.\n"
             "A coroutine's resume slices count as durations of their own.\n"
+            "CPU, measured: a trace taken by this vcattach holds each thread's CPU clock,\n"
+            "sampled every 10-100 ms (the header says the period); then every table also\n"
+            "has on-CPU ms, off-CPU ms and on%%: the function's whole inclusive time\n"
+            "(waits inside included, recursion counted once) split by its thread's CPU\n"
+            "clock advance over each call, interpolated linearly between the samples around\n"
+            "the call's start and end (a call shorter than a period is an estimate).\n"
+            "Off-CPU is waiting whatever the call's name; the names above only label it.\n"
+            "Without samples (older traces, VizTracer's) the split is by names only.\n"
             "exit codes: 0 printed; 1 the trace cannot be read; 2 usage error\n");
 }
 
@@ -107,8 +116,10 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
             a->sort = VCT_SORT_TOTAL;
         else if (!strcmp(value, "calls"))
             a->sort = VCT_SORT_CALLS;
+        else if (!strcmp(value, "cpu"))
+            a->sort = VCT_SORT_CPU;
         else {
-            snprintf(err, errlen, "--sort takes self, total or calls, not '%s'", value);
+            snprintf(err, errlen, "--sort takes self, total, calls or cpu, not '%s'", value);
             return -1;
         }
         return 0;
@@ -217,14 +228,33 @@ static void print_durations(const vct_func_stats *s)
            (double)s->max_dur / VCT_TICKS_PER_US);
 }
 
+/* Measured (a trace with CPU samples): the on-CPU and off-CPU parts of the function's whole
+ * inclusive time that the samples cover, and the on-CPU share of it. */
+static void print_cpu_cols(const vct_summary *a, const vct_func_stats *s)
+{
+    if (!a->trace->has_cpu)
+        return;
+    int64_t off = s->incl > s->on_cpu ? s->incl - s->on_cpu : 0;
+    printf(" %11.3f %11.3f %5.1f%%", (double)s->on_cpu / (VCT_TICKS_PER_US * 1000.0),
+           (double)off / (VCT_TICKS_PER_US * 1000.0), pct(s->on_cpu, s->incl));
+}
+
+static void print_cpu_heads(const vct_summary *a)
+{
+    if (a->trace->has_cpu)
+        printf(" %11s %11s %6s", "on-CPU ms", "off-CPU ms", "on%");
+}
+
 /* The waiting table: functions by time waited, most first. */
 static void print_waiting(vct_summary *a, size_t top)
 {
     char b1[32], b2[32];
     printf("  waiting: %s, %.1f%% of the time in calls (not counted as work above)\n",
            human_span(a->waiting, b1, sizeof b1), pct(a->waiting, a->busy));
-    printf("  %11s %6s %11s %12s %12s %12s %12s  %-9s  %s\n", "wait ms", "wait%", "calls",
-           "mean µs", "p50 µs", "p99 µs", "max µs", "kind", "function");
+    printf("  %11s %6s %11s %12s %12s %12s %12s", "wait ms", "wait%", "calls", "mean µs",
+           "p50 µs", "p99 µs", "max µs");
+    print_cpu_heads(a);
+    printf("  %-9s  %s\n", "kind", "function");
     vct_summary_sort(a, VCT_SORT_WAIT);
     size_t shown = 0, rows = 0;
     for (size_t i = 0; i < a->ntouched; i++) {
@@ -240,12 +270,14 @@ static void print_waiting(vct_summary *a, size_t top)
             printf("  %11.3f %5.1f%% %11s ", (double)s->wait / (VCT_TICKS_PER_US * 1000.0),
                    pct(s->wait, a->busy), grouped(s->calls, b2, sizeof b2));
             print_durations(s);
+            print_cpu_cols(a, s);
             printf("  %-9s  ", vct_wait_kind_name(vct_summary_kind(a, f)));
         } else {
-            printf("  %11.3f %5.1f%% %11s %11s %11s %11s %11s  %-9s  ",
+            printf("  %11.3f %5.1f%% %11s %11s %11s %11s %11s",
                    (double)s->at_attach / (VCT_TICKS_PER_US * 1000.0),
-                   pct(s->at_attach, a->busy), "-", "-", "-", "-", "-",
-                   vct_wait_kind_name(VCT_WAIT_AT_ATTACH));
+                   pct(s->at_attach, a->busy), "-", "-", "-", "-", "-");
+            print_cpu_cols(a, s);
+            printf("  %-9s  ", vct_wait_kind_name(VCT_WAIT_AT_ATTACH));
         }
         print_row_name(a, f);
     }
@@ -265,12 +297,20 @@ static void print_section(vct_summary *a, const char *title, size_t top, enum vc
     if (a->split)
         printf(" (%s working, %s waiting)", human_span(working, b2, sizeof b2),
                human_span(a->waiting, b3, sizeof b3));
+    if (a->trace->has_cpu) {
+        printf(" [measured: %s on-CPU, %s off-CPU", human_span(a->busy_cpu, b2, sizeof b2),
+               human_span(a->busy_seen - a->busy_cpu, b3, sizeof b3));
+        if (a->busy_seen < a->busy) /* a thread never sampled, samples past the bound */
+            printf(", %s not sampled", human_span(a->busy - a->busy_seen, b3, sizeof b3));
+        putchar(']');
+    }
     putchar('\n');
     vct_summary_sort(a, sort);
     /* "µ" is two bytes but one column: its headers get one byte more of width */
-    printf("  %11s %6s %11s %6s %11s %12s %12s %12s %12s  %s\n", "self ms", "self%", "total ms",
-           "total%", "calls", "mean µs", "p50 µs", "p99 µs", "max µs",
-           a->split ? "function (working)" : "function");
+    printf("  %11s %6s %11s %6s %11s %12s %12s %12s %12s", "self ms", "self%", "total ms",
+           "total%", "calls", "mean µs", "p50 µs", "p99 µs", "max µs");
+    print_cpu_heads(a);
+    printf("  %s\n", a->split ? "function (working)" : "function");
     size_t shown = 0, rows = 0;
     for (size_t i = 0; i < a->ntouched; i++) {
         uint32_t f = a->touched[i];
@@ -286,6 +326,7 @@ static void print_section(vct_summary *a, const char *title, size_t top, enum vc
                (double)s->total / (VCT_TICKS_PER_US * 1000.0), pct(s->total, working),
                grouped(s->calls, b1, sizeof b1));
         print_durations(s);
+        print_cpu_cols(a, s);
         printf("  ");
         print_row_name(a, f);
     }
@@ -335,6 +376,15 @@ static void print_header(const char *path, const vct_trace *t)
         printf(", no drop count recorded\n");
     if (t->filters)
         printf("FILTERED trace (not every call was kept): %s\n", t->filters);
+    if (t->has_cpu)
+        printf("CPU measured: each thread's CPU clock sampled every %.0f ms (median); a call's "
+               "on-CPU time is its thread's clock advance over it, interpolated between the "
+               "samples around its start and end (a call shorter than that is an estimate); "
+               "off-CPU = duration - on-CPU\n",
+               (double)t->cpu_period / (VCT_TICKS_PER_US * 1000.0));
+    else
+        printf("CPU not measured (no CPU samples in this trace): working vs waiting is from "
+               "the names of blocking calls (trace/waits.def)\n");
     if (t->nprocesses > 1)
         print_processes(t);
 }

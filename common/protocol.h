@@ -82,6 +82,9 @@ struct vc_wire_record {
 /* A record whose id is VC_WIRE_DROPPED is no call: the thread lost `flags` calls, between
  * `start` and `start + dur`, because the window was full (vcattach did not keep up). */
 #define VC_WIRE_DROPPED (UINT32_MAX - 2)
+/* A record whose id is VC_WIRE_CPU is no call: a sample of its thread's CPU clock
+ * (agent/cpu_sample.c): at raw time `start` the thread had run `dur` ns in all; flags 0. */
+#define VC_WIRE_CPU (UINT32_MAX - 3)
 
 /* The CLOCK frame: ns = ns0 + (raw - raw0) * ns_per_raw (common/tick_map.h). */
 struct vc_wire_clock {

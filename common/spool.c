@@ -403,6 +403,48 @@ static int add_drop(struct spool *sp, uint32_t owner, uint64_t start, uint64_t d
     return write_rec(sp, SPOOL_REC_DROP, &rec, sizeof rec, NULL, 0, err, errlen);
 }
 
+/* Keeps one CPU clock sample (memory only: the file gets the chunk's samples at once). */
+static int add_cpu(struct spool *sp, uint32_t owner, uint64_t raw, uint64_t cpu_ns)
+{
+    if (sp->ncpu >= SPOOL_MAX_CPU) { /* an agent may send any number */
+        sp->cpu_lost++;
+        return 0;
+    }
+    if (sp->ncpu == sp->cpu_cap) {
+        size_t cap = sp->cpu_cap ? sp->cpu_cap * 2 : 1024;
+        struct spool_cpu *c = realloc(sp->cpu, cap * sizeof *c);
+        if (c == NULL)
+            return -1;
+        sp->cpu = c;
+        sp->cpu_cap = cap;
+    }
+    sp->cpu[sp->ncpu++] = (struct spool_cpu){owner, raw, cpu_ns};
+    return 0;
+}
+
+/* The CPU samples of a CHUNK (count of them, among its records) as one SPOOL_REC_CPU. */
+static int write_cpu(struct spool *sp, uint32_t owner, const unsigned char *recs, uint32_t count,
+                     uint32_t ncpu, char *err, size_t errlen)
+{
+    uint64_t *pairs = malloc((size_t)ncpu * 16);
+    if (pairs == NULL)
+        return bad(err, errlen, "out of memory for CPU samples");
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < count && k < ncpu; i++) {
+        struct vc_wire_record r;
+        memcpy(&r, recs + (size_t)i * sizeof r, sizeof r);
+        if (r.id == VC_WIRE_CPU) {
+            pairs[2 * k] = r.start;
+            pairs[2 * k + 1] = r.dur;
+            k++;
+        }
+    }
+    uint32_t head[2] = {owner, k};
+    int rc = write_rec(sp, SPOOL_REC_CPU, head, 8, pairs, (size_t)k * 16, err, errlen);
+    free(pairs);
+    return rc;
+}
+
 static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *err,
                     size_t errlen)
 {
@@ -416,9 +458,16 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
     struct spool_thread *t = thread_slot(sp, owner);
     if (t == NULL)
         return bad(err, errlen, "CHUNK of an impossible thread");
+    uint32_t ncpu = 0, calls = 0;
     for (uint32_t k = 0; k < count; k++) {
         struct vc_wire_record r;
         memcpy(&r, p + 8 + (size_t)k * sizeof r, sizeof r);
+        if (r.id == VC_WIRE_CPU) {
+            if (add_cpu(sp, owner, r.start, r.dur) != 0)
+                return bad(err, errlen, "out of memory for CPU samples");
+            ncpu++;
+            continue;
+        }
         if (r.id == VC_WIRE_DROPPED) {
             int rc = add_drop(sp, owner, r.start, r.dur, r.flags, err, errlen);
             if (rc != 0)
@@ -440,8 +489,15 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
             lane_append(sp, &sp->lanes[lane], r.start, r.dur) != 0)
             return bad(err, errlen, "out of memory (or too many keys) for the spool");
         sp->records++;
+        calls++;
     }
-    t->has_records = 1;
+    if (ncpu > 0) {
+        int rc = write_cpu(sp, owner, p + 8, count, ncpu, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    if (ncpu == 0 || ncpu < count) /* CPU samples alone make no thread track */
+        t->has_records = 1;
     if (sp->mem_used > sp->mem_max / 2 || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
         return spool_flush(sp, err, errlen);
     return 0;
@@ -643,6 +699,20 @@ static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, s
         memcpy(&d.calls, p + 24, 8);
         return add_drop(sp, d.owner, d.start, d.dur, d.calls, err, errlen);
     }
+    if (type == SPOOL_REC_CPU && len >= 8) {
+        uint32_t owner, count;
+        memcpy(&owner, p, 4);
+        memcpy(&count, p + 4, 4);
+        if ((len - 8) / 16 != count || (len - 8) % 16 != 0 || owner >= SPOOL_MAX_OWNERS)
+            return bad(err, errlen, "spool CPU samples out of range");
+        for (uint32_t k = 0; k < count; k++) {
+            uint64_t pair[2];
+            memcpy(pair, p + 8 + (size_t)k * 16, 16);
+            if (add_cpu(sp, owner, pair[0], pair[1]) != 0)
+                return bad(err, errlen, "out of memory");
+        }
+        return 0;
+    }
     return bad(err, errlen, "unknown spool record");
 }
 
@@ -843,6 +913,7 @@ void spool_close(struct spool *sp, int remove_file)
     free(sp->lanes);
     free(sp->group_slots);
     free(sp->drops);
+    free(sp->cpu);
     free(sp->process_name);
     free(sp->events_json);
     free(sp);

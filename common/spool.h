@@ -36,6 +36,7 @@ struct spool_stats {
     uint64_t unnamed;       /* calls whose key or thread was never named (a process killed
                                before it could say): not in the .cvf */
     uint64_t threads;       /* thread tracks written */
+    uint64_t cpu_samples;   /* CPU clock samples written (counter events "cpu TID") */
     uint64_t spool_bytes;   /* size of the spool file */
     uint64_t cvf_bytes;
 };

@@ -1,5 +1,7 @@
 /* spool_build.c — a spool (spool.h) to a .cvf: the process and thread names, every lane as
- * FEE groups, then the agent's instants with one instant per range of calls it dropped.
+ * FEE groups, each thread's CPU clock samples as a counter group ("cpu TID", key "ms": the
+ * thread's cumulative on-CPU milliseconds; docs/cvf-format.md), then the agent's instants
+ * with one instant per range of calls it dropped.
  *
  * A lane is read segment by segment and written in pieces of at most PIECE events, each its
  * own FEE group of the lane's (pid, tid, name): memory stays bounded by a piece and a segment
@@ -319,6 +321,96 @@ static int write_instants(struct build *b)
     return rc != 0 ? writer_fail(b) : 0;
 }
 
+/* ---- CPU clock samples: one counter group per thread --------------------------------------- */
+
+struct cpu_row {
+    int32_t tid;
+    uint64_t raw, cpu_ns;
+};
+
+static int by_tid_raw(const void *a, const void *b)
+{
+    const struct cpu_row *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->raw != y->raw)
+        return x->raw < y->raw ? -1 : 1;
+    return x->cpu_ns < y->cpu_ns ? -1 : x->cpu_ns > y->cpu_ns;
+}
+
+/* The samples of `names`'s process (from every spool of it in all[g0, g1)), as counter groups.
+ * A sample of a thread never named, or before the --last cut, is left out.  Timestamps that
+ * the clock maps to the same ns keep the last sample; a value lower than the one before it (a
+ * hostile agent: a CPU clock never goes back) is raised to it, so the line never falls. */
+static int write_cpu_of(struct build *b, const struct spool *names, size_t g0, size_t g1)
+{
+    size_t n = 0;
+    for (size_t g = g0; g < g1; g++)
+        n += b->all[g]->ncpu;
+    if (n == 0)
+        return 0;
+    struct cpu_row *rows = malloc(n * sizeof *rows);
+    int64_t *ts = malloc(n * sizeof *ts);
+    cvf_counter_value *vals = malloc(n * sizeof *vals);
+    if (rows == NULL || ts == NULL || vals == NULL) {
+        free(rows);
+        free(ts);
+        free(vals);
+        return build_fail(b, "out of memory for CPU samples");
+    }
+    size_t m = 0;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t i = 0; i < b->all[g]->ncpu; i++) {
+            const struct spool_cpu *c = &b->all[g]->cpu[i];
+            if (c->owner >= names->threads_cap || names->threads[c->owner].tid <= 0 ||
+                !names->threads[c->owner].has_records || c->raw < b->cutoff)
+                continue;
+            rows[m++] = (struct cpu_row){names->threads[c->owner].tid, c->raw, c->cpu_ns};
+        }
+    qsort(rows, m, sizeof *rows, by_tid_raw);
+    static const char *const keys[] = {"ms"};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < m;) {
+        size_t nts = 0;
+        int32_t tid = rows[i].tid;
+        uint64_t top = 0;
+        for (; i < m && rows[i].tid == tid; i++) {
+            int64_t t = (int64_t)vc_tick_map_ns(&names->clock, rows[i].raw);
+            if (rows[i].cpu_ns > top)
+                top = rows[i].cpu_ns;
+            while (nts > 0 && t <= ts[nts - 1])
+                nts--; /* the same ns (the map never goes back): the later one stays */
+            ts[nts] = t;
+            vals[nts].tag = CVF_COUNTER_FLOAT;
+            vals[nts].v.f = (double)top / 1e6;
+            nts++;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "cpu %d", (int)tid);
+        if (cvf_write_counter_group(b->w, names->pid, (uint64_t)tid, name, keys, 1, ts, nts,
+                                    vals) != 0)
+            rc = writer_fail(b);
+        b->st->cpu_samples += nts;
+    }
+    free(rows);
+    free(ts);
+    free(vals);
+    return rc;
+}
+
+static int write_cpu(struct build *b)
+{
+    if (b->processes) {
+        for (size_t g = 0; g < b->nall; g++) {
+            int rc = write_cpu_of(b, b->all[g], g, g + 1);
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    }
+    return write_cpu_of(b, b->all[b->nall - 1], 0, b->nall);
+}
+
 /* Generations of one process (processes 0) or one spool per process of a tree. */
 static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, cvf_sink_fn sink,
                  void *ctx, struct spool_stats *st, char *err, size_t errlen)
@@ -355,6 +447,8 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
             rc = build_lane(&b, sps[g], &sps[g]->lanes[i]);
     }
     b.sp = sps[n - 1];
+    if (rc == 0)
+        rc = write_cpu(&b);
     if (rc == 0)
         rc = write_instants(&b);
     if (rc == 0 && cvf_writer_finish(b.w) != 0)

@@ -13,6 +13,9 @@
 #define SPOOL_MAX_IDS (1u << 22)    /* keys of one agent (a busy service has ~10^4) */
 #define SPOOL_MAX_LANES (1u << 22)
 #define SPOOL_MAX_DROPS (1u << 20)  /* drop ranges kept (beyond: only counted) */
+/* CPU clock samples kept (24 MiB; beyond: only counted): 200 busy threads sampled every
+ * 55 ms for an hour.  `start` holds them in the target's memory too. */
+#define SPOOL_MAX_CPU (1u << 20)
 #define SPOOL_LANES_PER_GROUP 16    /* more nesting of one key than this: an unsorted lane */
 
 /* The file's own records, after the agent's frame types (common/protocol.h). */
@@ -20,6 +23,7 @@ enum {
     SPOOL_REC_LANE = 100,    /* u32 lane | u32 owner | u32 id | u32 mark */
     SPOOL_REC_SEGMENT = 101, /* u32 lane | u32 count | u64 first start | u64 last end | bytes */
     SPOOL_REC_DROP = 102,    /* u32 owner | u32 pad | u64 start | u64 dur | u64 calls */
+    SPOOL_REC_CPU = 103,     /* u32 owner | u32 count | count x (u64 raw | u64 cpu ns) */
 };
 
 /* Where a lane's bytes are in the file. */
@@ -57,6 +61,12 @@ struct spool_drop {
     uint64_t start, dur, calls;
 };
 
+/* One sample of a thread's CPU clock (VC_WIRE_CPU): at raw time `raw`, `cpu_ns` run in all. */
+struct spool_cpu {
+    uint32_t owner;
+    uint64_t raw, cpu_ns;
+};
+
 struct spool {
     char path[PATH_MAX];
     int fd;
@@ -78,6 +88,9 @@ struct spool {
     uint32_t group_mask;
     struct spool_drop *drops;
     size_t ndrops, drops_cap;
+    struct spool_cpu *cpu;   /* CPU clock samples, in arrival order */
+    size_t ncpu, cpu_cap;
+    uint64_t cpu_lost;       /* samples beyond SPOOL_MAX_CPU (not kept) */
     uint64_t records, dropped, mem_max;
     uint64_t mem_bytes;      /* lane buffers allocated (kept across flushes when busy) */
     uint64_t mem_used;       /* bytes appended since the last flush */

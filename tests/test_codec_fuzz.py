@@ -66,8 +66,9 @@ def test_fuzz_json_to_cvf(seeds, tmp_path):
 @pytest.fixture(scope="module")
 def spool_seeds(tmp_path_factory):
     """Frames as the fuzz target reads them (u8 type - 9, u16 length, bytes): a clock, a
-    thread, a name and a chunk of three records with a drop marker; and the same stream as a
-    spool file's records (u32 type, u32 length, bytes) behind the mode byte."""
+    thread, a name, a chunk of three records with a drop marker, and a chunk of CPU clock
+    samples (id VC_WIRE_CPU, one going back); and the same stream as a spool file's records
+    (u32 type, u32 length, bytes) behind the mode byte, with its CPU samples (103)."""
     import struct
     d = tmp_path_factory.mktemp("spoolseeds")
     clock = struct.pack("<QQd", 1000, 5000, 0.5)
@@ -76,13 +77,17 @@ def spool_seeds(tmp_path_factory):
     recs = b"".join(struct.pack("<QQII", 2000 + 10 * i, 5, 0, 0) for i in range(3))
     drop = struct.pack("<QQII", 2100, 50, 0xFFFFFFFD, 7)
     chunk = struct.pack("<II", 0, 4) + recs + drop
-    frames = [(12, clock), (11, thread), (10, name), (9, chunk), (13, struct.pack("<Q", 4242) + b"py")]
+    cpu = struct.pack("<II", 0, 3) + b"".join(struct.pack("<QQII", t, c, 0xFFFFFFFC, 0)
+                                              for t, c in ((2000, 10), (2010, 30), (2020, 20)))
+    frames = [(12, clock), (11, thread), (10, name), (9, chunk), (9, cpu),
+              (13, struct.pack("<Q", 4242) + b"py")]
     stream = b"".join(struct.pack("<BH", t - 9, len(p)) + p for t, p in frames)
     (d / "frames").write_bytes(b"\x00" + stream)
     records = b"".join(struct.pack("<II", t, len(p)) + p for t, p in frames if t != 9)
     lane = struct.pack("<IIIIII", 100, 16, 0, 0, 0, 0)
     seg = struct.pack("<IIIIQQ", 101, 24 + 6, 0, 3, 2000, 2025) + bytes([0, 5, 20, 5, 20, 5])
-    (d / "file").write_bytes(b"\x01" + records + lane + seg)
+    cpu_rec = struct.pack("<IIII", 103, 8 + 32, 0, 2) + struct.pack("<QQQQ", 2000, 10, 2030, 40)
+    (d / "file").write_bytes(b"\x01" + records + lane + seg + cpu_rec)
     return str(d)
 
 

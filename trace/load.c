@@ -8,6 +8,7 @@
  * process's attach and detach times (requests cut by the trace's end).
  */
 #include "model.h"
+#include "cpu.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -294,6 +295,13 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
     return 0;
 }
 
+/* The agent's per-thread CPU clock samples ("cpu TID" counters, cpu.h); others are ignored. */
+static int on_cvf_counter(void *ctx, const cvf_counter_group *g)
+{
+    cvf_load_ctx *c = ctx;
+    return vct_cpu_add_group(c->t, g) < 0 ? cvf_nomem(c, g->offset) : 0;
+}
+
 static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,
                     const vct_window *w, cvf_error *cerr)
 {
@@ -301,6 +309,7 @@ static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,
         .process_name = on_cvf_process_name,
         .thread_name = on_cvf_thread_name,
         .fee_group = on_cvf_fee,
+        .counter_group = on_cvf_counter,
         .other_events = on_cvf_other,
     };
     cvf_load_ctx c = {t, cerr, flags, w, data, 0, NULL};

@@ -6,6 +6,7 @@
  */
 #include "model.h"
 #include "model_runs.h"
+#include "cpu.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@ void vct_trace_free(vct_trace *t)
         free(t->threads[i].name);
         free(t->threads[i].events);
         vct_runs_free(&t->threads[i]);
+        free(t->threads[i].cpu.ts);
+        free(t->threads[i].cpu.cpu);
     }
     free(t->threads);
     for (size_t i = 0; i < t->nprocs; i++)
@@ -402,6 +405,8 @@ int vct_trace_finish(vct_trace *t)
     for (size_t i = 0; i < t->nthreads; i++) /* a compact thread's runs are sorted already */
         if (t->threads[i].events && sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
             return -1;
+    if (vct_cpu_finish(t) < 0)
+        return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
     /* the index names positions that the sort just changed: rebuilt if a thread is added */

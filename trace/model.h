@@ -52,6 +52,13 @@ typedef struct vct_run {
     uint32_t flags;
 } vct_run;
 
+/* A thread's CPU clock samples (the agent's counter "cpu TID", trace/cpu.h): at ts[i] ticks
+ * the thread had run cpu[i] ticks in all.  Sorted by ts after vct_trace_finish. */
+typedef struct vct_cpu_samples {
+    int64_t *ts, *cpu;
+    size_t n, cap;
+} vct_cpu_samples;
+
 typedef struct vct_thread {
     uint64_t pid, tid;
     char *name; /* thread_name from the trace, or NULL */
@@ -64,6 +71,7 @@ typedef struct vct_thread {
     size_t nruns, runs_cap;
     unsigned char *packed;
     size_t packed_len, packed_cap;
+    vct_cpu_samples cpu; /* none (n = 0): a trace without CPU samples */
 } vct_thread;
 
 typedef struct vct_trace {
@@ -95,6 +103,8 @@ typedef struct vct_trace {
      * time: a call ending there was cut by the trace's end (requests.c). */
     struct vct_session { uint64_t pid; int64_t attach, detach; } *sessions; /* ticks; -1: none */
     size_t nsessions, sessions_cap;
+    int has_cpu;          /* some thread has at least two CPU samples (trace/cpu.h) */
+    int64_t cpu_period;   /* the median interval between CPU samples, ticks (0: none) */
 } vct_trace;
 
 vct_trace *vct_trace_new(void);

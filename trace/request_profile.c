@@ -191,6 +191,9 @@ int vct_req_profile_compute(vct_req_profiler *p, const vct_requests *r, const vc
             rc = -1;
     }
     out->busy = p->acc.busy;
+    out->measured = p->trace->has_cpu;
+    out->on_cpu = p->acc.busy_cpu;
+    out->cpu_seen = p->acc.busy_seen;
     out->suspended = vct_sat_diff(vct_sat_diff(q->end, q->ts), out->busy);
     if (!rc)
         rc = heaviest_path(p, out) < 0 || self_and_waits(p, ntop, out) < 0 ? -1 : 0;

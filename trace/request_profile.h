@@ -8,6 +8,8 @@
  *   self time      per function, waits left out, as `vcattach summary` counts it (summary.h);
  *   waiting        the inclusive time of the outermost blocking calls, by kind (waits.def),
  *                  and the time before the first traced callee of calls running at attach;
+ *   on-CPU         measured (a trace with CPU samples, cpu.h): the on-CPU part of the
+ *                  slices' time, the rest off-CPU whatever the calls' names;
  *   suspended      a coroutine request's time between its slices (awaiting).  In the tree
  *                  it is booked to the awaiting chain: the coroutines the next slice resumes
  *                  into (the resume, its first callee if a resume, and so on down), so the
@@ -36,6 +38,10 @@ typedef struct vct_req_profile {
     int64_t waiting;     /* their sum */
     int64_t busy;        /* the slices' total duration */
     int64_t suspended;   /* (end - ts) - busy */
+    int measured;        /* the trace has CPU samples (cpu.h): on_cpu is meaningful */
+    int64_t on_cpu;      /* the on-CPU part of busy, measured ... */
+    int64_t cpu_seen;    /* ... of this part of busy that the samples cover: the rest of it
+                            (cpu_seen - on_cpu) was off-CPU */
 } vct_req_profile;
 
 /* Reusable state: per-function arrays of the trace, the merged tree. */

@@ -7,6 +7,7 @@
  * advanced while it was open.
  */
 #include "summary.h"
+#include "cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +82,15 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     if (depth && a->slots[depth - 1].first_child < 0)
         a->slots[depth - 1].first_child = start;
     int64_t dur = vct_sat_diff(end, start); /* timestamps may span all of int64 */
-    if (!depth)
+    int64_t on_cpu = -1, seen = 0; /* measured, computed once for the figures that need it */
+    if (!depth) {
         a->busy = vct_sat_add(a->busy, dur);
+        if (a->walking->cpu.n >= 2) {
+            on_cpu = vct_cpu_span(a->walking, start, end, &seen);
+            a->busy_cpu = vct_sat_add(a->busy_cpu, on_cpu);
+            a->busy_seen = vct_sat_add(a->busy_seen, seen);
+        }
+    }
     int resume = (ev->flags & VCT_EV_RESUME) != 0;
     if (!resume)
         a->calls++;
@@ -97,6 +105,14 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     }
     if (!resume)
         s->calls++;
+    if (!a->active[ev->func]) { /* its outermost call on the stack: recursion counted once */
+        if (on_cpu < 0 && a->walking->cpu.n >= 2)
+            on_cpu = vct_cpu_span(a->walking, start, end, &seen);
+        if (on_cpu >= 0) {
+            s->on_cpu = vct_sat_add(s->on_cpu, on_cpu);
+            s->incl = vct_sat_add(s->incl, seen);
+        }
+    }
     a->active[ev->func]++;
     s->sum_dur = vct_sat_add(s->sum_dur, dur);
     if (vct_hist_add(&s->durs, dur) < 0)
@@ -137,6 +153,7 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
 int vct_summary_add_thread(vct_summary *s, const vct_thread *th)
 {
     static const vct_walk_ops ops = {on_open, on_close};
+    s->walking = th;
     s->wait_clock = 0;
     s->wait_depth = SIZE_MAX;
     s->failed = 0;
@@ -155,6 +172,7 @@ static int cmp_funcs(const void *x, const void *y, void *ctx)
     case VCT_SORT_TOTAL: kp = p->total, kq = q->total; break;
     case VCT_SORT_CALLS: kp = (int64_t)p->calls, kq = (int64_t)q->calls; break;
     case VCT_SORT_WAIT: kp = p->wait + p->at_attach, kq = q->wait + q->at_attach; break;
+    case VCT_SORT_CPU: kp = p->on_cpu, kq = q->on_cpu; break;
     default: kp = p->self, kq = q->self; break;
     }
     if (kp != kq)
@@ -184,6 +202,8 @@ void vct_summary_reset(vct_summary *s)
     s->calls = 0;
     s->busy = 0;
     s->waiting = 0;
+    s->busy_cpu = 0;
+    s->busy_seen = 0;
 }
 
 static int cmp_busiest(const void *x, const void *y, void *ctx)

@@ -21,6 +21,13 @@
  * figures (self, total) leave all waiting out.
  * A section's `busy` time is the sum of its root calls' durations, `waiting` the part of it
  * that is waiting: percentages of work are of busy - waiting.
+ * Measured (a trace with CPU clock samples, cpu.h): every function also gets `on_cpu`, the
+ * on-CPU part of its outermost calls' whole inclusive time (waits inside included; recursion
+ * counted once), interpolated between the thread's samples, and `incl`, the part of that time
+ * the samples cover (between the thread's first and last sample): off-CPU = incl - on_cpu, so
+ * time no sample covers (a thread never sampled, samples beyond the spool's bound) is neither.
+ * A section's busy_cpu is the on-CPU part of busy, busy_seen the covered part.  The name list
+ * still labels waits.
  * Computation only; printing is the caller's.
  */
 #ifndef VCT_SUMMARY_H
@@ -33,7 +40,7 @@
 #include "model.h"
 #include "waits.h"
 
-enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS, VCT_SORT_WAIT };
+enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS, VCT_SORT_WAIT, VCT_SORT_CPU };
 
 typedef struct vct_func_stats {
     uint64_t calls;
@@ -41,6 +48,9 @@ typedef struct vct_func_stats {
     int64_t wait;      /* ticks waiting in this function's outermost blocking calls */
     int64_t at_attach; /* ticks it was already in progress at attach, before its first child */
     vct_hist durs;     /* every duration summed in sum_dur: p50, p99 */
+    int64_t incl;      /* measured: inclusive time of its outermost calls (waits in) that
+                          the thread's CPU samples cover */
+    int64_t on_cpu;    /* measured: the on-CPU part of incl */
 } vct_func_stats;
 
 typedef struct vct_walk_slot {
@@ -65,6 +75,9 @@ typedef struct vct_summary {
     uint64_t calls;
     int64_t busy;          /* time in calls: the sum of root call durations */
     int64_t waiting;       /* the part of busy spent waiting */
+    int64_t busy_cpu;      /* measured: the on-CPU part of busy */
+    int64_t busy_seen;     /* measured: the part of busy the CPU samples cover */
+    const vct_thread *walking; /* the thread being walked (its CPU samples) */
     enum vct_sort_key sort;
 } vct_summary;
 
@@ -77,7 +90,7 @@ void vct_summary_free(vct_summary *s);
 int vct_summary_add_thread(vct_summary *s, const vct_thread *th);
 
 /* Orders `touched` by key, descending (ties: by function name).  VCT_SORT_WAIT orders by
- * wait + at_attach. */
+ * wait + at_attach, VCT_SORT_CPU by on_cpu (measured). */
 void vct_summary_sort(vct_summary *s, enum vct_sort_key key);
 
 /* The wait kind of function `func` (VCT_WAIT_NONE when not split). */
