@@ -1,0 +1,106 @@
+"""Hosts that embed CPython in a C server, traced as a whole with `--subprocesses` under load:
+Apache httpd + mod_wsgi and uWSGI, from Debian's packages (tests/support/embedded.py).
+
+What each test asserts: the handler function in the trace of every process that serves, every
+process of the tree accounted for (traced, or not traced with its reason: none "lost"), no
+failed request under wrk (no non-2xx response, no socket error), and the server still serving,
+with no thread stopped or traced, after the detach.
+
+Apache's master has libpython loaded but never initializes it (mod_wsgi initializes Python
+lazily, in the children): it must be "not traced" with that reason, at once.
+
+mod_wsgi's default application group runs the application in a sub-interpreter; the
+`*-subinterp` parameters need the agent's sub-interpreter support (branch `subinterp`) to see
+the handler; the `*-global` ones (WSGIApplicationGroup %{GLOBAL}: the main interpreter) do not.
+"""
+import subprocess
+
+import pytest
+
+from support import embedded
+from support.embedded import HANDLER, Apache, UWSGI, Wrk, members
+from support.paths import VCATTACH
+from support.proc import assert_running_untraced
+
+MISSING = embedded.missing()
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+
+LOAD_S = 6    # wrk's run: it covers the attach, the trace and the detach
+TRACE_S = 3
+
+
+def trace_under_load(server, out):
+    """vcattach --subprocesses on the server's master while wrk loads it.  (vcattach's
+    CompletedProcess, wrk's (requests, failures, text))."""
+    load = Wrk(server.port, LOAD_S)
+    try:
+        r = subprocess.run([VCATTACH, "--pid", str(server.master), "--subprocesses", "-v",
+                            "-t", "%ds" % TRACE_S, "-o", str(out)],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        result = load.result()
+    return r, result
+
+
+def has_handler(out, pid):
+    """Whether process pid's part of the trace has calls of the handler (the summary, in C:
+    a few million events decode too slowly in Python)."""
+    r = subprocess.run([VCATTACH, "summary", str(out), "--pid", str(pid), "--merged", "--all",
+                        "--sort", "calls", "--top", "100000"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return any(HANDLER + " (" in line for line in r.stdout.splitlines())
+
+
+def check_after(server, r, load, serving, out, master_skipped):
+    assert r.returncode == 0, r.stdout + r.stderr
+    requests, failures, text = load
+    assert requests > 0 and failures == 0, text
+    got = members(r.stdout)
+    # every process there was is accounted for, and none is lost
+    for pid in [server.master] + serving:
+        assert pid in got, (pid, r.stdout)
+    assert not [p for p, (state, _) in got.items() if state in ("lost", "unfinished")], r.stdout
+    if master_skipped:
+        state, why = got[server.master]
+        assert state == "not traced" and "not initialized" in why, r.stdout
+        assert "lost" not in r.stdout.splitlines()[0], r.stdout
+    else:
+        assert got[server.master][0] == "traced", r.stdout
+    # the handler in the trace of every process that serves
+    for pid in serving:
+        assert got[pid][0] == "traced", (pid, r.stdout)
+        assert has_handler(out, pid), (pid, r.stdout)
+    # still serving after the detach, nothing left stopped or traced
+    status, body = embedded.get(server.port)
+    assert status == 200 and body.startswith("hello "), body
+    for pid in server.pids():
+        assert_running_untraced(pid)
+
+
+APACHE_CASES = [
+    pytest.param("embedded", "global", id="embedded-global"),
+    pytest.param("daemon", "global", id="daemon-global"),
+    # mod_wsgi's default application group: a sub-interpreter (needs branch `subinterp`)
+    pytest.param("embedded", "default", id="embedded-default-subinterp"),
+    pytest.param("daemon", "default", id="daemon-default-subinterp"),
+]
+
+
+@pytest.mark.parametrize("mode,group", APACHE_CASES)
+def test_apache_mod_wsgi(mode, group, tmp_path):
+    with Apache(mode, group) as server:
+        serving = server.serving()
+        assert len(serving) == 2, (serving, [embedded.cmdline(p) for p in server.pids()])
+        r, load = trace_under_load(server, tmp_path / "apache.cvf")
+        check_after(server, r, load, serving, tmp_path / "apache.cvf", master_skipped=True)
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["preloaded", "lazy-apps"])
+def test_uwsgi(lazy, tmp_path):
+    with UWSGI(processes=3, threads=2, lazy=lazy) as server:
+        serving = server.serving()
+        assert len(serving) == 3, serving
+        r, load = trace_under_load(server, tmp_path / "uwsgi.cvf")
+        # uWSGI's master initializes Python (its plugin does, --lazy-apps or not): traced
+        check_after(server, r, load, serving, tmp_path / "uwsgi.cvf", master_skipped=False)
