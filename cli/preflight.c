@@ -92,8 +92,16 @@ static int check_state_and_python(const struct target_facts *f, char *err, size_
     if (f->py.free_threaded) {
         snprintf(err, errlen,
                  "pid %d runs a free-threaded CPython (%d.%dt), which vcattach does not support "
-                 "yet (GIL builds 3.%d to 3.%d only)",
+                 "yet (GIL builds 3.%d to 3.%d only; see docs/free-threading.md)",
                  (int)pid, f->py.major, f->py.minor, PY_OLDEST_MINOR, PY_NEWEST_MINOR);
+        return -1;
+    }
+    if (f->py.trace_refs) {
+        snprintf(err, errlen,
+                 "pid %d runs a CPython %d.%d built with Py_TRACE_REFS (--with-trace-refs), whose "
+                 "object header vcattach's agents do not share: trace a build without it "
+                 "(Py_DEBUG alone is fine)",
+                 (int)pid, f->py.major, f->py.minor);
         return -1;
     }
     if (f->py.major != 3 || f->py.minor < PY_OLDEST_MINOR || f->py.minor > PY_NEWEST_MINOR) {
