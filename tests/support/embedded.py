@@ -30,7 +30,10 @@ APP = '''
 import os
 
 def handle_hello(environ):
-    return sum(i * i for i in range(300))
+    total = 0
+    for i in range(300):  # a loop, not a generator: a few calls per request to trace
+        total += i * i
+    return total
 
 def application(environ, start_response):
     body = ("hello %d from %d\\n" % (handle_hello(environ), os.getpid())).encode()
