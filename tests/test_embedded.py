@@ -7,7 +7,8 @@ failed request under wrk (no non-2xx response, no socket error), and the server 
 with no thread stopped or traced, after the detach.
 
 Apache's master has libpython loaded but never initializes it (mod_wsgi initializes Python
-lazily, in the children): it must be "not traced" with that reason, at once.
+lazily, in the children): it must be "not traced" with that reason, at once; with
+WSGILazyInitialization Off it initializes Python and runs none: traced (no events).
 
 mod_wsgi's default application group runs the application in a sub-interpreter; the
 `*-subinterp` parameters need the agent's sub-interpreter support (branch `subinterp`) to see
@@ -79,21 +80,23 @@ def check_after(server, r, load, serving, out, master_skipped):
 
 
 APACHE_CASES = [
-    pytest.param("embedded", "global", id="embedded-global"),
-    pytest.param("daemon", "global", id="daemon-global"),
+    pytest.param("embedded", "global", False, id="embedded-global"),
+    pytest.param("daemon", "global", False, id="daemon-global"),
+    # WSGILazyInitialization Off: the master initializes Python (and runs none): traced
+    pytest.param("daemon", "global", True, id="daemon-global-eager-init"),
     # mod_wsgi's default application group: a sub-interpreter (needs branch `subinterp`)
-    pytest.param("embedded", "default", id="embedded-default-subinterp"),
-    pytest.param("daemon", "default", id="daemon-default-subinterp"),
+    pytest.param("embedded", "default", False, id="embedded-default-subinterp"),
+    pytest.param("daemon", "default", False, id="daemon-default-subinterp"),
 ]
 
 
-@pytest.mark.parametrize("mode,group", APACHE_CASES)
-def test_apache_mod_wsgi(mode, group, tmp_path):
-    with Apache(mode, group) as server:
+@pytest.mark.parametrize("mode,group,eager", APACHE_CASES)
+def test_apache_mod_wsgi(mode, group, eager, tmp_path):
+    with Apache(mode, group, eager=eager) as server:
         serving = server.serving()
         assert len(serving) == 2, (serving, [embedded.cmdline(p) for p in server.pids()])
         r, load = trace_under_load(server, tmp_path / "apache.cvf")
-        check_after(server, r, load, serving, tmp_path / "apache.cvf", master_skipped=True)
+        check_after(server, r, load, serving, tmp_path / "apache.cvf", master_skipped=not eager)
 
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["preloaded", "lazy-apps"])

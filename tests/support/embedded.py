@@ -168,11 +168,12 @@ class Apache(Server):
     """httpd with mod_wsgi.  mode: "embedded" (the application runs in Apache's own children)
     or "daemon" (in mod_wsgi's daemon processes, WSGIDaemonProcess); group: "default"
     (mod_wsgi's default: a sub-interpreter per application) or "global" (%{GLOBAL}: the main
-    interpreter).  Runs in the foreground (-DFOREGROUND) so that .master is our child."""
+    interpreter).  eager: WSGILazyInitialization Off (the master initializes Python too).
+    Runs in the foreground (-DFOREGROUND) so that .master is our child."""
 
     DAEMON_NAME = "vc-wsgi-daemon"
 
-    def __init__(self, mode, group):
+    def __init__(self, mode, group, eager=False):
         super().__init__()
         self.mode, self.group = mode, group
         conf = os.path.join(self.dir, "httpd.conf")
@@ -205,6 +206,8 @@ class Apache(Server):
                       % self.DAEMON_NAME, "WSGIProcessGroup app"]
         if group == "global":
             lines.append("WSGIApplicationGroup %{GLOBAL}")
+        if eager:  # Python initialized in the master too, before the fork (no Python runs there)
+            lines.append("WSGILazyInitialization Off")
         with open(conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         self.proc = self.spawn([APACHE, "-f", conf, "-DFOREGROUND"])
