@@ -107,3 +107,22 @@ def test_uwsgi(lazy, tmp_path):
         r, load = trace_under_load(server, tmp_path / "uwsgi.cvf")
         # uWSGI's master initializes Python (its plugin does, --lazy-apps or not): traced
         check_after(server, r, load, serving, tmp_path / "uwsgi.cvf", master_skipped=False)
+
+
+def test_apache_master_alone_refused_in_one_line(tmp_path):
+    """Apache's master traced on its own: its agent has nothing to trace (Python loaded, not
+    initialized): one line saying so and what to do, exit 1, Apache unharmed."""
+    with Apache("daemon", "global") as server:
+        out = tmp_path / "master.cvf"
+        r = subprocess.run([VCATTACH, "--pid", str(server.master), "-t", "2s", "-o", str(out)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert "the Python interpreter is not initialized" in lines[0], r.stderr
+        assert "--subprocesses" in lines[0], r.stderr
+        assert not out.exists()
+        status, body = embedded.get(server.port)
+        assert status == 200 and body.startswith("hello "), body
+        for pid in server.pids():
+            assert_running_untraced(pid)
