@@ -3,6 +3,7 @@
     installable here ships one, so the tests give vcattach what its detection reads: the name
     (test_preflight's python3.11t copy) and, here, a 3.14+ process whose _Py_DebugOffsets say
     free_threaded (tests/targets/marked_free_threaded.py); see docs/free-threading.md;
+  - Py_TRACE_REFS builds (another object header): refused in one line, untouched;
   - Debian's debug builds (python3.X-dbg, Py_DEBUG): traced with the release agent (same object
     layout; only the debug reference totals do not count the agent's references), the target's
     own assertions armed, and its work unchanged (docs/builds.md).
@@ -16,7 +17,7 @@ import pytest
 
 from support.builds import debug_pythons
 from support.chroot import ChrootService
-from support.paths import CHROOT_PYTHONS, TESTS, VCATTACH, root_workdir
+from support.paths import CHROOT_PYTHONS, PYTHONS, TESTS, VCATTACH, root_workdir
 from support.proc import assert_untouched
 from support.service import assert_unharmed, check_summary
 from support.targets import Service
@@ -84,3 +85,46 @@ def test_debug_build_traced_and_unharmed(py, tmp_path):
         assert_unharmed(svc, report)
     finally:
         svc.close()
+
+
+STATIC = [p for p in PYTHONS if p["kind"] == "static"]
+# What a Py_TRACE_REFS build's libpython exports and a release one does not (target_python.c
+# reads the ELF's .dynsym), with the Py_Version of the interpreter it stands beside.
+TRACE_REFS_LIB = r"""
+const unsigned long Py_Version = %#x;
+void _Py_PrintReferences(void *interp, void *fp) { (void)interp; (void)fp; }
+"""
+
+
+@pytest.mark.skipif(not STATIC or not shutil.which("cc"),
+                    reason="Debian's python3.11 or a C compiler is missing")
+def test_trace_refs_build_refused(tmp_path):
+    """A Python process whose C-API library exports Py_TRACE_REFS's _Py_PrintReferences (a
+    libpython3.11.so made here and loaded with ctypes stands in for a --with-trace-refs build):
+    one line, exit 2, nothing touched."""
+    src = tmp_path / "trace_refs.c"
+    src.write_text(TRACE_REFS_LIB % 0x030B02F0)
+    lib = tmp_path / "libpython3.11.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
+    proc = subprocess.Popen([STATIC[0]["path"], "-c",
+                             "import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); "
+                             "print('ready', flush=True); time.sleep(60)", str(lib)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        out = tmp_path / "t.cvf"
+        r = subprocess.run([VCATTACH, "--pid", str(proc.pid), "-t", "1s", "-o", str(out)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+        assert r.stderr == (
+            "vcattach: pid %d runs a CPython 3.11 built with Py_TRACE_REFS (--with-trace-refs), "
+            "whose object header vcattach's agents do not share: trace a build without it "
+            "(Py_DEBUG alone is fine)\n" % proc.pid), r.stderr
+        assert not out.exists()
+        assert_untouched(proc.pid)
+        with open("/proc/%d/maps" % proc.pid) as f:
+            assert "vcagent" not in f.read()
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
