@@ -14,7 +14,10 @@ mod_wsgi's default application group runs the application in a sub-interpreter; 
 `*-subinterp` parameters need the agent's sub-interpreter support (branch `subinterp`) to see
 the handler; the `*-global` ones (WSGIApplicationGroup %{GLOBAL}: the main interpreter) do not.
 """
+import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -126,3 +129,36 @@ def test_apache_master_alone_refused_in_one_line(tmp_path):
         assert status == 200 and body.startswith("hello "), body
         for pid in server.pids():
             assert_running_untraced(pid)
+
+
+def restarted(server, sig, old):
+    """Sends sig to Apache's master (SIGUSR1 graceful, SIGHUP restart); waits (bounded) until
+    two new serving processes answer.  Their pids."""
+    os.kill(server.master, sig)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = server.serving()
+        if len(now) == 2 and not set(now) & set(old):
+            try:
+                if embedded.get(server.port, timeout=2)[0] == 200:
+                    return now
+            except Exception:
+                pass  # its new children are starting
+        time.sleep(0.1)
+    raise AssertionError("Apache did not come back after signal %d:\n%s"
+                         % (sig, server.log_tail()))
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["lazy-init", "eager-init"])
+def test_apache_restarts_after_trace(eager, tmp_path):
+    """The agent stays loaded (idle) in Apache's master after a trace, and libpython with it:
+    a graceful restart and a full restart (what logrotate and `apache2ctl restart` send) then
+    work, mod_wsgi's Python included, and the new tree is traced again like the first."""
+    with Apache("daemon", "global", eager=eager) as server:
+        serving = server.serving()
+        r, load = trace_under_load(server, tmp_path / "first.cvf")
+        check_after(server, r, load, serving, tmp_path / "first.cvf", master_skipped=not eager)
+        serving = restarted(server, signal.SIGUSR1, serving)
+        serving = restarted(server, signal.SIGHUP, serving)
+        r, load = trace_under_load(server, tmp_path / "again.cvf")
+        check_after(server, r, load, serving, tmp_path / "again.cvf", master_skipped=not eager)
