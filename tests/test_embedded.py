@@ -13,6 +13,9 @@ WSGILazyInitialization Off it initializes Python and runs none: traced (no event
 mod_wsgi's default application group runs the application in a sub-interpreter; the
 `*-subinterp` parameters need the agent's sub-interpreter support (branch `subinterp`) to see
 the handler; the `*-global` ones (WSGIApplicationGroup %{GLOBAL}: the main interpreter) do not.
+
+Also a C host of our own that initializes Python late (tests/targets/late_init.c, built by
+`make test-prereqs`): the young root is injected again until its interpreter is up.
 """
 import os
 import signal
@@ -23,11 +26,11 @@ import pytest
 
 from support import embedded
 from support.embedded import HANDLER, Apache, UWSGI, Wrk, members
-from support.paths import VCATTACH
+from support.paths import BUILD, PYTHONS, VCATTACH
 from support.proc import assert_running_untraced
 
 MISSING = embedded.missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+needs_hosts = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 LOAD_S = 6    # wrk's run: it covers the attach, the trace and the detach
 TRACE_S = 3
@@ -46,14 +49,18 @@ def trace_under_load(server, out):
     return r, result
 
 
-def has_handler(out, pid):
-    """Whether process pid's part of the trace has calls of the handler (the summary, in C:
+def has_handler_named(out, pid, name):
+    """Whether process pid's part of the trace has calls of function name (the summary, in C:
     a few million events decode too slowly in Python)."""
     r = subprocess.run([VCATTACH, "summary", str(out), "--pid", str(pid), "--merged", "--all",
                         "--sort", "calls", "--top", "100000"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    return any(HANDLER + " (" in line for line in r.stdout.splitlines())
+    return any(name + " (" in line for line in r.stdout.splitlines())
+
+
+def has_handler(out, pid):
+    return has_handler_named(out, pid, HANDLER)
 
 
 def check_after(server, r, load, serving, out, master_skipped):
@@ -93,6 +100,7 @@ APACHE_CASES = [
 ]
 
 
+@needs_hosts
 @pytest.mark.parametrize("mode,group,eager", APACHE_CASES)
 def test_apache_mod_wsgi(mode, group, eager, tmp_path):
     with Apache(mode, group, eager=eager) as server:
@@ -102,6 +110,7 @@ def test_apache_mod_wsgi(mode, group, eager, tmp_path):
         check_after(server, r, load, serving, tmp_path / "apache.cvf", master_skipped=not eager)
 
 
+@needs_hosts
 @pytest.mark.parametrize("lazy", [False, True], ids=["preloaded", "lazy-apps"])
 def test_uwsgi(lazy, tmp_path):
     with UWSGI(processes=3, threads=2, lazy=lazy) as server:
@@ -112,6 +121,7 @@ def test_uwsgi(lazy, tmp_path):
         check_after(server, r, load, serving, tmp_path / "uwsgi.cvf", master_skipped=False)
 
 
+@needs_hosts
 def test_apache_master_alone_refused_in_one_line(tmp_path):
     """Apache's master traced on its own: its agent has nothing to trace (Python loaded, not
     initialized): one line saying so and what to do, exit 1, Apache unharmed."""
@@ -149,6 +159,7 @@ def restarted(server, sig, old):
                          % (sig, server.log_tail()))
 
 
+@needs_hosts
 @pytest.mark.parametrize("eager", [False, True], ids=["lazy-init", "eager-init"])
 def test_apache_restarts_after_trace(eager, tmp_path):
     """The agent stays loaded (idle) in Apache's master after a trace, and libpython with it:
@@ -162,3 +173,46 @@ def test_apache_restarts_after_trace(eager, tmp_path):
         serving = restarted(server, signal.SIGHUP, serving)
         r, load = trace_under_load(server, tmp_path / "again.cvf")
         check_after(server, r, load, serving, tmp_path / "again.cvf", master_skipped=not eager)
+
+
+LATE_INIT = os.path.join(BUILD, "tests", "late-init")
+SHARED = [p for p in PYTHONS if p["kind"] == "shared"]
+LATE_SCRIPT = """
+import time
+def handle_late():
+    return sum(range(100))
+t = time.monotonic()
+while time.monotonic() - t < 6:
+    handle_late()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(LATE_INIT) or not SHARED,
+                    reason="build/tests/late-init (make test-prereqs) or a shared libpython "
+                           "is missing")
+def test_root_that_initializes_python_late_is_traced(tmp_path):
+    """A C host (tests/targets/late_init.c) that maps libpython at once and initializes it
+    1.5 s later, traced with --subprocesses from its start: its agent first finds Python not
+    initialized; the young root is injected again until it is, then traced (it used to wait
+    in a retry nobody made and end as "lost")."""
+    py = SHARED[-1]
+    lib = os.path.join(os.path.dirname(os.path.dirname(py["path"])), "lib",
+                       "libpython3.%d.so.1.0" % (py["minor"] % 100))
+    assert os.path.exists(lib), lib
+    host = subprocess.Popen([LATE_INIT, lib, "1500", LATE_SCRIPT], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert host.stdout.readline().strip() == "loaded", host.stderr.read()
+        out = tmp_path / "late.cvf"
+        r = subprocess.run([VCATTACH, "--pid", str(host.pid), "--subprocesses", "-v", "-t",
+                            "3s", "-o", str(out)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert members(r.stdout)[host.pid][0] == "traced", r.stdout
+        assert has_handler_named(out, host.pid, "handle_late"), r.stdout
+        stdout, stderr = host.communicate(timeout=30)
+        assert host.returncode == 0 and stdout.strip() == "done", (host.returncode, stderr)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.communicate(timeout=10)
