@@ -147,7 +147,8 @@ static int judge(struct target_info *t, char *err, size_t errlen)
     if (target_ptrace_permitted(f, err, errlen) < 0 ||
         check_state_and_python(f, err, errlen) < 0)
         return -1;
-    if (agent_locate(f->py.major, f->py.minor, t->agent, sizeof t->agent, err, errlen) < 0)
+    if (agent_locate(f->py.major, f->py.minor, f->py.debug, t->agent, sizeof t->agent, err,
+                     errlen) < 0)
         return -1;
     if (check_namespace(t, err, errlen) < 0)
         return -1;

@@ -4,9 +4,10 @@
     (test_preflight's python3.11t copy) and, here, a 3.14+ process whose _Py_DebugOffsets say
     free_threaded (tests/targets/marked_free_threaded.py); see docs/free-threading.md;
   - Py_TRACE_REFS builds (another object header): refused in one line, untouched;
-  - Debian's debug builds (python3.X-dbg, Py_DEBUG): traced with the release agent (same object
-    layout; only the debug reference totals do not count the agent's references), the target's
-    own assertions armed, and its work unchanged (docs/builds.md).
+  - Debian's debug builds (python3.X-dbg, Py_DEBUG): traced with their own agent build
+    (libvcagent-py3XXd.so, made when their headers are installed), else with the release agent
+    (same object layout); the target's own assertions armed, its work unchanged
+    (docs/embedded-hosts.md).
 """
 import os
 import shutil
@@ -17,7 +18,7 @@ import pytest
 
 from support.builds import debug_pythons
 from support.chroot import ChrootService
-from support.paths import CHROOT_PYTHONS, PYTHONS, TESTS, VCATTACH, root_workdir
+from support.paths import BUILD, CHROOT_PYTHONS, PYTHONS, TESTS, VCATTACH, root_workdir
 from support.proc import assert_untouched
 from support.service import assert_unharmed, check_summary
 from support.targets import Service
@@ -80,6 +81,14 @@ def test_debug_build_traced_and_unharmed(py, tmp_path):
                            capture_output=True, text=True, timeout=120)
         events, threads, _ = check_summary(r, out)
         assert events > 0 and threads >= 4, r.stdout
+        # the debug build's own agent when make built one (include/python3.Xd found), else
+        # the release agent of the minor
+        with open("/proc/%d/maps" % svc.pid) as f:
+            maps = f.read()
+        own = "libvcagent-py%dd.so" % py["minor"]
+        expected = own if os.path.exists(os.path.join(BUILD, own)) else \
+            "libvcagent-py%d.so" % py["minor"]
+        assert "/" + expected in maps, expected
         report = svc.finish()
         assert svc.proc.returncode == 0, svc.output() if hasattr(svc, "output") else ""
         assert_unharmed(svc, report)
