@@ -82,6 +82,10 @@ def check_after(server, r, load, serving, out, master_skipped):
     for pid in serving:
         assert got[pid][0] == "traced", (pid, r.stdout)
         assert has_handler(out, pid), (pid, r.stdout)
+    # every serving process survived (a crashed one is replaced at once: its pid is gone)
+    for pid in serving:
+        assert os.path.exists("/proc/%d" % pid), \
+            "pid %d died during the trace:\n%s" % (pid, server.log_tail())
     # still serving after the detach, nothing left stopped or traced
     status, body = embedded.get(server.port)
     assert status == 200 and body.startswith("hello "), body
