@@ -1,9 +1,10 @@
 # agent/ — build/libvcagent-pyXY.so, one per CPython minor that scripts/find-pythons found
 # headers for (AGENT_PYINCS in $(BUILD)/config.mk), all from the same sources compiled against
 # that minor's headers (for 3.11 a pyenv build's headers are preferred; the .so serves Debian's
-# static python3.11 too).  A word MINOR:INC:EXTRA (headers of scripts/test-root's sid root) adds
-# EXTRA with -idirafter: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>
-# from there, while libc's headers stay the host's (the .so must run on the host's old glibc
+# static python3.11 too); a word 311d:INC (Debian's python3.11-dbg headers) gives
+# libvcagent-py311d.so, the Py_DEBUG ABI, which vcattach loads into debug targets.
+# A word MINOR:INC:EXTRA (headers of scripts/test-root's sid root) adds EXTRA with
+# -idirafter: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h> from there, while libc's headers stay the host's (the .so must run on the host's old glibc
 # symbol versions as well as on the root's newer glibc).  The agent is NOT linked against
 # libpython: Py* symbols resolve from
 # the target process's global scope.  Only the vc_* API is exported (-fvisibility=hidden).

@@ -31,7 +31,27 @@ static int self_dir(char *out, size_t cap)
     return snprintf(out, cap, "%s", exe[0] ? exe : "/") < (int)cap ? 0 : -1;
 }
 
-int agent_locate(int major, int minor, char *path, size_t cap, char *err, size_t errlen)
+/* dirs[i]/name, resolved, if it exists: 0, 1 when none does, or -1 with err. */
+static int find_in(char dirs[][PATH_MAX], int ndirs, const char *name, char *path, size_t cap,
+                   char *err, size_t errlen)
+{
+    for (int i = 0; i < ndirs; i++) {
+        char candidate[2 * PATH_MAX + 64], resolved[PATH_MAX];
+        int len = snprintf(candidate, sizeof candidate, "%s/%s", dirs[i], name);
+        if (len > 0 && (size_t)len < sizeof candidate && access(candidate, F_OK) == 0 && realpath(candidate, resolved)) {
+            if (strlen(resolved) >= cap) {
+                snprintf(err, errlen, "agent path too long: %s", resolved);
+                return -1;
+            }
+            snprintf(path, cap, "%s", resolved);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int agent_locate(int major, int minor, int debug, char *path, size_t cap, char *err,
+                 size_t errlen)
 {
     char dirs[2][PATH_MAX];
     int ndirs = 0;
@@ -50,19 +70,16 @@ int agent_locate(int major, int minor, char *path, size_t cap, char *err, size_t
             ndirs++;
     }
     char name[64];
-    snprintf(name, sizeof name, "libvcagent-py%d%02d.so", major, minor);
-    for (int i = 0; i < ndirs; i++) {
-        char candidate[2 * PATH_MAX + 64], resolved[PATH_MAX];
-        int len = snprintf(candidate, sizeof candidate, "%s/%s", dirs[i], name);
-        if (len > 0 && (size_t)len < sizeof candidate && access(candidate, F_OK) == 0 && realpath(candidate, resolved)) {
-            if (strlen(resolved) >= cap) {
-                snprintf(err, errlen, "agent path too long: %s", resolved);
-                return -1;
-            }
-            snprintf(path, cap, "%s", resolved);
-            return 0;
-        }
+    int rc = 1;
+    if (debug) { /* the debug build's own agent, when there is one */
+        snprintf(name, sizeof name, "libvcagent-py%d%02dd.so", major, minor);
+        rc = find_in(dirs, ndirs, name, path, cap, err, errlen);
     }
+    snprintf(name, sizeof name, "libvcagent-py%d%02d.so", major, minor);
+    if (rc == 1)
+        rc = find_in(dirs, ndirs, name, path, cap, err, errlen);
+    if (rc <= 0)
+        return rc;
     snprintf(err, errlen,
              "no agent for Python %d.%d: %s not found in %s%s%s; build it with `make` on a "
              "machine where python%d.%d and its headers (python%d.%d-dev) are installed, "

@@ -5,7 +5,10 @@
  *   $VCATTACH_AGENT_DIR                 only this directory, when set (tests, custom installs)
  *   <dir of /proc/self/exe>/            the build tree: build/vcattach next to build/libvcagent-*
  *   <dir of /proc/self/exe>/../lib/vcattach/   installed: PREFIX/bin/vcattach
- * File name: libvcagent-py<major><minor, 2 digits>.so, e.g. libvcagent-py311.so, -py308.so.
+ * File name: libvcagent-py<major><minor, 2 digits>.so, e.g. libvcagent-py311.so, -py308.so;
+ * for a debug (Py_DEBUG) target libvcagent-py311d.so first, built against the debug headers
+ * when `make` found them (the exact ABI: reference totals kept), else the release one (the same
+ * object layout: docs/embedded-hosts.md).
  */
 #ifndef VC_AGENT_LOCATE_H
 #define VC_AGENT_LOCATE_H
@@ -13,9 +16,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Finds the agent for major.minor.  Returns 0 with the absolute path in `path`, or -1 with one
- * line in err naming the directories searched and how to build the missing agent. */
-int agent_locate(int major, int minor, char *path, size_t cap, char *err, size_t errlen);
+/* Finds the agent for major.minor (debug: a Py_DEBUG target).  Returns 0 with the absolute
+ * path in `path`, or -1 with one line in err naming the directories searched and how to build
+ * the missing agent. */
+int agent_locate(int major, int minor, int debug, char *path, size_t cap, char *err,
+                 size_t errlen);
 
 /* Refuses an agent that others could have replaced (it runs inside the target): the file and
  * its directory must be owned by root or the operator and not writable by group or others;

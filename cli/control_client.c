@@ -317,7 +317,14 @@ int ctl_configure(struct ctl_conn *s, const char *config, char *reply, size_t ca
         if (type == VC_MSG_STARTED)
             return 0;
         if (type == VC_MSG_ERROR) {
-            snprintf(err, errlen, "the agent refused to start: %s", reply);
+            /* Python loaded, not initialized: an embedding host's process that runs none
+             * (docs/embedded-hosts.md) — or an interpreter still starting. */
+            int uninit = strstr(reply, "not initialized") != NULL;
+            snprintf(err, errlen, "the agent refused to start: %s%s", reply,
+                     uninit ? ": a host that loads Python without running it (e.g. Apache's "
+                              "master under mod_wsgi) has nothing to trace; trace its workers, "
+                              "or the whole tree with --subprocesses"
+                            : "");
             return -1;
         }
         /* anything else (a STATUS answer) is not for us here */

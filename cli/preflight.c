@@ -92,8 +92,16 @@ static int check_state_and_python(const struct target_facts *f, char *err, size_
     if (f->py.free_threaded) {
         snprintf(err, errlen,
                  "pid %d runs a free-threaded CPython (%d.%dt), which vcattach does not support "
-                 "yet (GIL builds 3.%d to 3.%d only)",
+                 "yet (GIL builds 3.%d to 3.%d only; see docs/free-threading.md)",
                  (int)pid, f->py.major, f->py.minor, PY_OLDEST_MINOR, PY_NEWEST_MINOR);
+        return -1;
+    }
+    if (f->py.trace_refs) {
+        snprintf(err, errlen,
+                 "pid %d runs a CPython %d.%d built with Py_TRACE_REFS (--with-trace-refs), whose "
+                 "object header vcattach's agents do not share: trace a build without it "
+                 "(Py_DEBUG alone is fine)",
+                 (int)pid, f->py.major, f->py.minor);
         return -1;
     }
     if (f->py.major != 3 || f->py.minor < PY_OLDEST_MINOR || f->py.minor > PY_NEWEST_MINOR) {
@@ -139,7 +147,8 @@ static int judge(struct target_info *t, char *err, size_t errlen)
     if (target_ptrace_permitted(f, err, errlen) < 0 ||
         check_state_and_python(f, err, errlen) < 0)
         return -1;
-    if (agent_locate(f->py.major, f->py.minor, t->agent, sizeof t->agent, err, errlen) < 0)
+    if (agent_locate(f->py.major, f->py.minor, f->py.debug, t->agent, sizeof t->agent, err,
+                     errlen) < 0)
         return -1;
     if (check_namespace(t, err, errlen) < 0)
         return -1;

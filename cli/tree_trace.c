@@ -48,6 +48,7 @@
 #define YOUNG_MS 1000              /* a non-Python process this young may still exec Python */
 #define INIT_RETRIES 40            /* "interpreter not initialized yet": inject again later */
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
+#define INIT_GRACE_MS 3000         /* older and still not initialized: an embedding host */
 #define DEFAULT_BUDGET_MB 256
 #define MIN_SHARE_MB 2
 #define DEFAULT_SHARE_MAX_MB CLI_WINDOW_MB /* without --buffer-mb, no process gets more */
@@ -445,6 +446,27 @@ static void ended_early(struct tree_run *r, struct member *m, const char *why)
     finish(r, m, M_LOST, why);
 }
 
+/* Its agent found Python loaded but not initialized.  A young process is an interpreter still
+ * starting (a new `python`, a spawn child): inject again later.  An older one, or one that
+ * stays so, is a host that embeds libpython and has not initialized it, or never will in that
+ * process: Apache's master under mod_wsgi (lazy initialization: only its children run Python),
+ * uWSGI's master with --lazy-apps.  Nothing to trace there: it is skipped with that reason at
+ * once, not re-injected nor waited for (it used to end as "lost" after the trace). */
+static void not_initialized(struct tree_run *r, struct member *m, const char *msg)
+{
+    long age = target_age_ms(m->pid);
+    if (age >= 0 && age < INIT_GRACE_MS && m->retries < INIT_RETRIES && !m->forked &&
+        !r->stopping) {
+        finish(r, m, M_RETRY, msg);
+        m->retries++;
+        return;
+    }
+    m->python = 1;
+    finish(r, m, M_SKIPPED,
+           "Python is loaded but not initialized in it (an embedding host's process that runs "
+           "no Python, e.g. Apache's master under mod_wsgi): nothing to trace");
+}
+
 static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap)
 {
     uint32_t type;
@@ -472,10 +494,8 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
     case VC_MSG_ERROR:
         buf[n] = '\0';
         ctl_sanitize(buf, (size_t)n); /* the target's user's text, printed later */
-        if (strstr(buf, "not initialized") && m->retries < INIT_RETRIES && !m->forked &&
-            !r->stopping) {
-            finish(r, m, M_RETRY, buf); /* a new interpreter still starting: later */
-            m->retries++;
+        if (strstr(buf, "not initialized")) {
+            not_initialized(r, m, buf);
             return;
         }
         {
@@ -623,6 +643,9 @@ static void check_waits(struct tree_run *r)
             finish(r, m, M_LOST, "exited before its agent connected");
         else if (m->st == M_RETRY && !target_alive(m->pid))
             finish(r, m, M_LOST, "exited while its interpreter was starting");
+        else if (m->st == M_RETRY && m->pid == r->opt->pid && now - m->since >= RETRY_MS &&
+                 !r->stopping)
+            inject_member(r, m, 0); /* the root: discover() walks only its descendants */
     }
 }
 

@@ -155,6 +155,15 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
         snprintf(py->how, sizeof py->how, "Py_Version");
     }
     int debug_ft = have_elf ? read_free_threaded(pid, &ef, capi) : -1;
+    /* Debug builds, from what only they export: Py_REF_DEBUG's reference total (_Py_RefTotal
+     * up to 3.11, _Py_IncRefTotal from 3.12; Py_DEBUG implies it), and Py_TRACE_REFS's list
+     * of every object (_Py_PrintReferences), whose two extra pointers in every object header
+     * no agent build shares. */
+    if (have_elf) {
+        py->debug = elf_lookup(&ef, "_Py_RefTotal", &unused) == 0 ||
+                    elf_lookup(&ef, "_Py_IncRefTotal", &unused) == 0;
+        py->trace_refs = elf_lookup(&ef, "_Py_PrintReferences", &unused) == 0;
+    }
     if (have_elf)
         elf_close(&ef);
     /* The names also tell a free-threaded build (python3.13t, libpython3.13t.so), whose

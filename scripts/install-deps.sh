@@ -23,6 +23,10 @@ PACKAGES=(
                                     # forking Flask service under gunicorn, local load
   python3-uvicorn python3-fastapi   # tests/test_requests.py: an ASGI service (uvicorn)
   python3-celery                    # tests/test_requests.py: a Celery worker (filesystem broker)
+  apache2 libapache2-mod-wsgi-py3   # tests/test_embedded.py: hosts that embed CPython in C:
+  uwsgi uwsgi-plugin-python3        # Apache + mod_wsgi, uWSGI (under wrk)
+  python3.11-dbg                    # tests/test_builds.py: a Py_DEBUG interpreter, and the
+                                    # headers of its agent build (libvcagent-py311d.so)
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
 )
 

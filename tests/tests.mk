@@ -93,3 +93,10 @@ $(BUILD)/tests/proc-tree-bench: tests/unit/proc_tree_bench.c $(BUILD)/libvcinjec
 	$(CC) $(CFLAGS_BASE) -Iinjector/include -o $@ $< $(BUILD)/libvcinject.a $(UNWIND_LIBS)
 
 TEST_PREREQS += $(BUILD)/tests/proc-tree-bench
+
+# ---- an embedding host that loads libpython at once and initializes it later (test_embedded) --
+$(BUILD)/tests/late-init: tests/targets/late_init.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< -ldl
+
+TEST_PREREQS += $(BUILD)/tests/late-init

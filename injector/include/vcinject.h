@@ -40,6 +40,9 @@
 struct target_python {
     int major, minor, micro;      /* micro = -1 when only the X.Y is known */
     int free_threaded;            /* a "t" build (python3.13t): no GIL, another ABI */
+    int debug;                    /* a Py_DEBUG ("d") build: the agents' ABI but for refcount
+                                   * totals (docs/builds.md) */
+    int trace_refs;               /* Py_TRACE_REFS: a larger object header, another ABI */
     char capi_file[PATH_MAX];     /* the ELF exporting the C-API, as mapped (target's view) */
     char how[64];                 /* where the version came from: "Py_Version", "soname", … */
 };
