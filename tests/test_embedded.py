@@ -10,9 +10,10 @@ Apache's master has libpython loaded but never initializes it (mod_wsgi initiali
 lazily, in the children): it must be "not traced" with that reason, at once; with
 WSGILazyInitialization Off it initializes Python and runs none: traced (no events).
 
-mod_wsgi's default application group runs the application in a sub-interpreter; the
-`*-subinterp` parameters need the agent's sub-interpreter support (branch `subinterp`) to see
-the handler; the `*-global` ones (WSGIApplicationGroup %{GLOBAL}: the main interpreter) do not.
+mod_wsgi's default application group runs the application in a sub-interpreter: the
+`*-subinterp` parameters see the handler through the agent's sub-interpreter support
+(agent/interps.c); the `*-global` ones (WSGIApplicationGroup %{GLOBAL}) in the main
+interpreter.
 
 Also a C host of our own that initializes Python late (tests/targets/late_init.c, built by
 `make test-prereqs`): the young root is injected again until its interpreter is up.
@@ -98,7 +99,7 @@ APACHE_CASES = [
     pytest.param("daemon", "global", False, id="daemon-global"),
     # WSGILazyInitialization Off: the master initializes Python (and runs none): traced
     pytest.param("daemon", "global", True, id="daemon-global-eager-init"),
-    # mod_wsgi's default application group: a sub-interpreter (needs branch `subinterp`)
+    # mod_wsgi's default application group: a sub-interpreter (agent/interps.c)
     pytest.param("embedded", "default", False, id="embedded-default-subinterp"),
     pytest.param("daemon", "default", False, id="daemon-default-subinterp"),
 ]

@@ -207,8 +207,10 @@ def by_interp_sections(text):
         elif line.startswith("  waiting:"):
             cur = None
         elif cur is not None:
+            # self, self%, total, total%, calls, mean, p50, p99, max[, on-CPU, off-CPU, on%]
             row = re.match(r"^\s+[\d.]+\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+([\d,]+)\s+"
-                           r"(?:[\d.]+\s+){4}\s*(.+)$", line)
+                           r"(?:[\d.]+\s+){4}(?:[\d.]+\s+[\d.]+\s+[\d.]+%\s+)?\s*(.+)$",
+                           line)
             if row:
                 cur[row.group(2)] = int(row.group(1).replace(",", ""))
     return sections

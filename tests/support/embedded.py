@@ -191,9 +191,11 @@ class Apache(Server):
             "LoadModule wsgi_module %s/mod_wsgi.so" % MODULES,
             # the worker MPM: under the event MPM wrk sees an occasional read error (a
             # keep-alive connection closed as a request goes out) with nobody tracing
-            # a fixed set of processes (no spawning or reaping under load during the trace)
-            "StartServers 2", "ServerLimit 2", "ThreadsPerChild 8", "MaxRequestWorkers 16",
-            "MinSpareThreads 1", "MaxSpareThreads 16", "MaxConnectionsPerChild 0",
+            # a fixed set of processes (no spawning or reaping under load during the trace),
+            # 4 threads each: wrk's 8 kept-alive connections then need both children (with 8
+            # each, one child could take them all, and the other serve nothing to trace)
+            "StartServers 2", "ServerLimit 2", "ThreadsPerChild 4", "MaxRequestWorkers 8",
+            "MinSpareThreads 1", "MaxSpareThreads 8", "MaxConnectionsPerChild 0",
             # wrk keeps its connections: none closed by the server under it (a close racing
             # a request is a socket error to wrk, whoever traces)
             "KeepAlive On", "MaxKeepAliveRequests 0", "KeepAliveTimeout 30",
