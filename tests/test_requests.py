@@ -23,6 +23,7 @@ import pytest
 
 from support.cvf_writer import nearest_rank
 from support.paths import VCATTACH
+from support.proc import free_port
 from support.traces import convert, load_json
 
 TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets")
@@ -308,15 +309,6 @@ def test_convert_requests_track(tmp_path):
 def _debian_has(*modules):
     return subprocess.run([DEBIAN_PYTHON, "-c", "import " + ", ".join(modules)],
                           capture_output=True).returncode == 0
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Client:

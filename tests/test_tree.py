@@ -8,7 +8,6 @@ Every test checks that every process of the tree is left running, unstopped and 
 """
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -17,7 +16,7 @@ import urllib.request
 import pytest
 
 from support.paths import PYTHONS, TESTS, VCATTACH
-from support.proc import assert_running_untraced
+from support.proc import assert_running_untraced, free_port
 from support.traces import decode, load_json, x_events
 
 TARGET = os.path.join(TESTS, "targets", "tree_target.py")
@@ -404,14 +403,6 @@ def test_kill9_of_vcattach_unhooks_every_process(tmp_path):
 
 
 # ---- gunicorn ------------------------------------------------------------------------------
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class Load:
     """A bounded local load: a few client threads, each request with a timeout."""

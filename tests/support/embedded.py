@@ -12,11 +12,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
+
+from .proc import free_port
 
 APACHE = "/usr/sbin/apache2"
 MODULES = "/usr/lib/apache2/modules"
@@ -53,14 +54,6 @@ def missing():
     if os.geteuid() != 0:
         return "Apache's master and uWSGI's drop to www-data: the tests need root"
     return None
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(port, timeout=5):

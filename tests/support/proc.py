@@ -2,6 +2,7 @@
 privileges.  What "the target is left alive, unstopped and untraced" means is defined here,
 once: assert_untouched (the process) and assert_running_untraced (every thread of it)."""
 import os
+import socket
 import subprocess
 import time
 
@@ -109,3 +110,12 @@ def python_pid(pid):
             pass
         time.sleep(0.02)
     return pid
+
+
+def free_port():
+    """A local TCP port nobody listens on now (the kernel's choice), for a server under test."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
