@@ -23,7 +23,7 @@ CFLAGS_BASE := -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wn
                $(OPT) -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP -Icommon
 LDFLAGS_BASE :=
 
-.PHONY: all test test-unit test-prereqs demo bench install clean deps
+.PHONY: all test test-slow test-unit test-prereqs demo bench install clean deps
 .DEFAULT_GOAL := all
 
 # Parts append to these.
@@ -128,13 +128,22 @@ pytest = cd tests && $(PYTHON_HOST) -m pytest -q -rs --durations=25 -p no:cachep
 test-prereqs: all $(TEST_PREREQS)
 
 # `make test` is the README's test command: packages and the test root first, then everything
-# built (a make of its own, which reads the new root's interpreters), then the whole suite in
-# one pytest run (targets are started with each interpreter of the matrix explicitly).
+# built (a make of its own, which reads the new root's interpreters), then the suite in one
+# pytest run (targets are started with each interpreter of the matrix explicitly), but the
+# `slow` group: real services under load for seconds each (Apache/mod_wsgi, uWSGI, gunicorn,
+# uvicorn, Celery under wrk), which `make test-slow` runs and CI runs once after it.
 test:
 	$(call setup_packages,make test)
 	$(call setup_test_root,make test)
 	@$(MAKE) --no-print-directory test-prereqs
-	$(call pytest)
+	$(call pytest,-m "not slow")
+
+# `make test-slow`: the slow group only (what `make test` leaves out); same setup.
+test-slow:
+	$(call setup_packages,make test-slow)
+	$(call setup_test_root,make test-slow)
+	@$(MAKE) --no-print-directory test-prereqs
+	$(call pytest,-m slow)
 
 # `make test-unit`: the fast tier only (tests marked `unit` in tests/conftest.py: codec, options,
 # safe-point rules, offline tools, the C unit programs): no target process, no ptrace, no root.

@@ -31,6 +31,8 @@ from support.paths import BUILD, PYTHONS, VCATTACH
 from support.proc import assert_running_untraced
 
 MISSING = embedded.missing()
+# real servers under wrk for seconds each: the slow group (`make test-slow`, run by CI)
+pytestmark = pytest.mark.slow
 needs_hosts = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
 LOAD_S = 6    # wrk's run: it covers the attach, the trace and the detach

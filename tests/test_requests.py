@@ -426,6 +426,7 @@ def children(pid):
         return []
 
 
+@pytest.mark.slow
 @pytest.mark.system
 @pytest.mark.skipif(not (os.path.exists("/usr/bin/gunicorn") and _debian_has("flask")),
                     reason="gunicorn/flask not installed (scripts/install-deps.sh)")
@@ -459,6 +460,7 @@ def test_gunicorn_flask_requests(workers, tmp_path):
         kill_group(g)
 
 
+@pytest.mark.slow
 @pytest.mark.system
 @pytest.mark.skipif(not _debian_has("uvicorn", "fastapi"),
                     reason="uvicorn/fastapi not installed (scripts/install-deps.sh)")
@@ -488,6 +490,7 @@ def test_uvicorn_fastapi_requests_are_one_unit_each(tmp_path):
         kill_group(u)
 
 
+@pytest.mark.slow
 @pytest.mark.system
 @pytest.mark.skipif(not _debian_has("celery"),
                     reason="celery not installed (scripts/install-deps.sh: python3-celery)")

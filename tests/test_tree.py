@@ -451,6 +451,7 @@ def start_gunicorn(port, *extra):
 
 @pytest.mark.skipif(not gunicorn_available(), reason="gunicorn/flask not installed "
                     "(scripts/install-deps.sh)")
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [["-w", "3"], ["-w", "2", "-k", "gthread", "--threads", "2"],
                                      ["-w", "2", "--max-requests", "30"]],
                          ids=["sync", "gthread", "max-requests"])
