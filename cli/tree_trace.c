@@ -17,6 +17,11 @@
  *      keeps what it streamed (SIGTERM'd pool workers, a SIGKILLed gunicorn worker), a member
  *      whose frames break the protocol is lost, the others go on; at the end one pass over
  *      every spool builds OUT, atomically (spool_build_processes).
+ * Members may live in other mount, pid, network and user namespaces (a container seen from
+ * the host): each is attached as a single target is (attach.c: the agent copied into its own
+ * root as its user, remote-exec with --method remote-exec), gets a listener in its network
+ * namespace (one per namespace: struct listener), and is shown by our pid with its own beside
+ * it (ns_pid.c).
  * Every process is on one clock: each agent maps its raw timestamps to CLOCK_MONOTONIC.
  * The record budget (--buffer-mb) is shared: see the --help text and share_for().
  */
