@@ -22,11 +22,11 @@ import urllib.request
 
 import pytest
 
-from support.paths import CHROOT_PYTHONS, TESTS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, root_workdir
+from support.paths import CHROOT_PYTHONS, PYTHONS, TESTS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, root_workdir
 from support.proc import NOBODY, as_user, assert_running_untraced
 from support.traces import decode, x_events
 
-pytestmark = pytest.mark.skipif(
+needs_root = pytest.mark.skipif(
     TEST_ROOT is None, reason="no sid test root (CPython 3.14/3.15): %s" % TEST_ROOT_ERROR)
 
 APP = os.path.join(TESTS, "targets", "tree_flask_app.py")
@@ -262,6 +262,7 @@ def ns_pid_of(pid, names):
     return int(tail.split()[0])
 
 
+@needs_root
 @pytest.mark.parametrize("minor", [314, 315], ids=["py3.14", "py3.15"])
 def test_gunicorn_in_container_every_worker_and_a_killed_one(minor, container, tmp_path):
     c = container(chroot_python(minor), workers=3)
@@ -281,6 +282,7 @@ def test_gunicorn_in_container_every_worker_and_a_killed_one(minor, container, t
     check_untouched(c)
 
 
+@needs_root
 def test_gunicorn_in_container_remote_exec(container, tmp_path):
     c = container(chroot_python(314), workers=2)
     initial = c.workers()
@@ -303,6 +305,7 @@ def userns_refusal():
     return None
 
 
+@needs_root
 def test_gunicorn_in_rootless_container(container, tmp_path):
     why = userns_refusal()
     if why:
@@ -319,3 +322,72 @@ def test_gunicorn_in_rootless_container(container, tmp_path):
     check_trace(c, out, stdout, initial)
     assert load.failed == 0, (load.ok, load.failed)
     check_untouched(c)
+
+
+# A process of the tree that enters new namespaces (network, mount, pid) while it is traced:
+# its child interpreter is found by the /proc scan, gets a control socket made in its network
+# namespace (the tree's first one cannot be reached from there), and is named by our pid.
+NEW_NS_ROOT = r"""
+import subprocess, sys, time
+
+def parent_work(n):
+    return sum(range(n))
+
+print("ready", flush=True)
+sys.stdin.readline()                      # the test says when vcattach is tracing
+child = subprocess.Popen(["unshare", "--net", "--mount", "--pid", "--fork", sys.executable,
+                          "-c", "import time\n"
+                                "def child_work(n):\n"
+                                "    return sum(range(n))\n"
+                                "while True:\n"
+                                "    child_work(2000)\n"
+                                "    time.sleep(0.01)\n"])
+while True:
+    parent_work(2000)
+    time.sleep(0.01)
+"""
+
+
+def test_child_entering_new_namespaces_during_the_trace(tmp_path):
+    pys = [p for p in PYTHONS if p["kind"] != "static"] or PYTHONS
+    py = pys[-1]
+    script = tmp_path / "new_ns_root.py"
+    script.write_text(NEW_NS_ROOT)
+    root = subprocess.Popen([py["path"], str(script)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert root.stdout.readline().strip() == "ready"
+        out = str(tmp_path / "newns.cvf")
+        v = subprocess.Popen([VCATTACH, "--pid", str(root.pid), "--subprocesses", "-t", "4",
+                              "-o", out, "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        time.sleep(1.5)  # attached by then (a single process: tens of ms)
+        root.stdin.write("go\n")
+        root.stdin.flush()
+        stdout, stderr = v.communicate(timeout=120)
+        assert v.returncode == 0, stderr + stdout
+        kids = descendants(root.pid)
+        inner = [p for p in kids if "python" in ContainerGunicorn._exe(p)]
+        assert inner, (kids, stdout)
+        child = inner[0]
+        assert os.readlink("/proc/%d/ns/net" % child) != os.readlink("/proc/%d/ns/net" % root.pid)
+        assert ns_pid(child) == 1
+        assert "is in another network namespace: a control socket made there" in stderr, stderr
+        assert "pid %d (pid 1 in its namespace) traced" % child in stdout, stdout
+        events = decode(out)
+        names = process_names(events)
+        assert names[child].endswith("(pid 1 in its namespace)"), names
+        by_pid = {}
+        for e in x_events(events):
+            by_pid.setdefault(e["pid"], set()).add(e["name"].split(" ")[0])
+        assert "parent_work" in by_pid.get(root.pid, ()), stdout
+        assert "child_work" in by_pid.get(child, ()), stdout
+        for p in [root.pid] + kids:
+            if os.path.exists("/proc/%d" % p):
+                assert_running_untraced(p)
+    finally:
+        try:
+            os.killpg(root.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        root.wait(10)
