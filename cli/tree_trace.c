@@ -1027,7 +1027,9 @@ static int open_output(const char *cmd, struct tree_run *r, struct trace_sink *s
 }
 
 /* The root's own checks before anything is touched: a tree is refused as a whole when its
- * root is (exit 2).  0, or -1 after printing why. */
+ * root is (exit 2): its preflight, and with --method remote-exec whether it accepts a PEP 768
+ * request.  A root in another mount, pid or user namespace is traced like any member.  0, or
+ * -1 after printing why. */
 static int preflight_root(const char *cmd, const struct cli_options *opt)
 {
     char err[1024];
@@ -1037,7 +1039,9 @@ static int preflight_root(const char *cmd, const struct cli_options *opt)
         return -1;
     }
     enum inject_method m;
-    int rc = attach_choose_method(cmd, opt, &t, &m, err, sizeof err);
+    int rc = opt->method == CLI_METHOD_REMOTE_EXEC
+                 ? attach_choose_method(cmd, opt, &t, &m, err, sizeof err)
+                 : 0;
     preflight_release(&t);
     if (rc < 0) /* an explicit remote-exec the root does not accept */
         fprintf(stderr, "%s: %s\n", cmd, err);
