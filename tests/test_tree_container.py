@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from support.paths import CHROOT_PYTHONS, PYTHONS, TESTS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, root_workdir
+from support.paths import BUILD, CHROOT_PYTHONS, PYTHONS, TESTS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, root_workdir
 from support.proc import NOBODY, as_user, assert_running_untraced
 from support.traces import decode, x_events
 
@@ -391,3 +391,14 @@ def test_child_entering_new_namespaces_during_the_trace(tmp_path):
         except ProcessLookupError:
             pass
         root.wait(10)
+
+
+@pytest.mark.parametrize("build", ["tests", "asan/tests"], ids=["plain", "asan"])
+def test_ns_pid_rewrite_of_what_an_agent_sends(build):
+    """cli/ns_pid.c on hostile META/EVENTS frames (tests/unit/ns_pid_check.c): exact matches
+    only, outputs within their computed bounds, a META at the spool's bound stays within it."""
+    exe = os.path.join(BUILD, build, "ns-pid-check")
+    assert os.path.exists(exe), "%s not built: run make test-prereqs" % exe
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all checks passed" in r.stdout

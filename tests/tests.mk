@@ -93,3 +93,13 @@ $(BUILD)/tests/proc-tree-bench: tests/unit/proc_tree_bench.c $(BUILD)/libvcinjec
 	$(CC) $(CFLAGS_BASE) -Iinjector/include -o $@ $< $(BUILD)/libvcinject.a $(UNWIND_LIBS)
 
 TEST_PREREQS += $(BUILD)/tests/proc-tree-bench
+
+# ---- cli/ns_pid.c (a container member's META/EVENTS, the agent's bytes), plain and ASan+UBSan ----
+$(BUILD)/tests/ns-pid-check: tests/unit/ns_pid_check.c cli/ns_pid.c cli/ns_pid.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Icli -o $@ $< cli/ns_pid.c
+$(BUILD)/asan/tests/ns-pid-check: tests/unit/ns_pid_check.c cli/ns_pid.c cli/ns_pid.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CODEC_SAN_CFLAGS) -Icli -o $@ $< cli/ns_pid.c
+
+TEST_PREREQS += $(BUILD)/tests/ns-pid-check $(BUILD)/asan/tests/ns-pid-check
