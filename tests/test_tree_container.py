@@ -222,8 +222,15 @@ def trace(c, seconds, out, *extra, kill_after=None):
             time.sleep(kill_after)
             killed = c.workers()[0]
             os.kill(killed, signal.SIGKILL)
-        stdout = v.stdout.read()
-        v.wait(180)
+        out_chunks = []
+        out_reader = threading.Thread(target=lambda: out_chunks.append(v.stdout.read()))
+        out_reader.start()
+        try:
+            v.wait(180)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("vcattach still running after 180 s: %s" % "".join(err_lines))
+        out_reader.join(30)
+        stdout = "".join(out_chunks)
     finally:
         if v.poll() is None:
             v.kill()
