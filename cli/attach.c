@@ -150,6 +150,32 @@ void attach_part_name(const char *out, pid_t pid, char *buf, size_t cap)
     snprintf(buf, cap, "%s.%d.cvf", stem, (int)pid);
 }
 
+int attach_dir_shared(pid_t pid, const char *file)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return 0;
+    slash[slash == dir ? 1 : 0] = '\0';
+    return target_same_file(pid, dir);
+}
+
+int attach_fallback_for(pid_t pid, const char *out, pid_t member, char *buf, size_t cap,
+                        int *moved)
+{
+    char name[PATH_MAX + 64];
+    attach_fallback_name(out, member, name, sizeof name);
+    *moved = !attach_dir_shared(pid, out);
+    if (*moved) { /* the agent writes it in its own view: its /tmp (preflight checked it) */
+        const char *base = strrchr(name, '/');
+        char in_tmp[sizeof name + 8];
+        snprintf(in_tmp, sizeof in_tmp, "/tmp/%s", base ? base + 1 : name);
+        return snprintf(buf, cap, "%s", in_tmp) < (int)cap ? 0 : -1;
+    }
+    return snprintf(buf, cap, "%s", name) < (int)cap ? 0 : -1;
+}
+
 /* ---- CONFIG --------------------------------------------------------------------------------- */
 
 static int append_u64(char *cfg, size_t cap, size_t *used, const char *key, uint64_t v)
@@ -230,6 +256,17 @@ static int wait_agent(void *ctx, int wait_ms)
 int attach_inject(const struct cli_options *opt, struct target_info *t, struct ctl_conn *c,
                   enum inject_method m, char *err, size_t errlen)
 {
+    struct agent_wait w = {.c = c};
+    int st = attach_inject_waiting(opt, t, c, m, wait_agent, &w, err, errlen);
+    if (w.broken && st == -2)
+        snprintf(err, errlen, "%s", w.err);
+    return st;
+}
+
+int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
+                          struct ctl_conn *c, enum inject_method m, inject_wait_fn wait,
+                          void *ctx, char *err, size_t errlen)
+{
     int copy_made = 0; /* a copy of the agent to remove once the target has loaded it */
     if (t->agent_needs_copy) {
         if (agent_copy_into_target(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent,
@@ -240,7 +277,6 @@ int attach_inject(const struct cli_options *opt, struct target_info *t, struct c
             fprintf(stderr, "vcattach: agent copied into the target's mount namespace as %s\n",
                     t->agent_in_target);
     }
-    struct agent_wait w = {.c = c};
     struct inject_request req = {
         .target = &t->f,
         .method = m,
@@ -249,8 +285,8 @@ int attach_inject(const struct cli_options *opt, struct target_info *t, struct c
         .control_path = c->target_path,
         .timeout_ms = ATTACH_INJECT_TIMEOUT_MS,
         .rexec_timeout_ms = ATTACH_REXEC_TIMEOUT_MS,
-        .wait_connected = wait_agent,
-        .wait_ctx = &w,
+        .wait_connected = wait,
+        .wait_ctx = ctx,
         .cancel = &attach_interrupts,
         .verbose = opt->verbose,
     };
@@ -261,7 +297,5 @@ int attach_inject(const struct cli_options *opt, struct target_info *t, struct c
         agent_copy_remove(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent_in_target);
     if (res.fell_back[0] && !opt->quiet)
         fprintf(stderr, "vcattach: remote-exec: %s; falling back to ptrace\n", res.fell_back);
-    if (w.broken && st != INJECT_OK)
-        snprintf(err, errlen, "%s", w.err);
     return st == INJECT_OK ? 0 : -2;
 }

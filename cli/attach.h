@@ -80,6 +80,14 @@ void attach_output_stem(const char *out, char *buf, size_t cap);
 void attach_fallback_name(const char *out, pid_t pid, char *buf, size_t cap);
 /* A `start --subprocesses` member's own output: OUT.PID.cvf. */
 void attach_part_name(const char *out, pid_t pid, char *buf, size_t cap);
+/* 1 if the directory of the absolute path `file` is the same directory for pid (through
+ * /proc/PID/root), else 0. */
+int attach_dir_shared(pid_t pid, const char *file);
+/* The fallback name (attach_fallback_name(out, member)) as pid can write it: unchanged when
+ * OUT's directory is the same for pid, else the same base name in pid's own /tmp (a target
+ * in another mount namespace or root).  *moved says which.  0, or -1 if it does not fit. */
+int attach_fallback_for(pid_t pid, const char *out, pid_t member, char *buf, size_t cap,
+                        int *moved);
 
 /* ---- CONFIG --------------------------------------------------------------------------------- */
 
@@ -98,5 +106,11 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
  * was injected); -2 with the injector's line in err when the injection failed. */
 int attach_inject(const struct cli_options *opt, struct target_info *t, struct ctl_conn *c,
                   enum inject_method m, char *err, size_t errlen);
+/* attach_inject with the caller's own wait for remote-exec's connection (a tree: its one
+ * listener takes the connections of every member, and the wait goes through its loop).
+ * wait(ctx, ms): 1 connected, 0 not yet, -1 give up (inject.h's inject_wait_fn). */
+int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
+                          struct ctl_conn *c, enum inject_method m, inject_wait_fn wait,
+                          void *ctx, char *err, size_t errlen);
 
 #endif /* VC_ATTACH_H */

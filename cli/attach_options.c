@@ -91,7 +91,10 @@ static void help_trace(FILE *out)
             "it does if vcattach is killed.  OUT is written as OUT.tmp, then renamed.\n\n"
             "A target in another mount namespace (a container, a service with PrivateTmp) gets\n"
             "a copy of the agent in its own /tmp (written as its user) when it cannot see this\n"
-            "one.  `vcattach status|stop` find a session by the target's own pid.\n\n"
+            "one.  `vcattach status|stop` find a session by the target's own pid.  With\n"
+            "--subprocesses each process of the tree is treated so, in whatever mount, pid,\n"
+            "network or user namespace it runs; pids are the host's, with the container's\n"
+            "beside them.\n\n"
             "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"
             "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n");
 }

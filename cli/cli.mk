@@ -3,7 +3,8 @@
 # signals, preflight and --hook checks, method, names, CONFIG, injection), one process
 # (trace_process.c over preflight, agent_locate, control_client (+ unix_names) and
 # trace_sink, the one atomic output path), process trees (tree_trace.c, tree_sessions.c,
-# their merge tree_merge.c), stop/status (cmd_stop.c), the lines printed from the agent's
+# their merge tree_merge.c; a member in another pid namespace named by
+# our pid with its own beside it: ns_pid.c), stop/status (cmd_stop.c), the lines printed from the agent's
 # texts (report.c) and the offline commands (cmd_convert.c, cmd_summary.c) over
 # libvctrace.a.  It sees the injector only through its public header
 # (injector/include/vcinject.h): -Iinjector/include, never -Iinjector.

@@ -34,18 +34,6 @@
 #define FRAME_TIMEOUT_MS 60000 /* encoding a large trace may take a while per chunk */
 #define STATUS_LINE_MS 200
 
-/* Is the directory of the absolute path `file` the same directory for the target? */
-static int dir_shared_with_target(pid_t pid, const char *file)
-{
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", file);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        return 0;
-    slash[slash == dir ? 1 : 0] = '\0';
-    return target_same_file(pid, dir);
-}
-
 /* Waits for the duration (0: until Ctrl-C), spooling what the agent streams meanwhile.
  * Returns 0 when it is time to stop (deadline, Ctrl-C, the spool cannot take more), 1 when
  * the agent stopped on its own and its END came (end_text: the target is exiting, the agent
@@ -155,7 +143,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     attach_fallback_name(p->out_abs, 0, p->fallback, sizeof p->fallback);
 
     /* The agent writes the fallback (and, for start, OUT) in its own mount namespace. */
-    if (t->f.other_mnt_ns && !dir_shared_with_target(t->f.pid, p->out_abs)) {
+    if (t->f.other_mnt_ns && !attach_dir_shared(t->f.pid, p->out_abs)) {
         if (opt->mode == CLI_START) {
             fprintf(stderr, "%s: with start the target writes %s itself, but that directory is "
                             "not the same in its mount namespace: choose a directory shared "

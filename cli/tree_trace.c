@@ -17,6 +17,11 @@
  *      keeps what it streamed (SIGTERM'd pool workers, a SIGKILLed gunicorn worker), a member
  *      whose frames break the protocol is lost, the others go on; at the end one pass over
  *      every spool builds OUT, atomically (spool_build_processes).
+ * Members may live in other mount, pid, network and user namespaces (a container seen from
+ * the host): each is attached as a single target is (attach.c: the agent copied into its own
+ * root as its user, remote-exec with --method remote-exec), gets a listener in its network
+ * namespace (one per namespace: struct listener), and is shown by our pid with its own beside
+ * it (ns_pid.c).
  * Every process is on one clock: each agent maps its raw timestamps to CLOCK_MONOTONIC.
  * The record budget (--buffer-mb) is shared: see the --help text and share_for().
  */
@@ -29,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +42,7 @@
 #include "commands.h"
 #include "control_client.h"
 #include "monotonic.h"
+#include "ns_pid.h"
 #include "receive_priority.h"
 #include "spool.h"
 #include "trace_sink.h"
@@ -53,6 +60,7 @@
 #define MIN_SHARE_MB 2
 #define DEFAULT_SHARE_MAX_MB CLI_WINDOW_MB /* without --buffer-mb, no process gets more */
 #define VERBOSE_KEEP 4096          /* -v lists skipped processes: kept up to this many members */
+#define MAX_NETNS 16               /* listening sockets: one per network namespace of the tree */
 
 enum mstate {
     M_CONNECT,   /* injected (or forked with the agent): waiting for its connection */
@@ -66,7 +74,9 @@ enum mstate {
 };
 
 struct member {
-    pid_t pid;
+    pid_t pid;               /* as we (the host) see it: SO_PEERCRED's, /proc's */
+    pid_t own_pid;           /* as it sees itself (last NSpid field): differs in a container */
+    int lis;                 /* the listener (network namespace) its agent was told of */
     uint64_t start_time;     /* with pid, the process's identity: a reused pid is a stranger */
     enum mstate st;
     int fd;                  /* its control connection */
@@ -85,9 +95,20 @@ struct member {
     char end[512];           /* END text */
 };
 
+/* A listening control socket in one network namespace: an agent connects to an abstract
+ * name, which exists only in the namespace the socket was made in (control_client.c), so a
+ * tree whose processes live in several (the containers of a pod, a process that entered a new
+ * one) gets one per namespace, made when its first member there is injected. */
+struct listener {
+    struct ctl_conn ctl;      /* its fd is the listener, never accepted through ctl_accept */
+    dev_t dev;                /* the namespace: /proc/PID/ns/net's identity */
+    ino_t ino;
+};
+
 struct tree_run {
     const struct cli_options *opt;
-    struct ctl_conn ctl;      /* the listening socket (its fd is the listener, never accepted) */
+    struct listener lis[MAX_NETNS]; /* [0]: the root's namespace */
+    size_t nlis;
     struct member *m;
     size_t n, cap;
     unsigned budget_mb, reserve_mb;
@@ -126,6 +147,7 @@ static struct member *add(struct tree_run *r, pid_t pid)
     m->fd = -1;
     m->since = vc_monotonic_ms();
     m->start_time = target_start_time(pid);
+    m->own_pid = target_own_pid(pid);
     target_cmdline(pid, m->name, sizeof m->name);
     return m;
 }
@@ -155,6 +177,7 @@ static void rebind(struct member *m)
     m->fd = -1;
     m->since = vc_monotonic_ms();
     m->start_time = target_start_time(pid);
+    m->own_pid = target_own_pid(pid);
     target_cmdline(pid, m->name, sizeof m->name);
     m->st = M_SKIPPED;
 }
@@ -258,7 +281,10 @@ static int send_config(struct tree_run *r, struct member *m)
 {
     static char cfg[VC_MSG_MAX / 4];
     char fallback[PATH_MAX + 64];
-    attach_fallback_name(r->out_abs, m->pid, fallback, sizeof fallback);
+    int moved;
+    /* In another mount namespace or root, the agent writes its fallback in its own /tmp. */
+    if (attach_fallback_for(m->pid, r->out_abs, m->pid, fallback, sizeof fallback, &moved) < 0)
+        return -1;
     /* The single-target config (deadline with grace, hook, filters) with this process's
      * share of the budget, and follow_forks. */
     struct cli_options one = *r->opt;
@@ -269,17 +295,18 @@ static int send_config(struct tree_run *r, struct member *m)
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
     if (rc == 0 && m->sp == NULL && spool_open_member(r, m) != 0)
         return -1;
-    rc |= ctl_add_token(&r->ctl, cfg, sizeof cfg, &used);
+    rc |= ctl_add_token(&r->lis[m->lis].ctl, cfg, sizeof cfg, &used);
     if (rc || vc_msg_send(m->fd, VC_MSG_CONFIG, cfg, used, 5000) < 0)
         return -1;
     set_state(m, M_STARTING);
     return 0;
 }
 
-/* A new connection: whose it is (SO_PEERCRED), its HELLO, its CONFIG. */
-static void accept_one(struct tree_run *r)
+/* A new connection on listener li: whose it is (SO_PEERCRED: the pid as we see it, whatever
+ * pid namespace the agent is in), its HELLO, its CONFIG. */
+static void accept_one(struct tree_run *r, size_t li)
 {
-    int fd = accept4(r->ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(r->lis[li].ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         return;
     struct ucred cred;
@@ -338,6 +365,7 @@ static void accept_one(struct tree_run *r)
         return;
     }
     m->fd = fd;
+    m->lis = (int)li; /* its CONFIG carries that listener's token, which its agent knows */
     char hello[512];
     uint32_t type;
     long n = vc_msg_recv(fd, &type, hello, sizeof hello, 2000);
@@ -391,8 +419,8 @@ static void spool_done(struct member *m)
 /* A streaming frame of a member: into its spool.  The tree as a whole takes what one target
  * would (--max-trace-mb, counted on the spools' size on disk: a member that passes it keeps
  * what it had, and the members after it too). */
-static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type, const char *buf,
-                            size_t n)
+static void spool_frame(struct tree_run *r, struct member *m, uint32_t type, const char *buf,
+                        size_t n)
 {
     char err[512];
     if (m->sp == NULL) {
@@ -419,6 +447,44 @@ static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type,
         snprintf(m->why, sizeof m->why, "%.300s", err);
         ended_early(r, m, m->why); /* the disk: what was spooled is its trace */
     }
+}
+
+static int in_other_pid_ns(const struct member *m)
+{
+    return m->own_pid > 0 && m->own_pid != m->pid;
+}
+
+/* A member's streaming frame; what a member in another pid namespace says about its process
+ * (META, EVENTS) names it by our pid, with its own beside it (ns_pid.c). */
+static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type, const char *buf,
+                            size_t n)
+{
+    void *rewritten = NULL;
+    size_t rn = 0;
+    if (in_other_pid_ns(m) && type == VC_MSG_META)
+        rewritten = ns_pid_meta(buf, n, m->pid, m->own_pid, &rn);
+    else if (in_other_pid_ns(m) && type == VC_MSG_EVENTS)
+        rewritten = ns_pid_events(buf, n, m->pid, m->own_pid, &rn);
+    if (rewritten != NULL)
+        spool_frame(r, m, type, rewritten, rn);
+    else
+        spool_frame(r, m, type, buf, n);
+    free(rewritten);
+}
+
+/* A member in another pid namespace gets its name in its spool as it starts (our pid, its
+ * command line, its own pid): a process killed before its agent's META keeps a named track
+ * under our pid.  Its agent's own META replaces it at the end. */
+static void spool_initial_name(struct tree_run *r, struct member *m)
+{
+    if (!in_other_pid_ns(m) || m->sp == NULL)
+        return;
+    unsigned char meta[8 + sizeof m->name];
+    size_t len = strnlen(m->name, sizeof m->name);
+    uint64_t pid = (uint64_t)m->own_pid; /* ns_pid_meta puts ours in */
+    memcpy(meta, &pid, 8);
+    memcpy(meta + 8, m->name, len);
+    on_stream_frame(r, m, VC_MSG_META, (const char *)meta, 8 + len);
 }
 
 /* A member whose connection ended without END (killed, or exited without its atexit stop):
@@ -488,6 +554,9 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
     switch (type) {
     case VC_MSG_STARTED:
         set_state(m, M_RUNNING);
+        spool_initial_name(r, m);
+        if (m->st != M_RUNNING)
+            return;
         if (r->stopping && vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
             set_state(m, M_STOPPING);
         return;
@@ -528,19 +597,98 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
 
 /* ---- injecting ---------------------------------------------------------------------------- */
 
-/* The method of a tree's members: remote-exec goes through the single-target path only, so
- * auto means ptrace here (and --method remote-exec is refused up front). */
-static enum inject_method member_method(const struct tree_run *r)
+/* The network namespace of pid (what /proc/PID/ns/net names).  0, or -1 if it is gone. */
+static int net_ns_of(pid_t pid, dev_t *dev, ino_t *ino)
 {
-    return r->opt->method == CLI_METHOD_GDB ? INJECT_GDB : INJECT_PTRACE;
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    if (stat(path, &st) < 0)
+        return -1;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    return 0;
 }
 
-/* Preflight and injection of one process (attach.c, as for a single target); *m's state says
- * what came of it. */
-static void inject_member(struct tree_run *r, struct member *m, int at_attach)
+/* The listener in pid's network namespace, made there (ctl_listen enters it for the socket)
+ * when it is the first member in it.  Its index, or -1 with err. */
+static int listener_for(struct tree_run *r, pid_t pid, char *err, size_t errlen)
+{
+    dev_t dev;
+    ino_t ino;
+    if (net_ns_of(pid, &dev, &ino) < 0) {
+        snprintf(err, errlen, "cannot read its network namespace (gone?)");
+        return -1;
+    }
+    for (size_t i = 0; i < r->nlis; i++)
+        if (r->lis[i].dev == dev && r->lis[i].ino == ino)
+            return (int)i;
+    if (r->nlis == MAX_NETNS) {
+        snprintf(err, errlen, "the tree spans more than %d network namespaces: trace this "
+                              "process on its own", MAX_NETNS);
+        return -1;
+    }
+    struct listener *l = &r->lis[r->nlis];
+    ctl_init(&l->ctl);
+    if (ctl_listen(&l->ctl, pid, err, errlen) < 0)
+        return -1;
+    /* Many agents connect at once (a tree attached in one go): a deeper backlog than the
+     * single-target socket's, or later connects would time out in the agents. */
+    listen(l->ctl.listen_fd, 256);
+    l->dev = dev;
+    l->ino = ino;
+    if (r->opt->verbose && r->nlis > 0)
+        fprintf(stderr, "vcattach: pid %d is in another network namespace: a control socket "
+                        "made there for it\n", (int)pid);
+    return (int)r->nlis++;
+}
+
+/* The method of a member: an explicit --method for each (remote-exec where the member
+ * accepts it: 3.14+, remote debugging on; else it is skipped with the reason); auto is ptrace
+ * in a tree: remote-exec waits for a thread of the member to run Python, up to 2 s for an
+ * idle one, and the members are injected one after the other.  0, or -1 with err. */
+static int member_method(const struct tree_run *r, const struct target_info *t,
+                         enum inject_method *m, char *err, size_t errlen)
+{
+    if (r->opt->method == CLI_METHOD_REMOTE_EXEC)
+        return attach_choose_method("vcattach", r->opt, t, m, err, errlen);
+    *m = r->opt->method == CLI_METHOD_GDB ? INJECT_GDB : INJECT_PTRACE;
+    return 0;
+}
+
+static void pump(struct tree_run *r, int ms, char *buf, size_t cap);
+
+/* remote-exec's wait for a member's agent: the tree's loop (every listener, every member's
+ * frames) for the slice, then whether that member's connection came.  The member is found
+ * again by pid each time: the loop may add members (fork children), moving the table. */
+struct member_wait {
+    struct tree_run *r;
+    pid_t pid;
+};
+
+static int wait_member(void *ctx, int wait_ms)
+{
+    struct member_wait *w = ctx;
+    if (attach_interrupts)
+        return -1;
+    pump(w->r, wait_ms, w->r->buf, VC_MSG_MAX + 1);
+    struct member *m = find(w->r, w->pid);
+    if (m == NULL)
+        return -1;
+    if (m->fd >= 0 || m->st != M_CONNECT) /* connected (and configured, or given up on) */
+        return 1;
+    return target_alive(w->pid) ? 0 : -1;
+}
+
+/* Preflight and injection of one process (attach.c, as for a single target: a process in
+ * another mount namespace or root gets the agent copied into its /tmp as its own user, its
+ * control socket in its network namespace); the member's state says what came of it.
+ * Returns the member (the table may have moved while remote-exec waited). */
+static struct member *inject_member(struct tree_run *r, struct member *m, int at_attach)
 {
     char err[1024] = "";
     static struct target_info t; /* large (paths): not on the stack */
+    m->forked = 0; /* injected: whatever it was, it joins through this injection now */
     target_exe(m->pid, m->exe, sizeof m->exe);
     if (attach_preflight(r->opt, m->pid, &t, err, sizeof err) < 0) {
         /* Not Python (yet), or refused: target_python_detect tells which. */
@@ -548,32 +696,54 @@ static void inject_member(struct tree_run *r, struct member *m, int at_attach)
         char e2[256];
         m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
         finish(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
-        return;
+        return m;
     }
     m->python = 1;
-    if (t.f.other_mnt_ns || t.agent_needs_copy) {
+    enum inject_method method;
+    int li = member_method(r, &t, &method, err, sizeof err) < 0
+                 ? -1
+                 : listener_for(r, m->pid, err, sizeof err);
+    if (li < 0) {
         preflight_release(&t);
-        finish(r, m, M_SKIPPED, "runs in another mount namespace: trace it on its own");
-        return;
+        finish(r, m, M_SKIPPED, err);
+        return m;
     }
     if (!at_attach && m->share_mb == 0 && (m->share_mb = share_for(r)) == 0) {
         preflight_release(&t);
         finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
-        return;
+        return m;
     }
-    int st = attach_inject(r->opt, &t, &r->ctl, member_method(r), err, sizeof err);
+    /* Waiting for its connection from now on (remote-exec's connection may come while the
+     * injector waits: accept_one takes it as this member's). */
+    pid_t pid = m->pid;
+    m->lis = li;
+    m->fd = -1;
+    set_state(m, M_CONNECT);
+    struct member_wait w = {r, pid};
+    int st = attach_inject_waiting(r->opt, &t, &r->lis[li].ctl, method, wait_member, &w, err,
+                                   sizeof err);
     preflight_release(&t);
+    if ((m = find(r, pid)) == NULL) /* cannot be: members leave the table only in compact() */
+        return &r->m[0];
     if (st < 0) {
         char why[1100];
         snprintf(why, sizeof why, "injection failed: %s", err);
+        if (m->fd >= 0 || m->st != M_CONNECT) /* its agent came after all: it is traced */
+            return m;
         finish(r, m, M_LOST, why);
         m->share_mb = 0;
-        return;
+        return m;
     }
-    if (r->opt->verbose)
-        fprintf(stderr, "vcattach: pid %d (%s) is Python %d.%d: injected %s\n", (int)m->pid,
-                t.f.comm, t.f.py.major, t.f.py.minor, t.agent);
-    set_state(m, M_CONNECT);
+    if (r->opt->verbose) {
+        char label[96];
+        ns_pid_label(pid, m->own_pid, label, sizeof label);
+        fprintf(stderr, "vcattach: pid %s (%s) is Python %d.%d: injected %s%s\n", label,
+                t.f.comm, t.f.py.major, t.f.py.minor, t.agent_in_target,
+                method == INJECT_REMOTE_EXEC ? " (remote-exec)" : "");
+    }
+    if (m->st == M_CONNECT && m->fd < 0)
+        set_state(m, M_CONNECT); /* its connection wait starts now */
+    return m;
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -594,9 +764,9 @@ static void drain(struct tree_run *r, struct member *m, char *buf, size_t cap)
 
 static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
 {
-    size_t nfds = 1;
-    struct pollfd *p = calloc(r->n + 1, sizeof *p);
-    size_t *who = calloc(r->n + 1, sizeof *who);
+    size_t nl = r->nlis, nfds = nl;
+    struct pollfd *p = calloc(r->n + nl, sizeof *p);
+    size_t *who = calloc(r->n + nl, sizeof *who);
     if (p == NULL || who == NULL) {
         free(p);
         free(who);
@@ -604,7 +774,8 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
         nanosleep(&ts, NULL);
         return;
     }
-    p[0] = (struct pollfd){.fd = r->ctl.listen_fd, .events = POLLIN};
+    for (size_t l = 0; l < nl; l++)
+        p[l] = (struct pollfd){.fd = r->lis[l].ctl.listen_fd, .events = POLLIN};
     for (size_t i = 0; i < r->n; i++)
         if (r->m[i].fd >= 0) {
             who[nfds] = i;
@@ -612,11 +783,12 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
         }
     int k = poll(p, (nfds_t)nfds, ms);
     if (k > 0) {
-        for (size_t j = 1; j < nfds; j++)
+        for (size_t j = nl; j < nfds; j++)
             if (p[j].revents)
                 drain(r, &r->m[who[j]], buf, cap);
-        if (p[0].revents & POLLIN)
-            accept_one(r);
+        for (size_t l = 0; l < nl; l++)
+            if (p[l].revents & POLLIN)
+                accept_one(r, l);
     }
     free(p);
     free(who);
@@ -633,7 +805,6 @@ static void check_waits(struct tree_run *r)
             /* The agent was mapped but nobody connected: an agent left loaded by an earlier
              * trace, or a fork the agent did not see (fork() from C): inject it like any
              * process (the loaded agent is reused). */
-            m->forked = 0;
             inject_member(r, m, 0);
         } else if (m->st == M_CONNECT && now - m->since > (m->forked ? FORK_JOIN_WAIT_MS : CONNECT_WAIT_MS))
             finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
@@ -665,13 +836,12 @@ static void discover(struct tree_run *r, int at_attach)
         }
         if (m != NULL) {
             if (m->st == M_RETRY && now - m->since >= RETRY_MS && !r->stopping)
-                inject_member(r, m, 0);
+                m = inject_member(r, m, 0);
             else if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
                      target_has_agent(m->pid) == 0) {
                 /* A fork child that exec'd (subprocess, spawn): a new image, maybe a new
                  * interpreter, to examine like any newcomer (its share is kept). */
-                m->forked = 0;
-                inject_member(r, m, 0);
+                m = inject_member(r, m, 0);
                 if (m->st == M_SKIPPED && !m->python && target_age_ms(m->pid) < YOUNG_MS)
                     m->exe[0] = '\0';
             }
@@ -710,7 +880,7 @@ static void discover(struct tree_run *r, int at_attach)
             pump(r, 0, r->buf, VC_MSG_MAX + 1); /* the ones injected so far connect */
             continue;
         }
-        inject_member(r, m, 0);
+        m = inject_member(r, m, 0);
         if (m->st == M_SKIPPED && !m->python && target_age_ms(m->pid) < YOUNG_MS)
             m->exe[0] = '\0'; /* young: may still exec Python; look again next time */
     }
@@ -818,7 +988,9 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
     char size[32];
     cli_format_bytes(sink->bytes, size, sizeof size);
     if (!r->opt->quiet) {
-        printf("vcattach: pid %d and its subprocesses in %.1fs: %zu process%s traced", (int)r->opt->pid,
+        char root[96];
+        ns_pid_label(r->opt->pid, r->n ? r->m[0].own_pid : 0, root, sizeof root);
+        printf("vcattach: pid %s and its subprocesses in %.1fs: %zu process%s traced", root,
                (double)traced / 1000.0, done, done == 1 ? "" : "es");
         if (lost)
             printf(", %zu lost", lost);
@@ -835,7 +1007,9 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
         int always = (m->st != M_DONE || m->ended_early) && !(m->st == M_SKIPPED && !m->python);
         if (r->opt->quiet || (!always && !r->opt->verbose))
             continue;
-        printf("  pid %d %s%s: %s", (int)m->pid, m->forked ? "(forked) " : "", state_word(m),
+        char label[96];
+        ns_pid_label(m->pid, m->own_pid, label, sizeof label);
+        printf("  pid %s %s%s: %s", label, m->forked ? "(forked) " : "", state_word(m),
                m->name);
         if (m->st == M_DONE)
             printf(" — %llu events, %llu threads, %u MiB buffer", end_u64(m, "events"),
@@ -876,28 +1050,25 @@ static int open_output(const char *cmd, struct tree_run *r, struct trace_sink *s
 }
 
 /* The root's own checks before anything is touched: a tree is refused as a whole when its
- * root is (exit 2).  0, or -1 after printing why. */
+ * root is (exit 2): its preflight, and with --method remote-exec whether it accepts a PEP 768
+ * request.  A root in another mount, pid or user namespace is traced like any member.  0, or
+ * -1 after printing why. */
 static int preflight_root(const char *cmd, const struct cli_options *opt)
 {
     char err[1024];
     static struct target_info t; /* large (paths): not on the stack */
-    if (opt->method == CLI_METHOD_REMOTE_EXEC) {
-        fprintf(stderr, "%s: --subprocesses injects with ptrace (or --method gdb): drop "
-                        "--method remote-exec\n", cmd);
-        return -1;
-    }
     if (attach_preflight(opt, opt->pid, &t, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         return -1;
     }
-    int foreign = t.f.other_mnt_ns || t.agent_needs_copy;
+    enum inject_method m;
+    int rc = opt->method == CLI_METHOD_REMOTE_EXEC
+                 ? attach_choose_method(cmd, opt, &t, &m, err, sizeof err)
+                 : 0;
     preflight_release(&t);
-    if (foreign) {
-        fprintf(stderr, "%s: --subprocesses does not follow a tree in another mount namespace "
-                        "yet: trace its processes one by one\n", cmd);
-        return -1;
-    }
-    return 0;
+    if (rc < 0) /* an explicit remote-exec the root does not accept */
+        fprintf(stderr, "%s: %s\n", cmd, err);
+    return rc;
 }
 
 /* Attach: the root, then every descendant there is now, each started (or given up) before
@@ -909,8 +1080,8 @@ static int attach_all(const char *cmd, struct tree_run *r)
     if (root == NULL)
         return -1;
     root->share_mb = r->initial_share_mb;
-    inject_member(r, root, 1);
-    if (root->st != M_CONNECT) {
+    root = inject_member(r, root, 1);
+    if (root->st != M_CONNECT && root->st != M_STARTING && root->st != M_RUNNING) {
         fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)r->opt->pid, root->why);
         return -1;
     }
@@ -1000,13 +1171,10 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
         fprintf(stderr, "%s: out of memory\n", cmd);
         return VC_EXIT_FAIL;
     }
-    if (ctl_listen(&r->ctl, r->opt->pid, err, sizeof err) < 0) {
+    if (listener_for(r, r->opt->pid, err, sizeof err) < 0) { /* the root's: lis[0] */
         fprintf(stderr, "%s: %s\n", cmd, err);
         return VC_EXIT_FAIL;
     }
-    /* Many agents connect at once (a tree attached in one go): a deeper backlog than the
-     * single-target socket's, or later connects would time out in the agents. */
-    listen(r->ctl.listen_fd, 256);
     plan_budget(r);
     if (attach_all(cmd, r) < 0)
         return VC_EXIT_FAIL;
@@ -1039,7 +1207,6 @@ int tree_trace(const struct cli_options *opt)
     memset(&r, 0, sizeof r);
     r.opt = opt;
     r.budget_mb = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
-    ctl_init(&r.ctl);
     static struct trace_sink sink;
     if (open_output(cmd, &r, &sink) < 0)
         return VC_EXIT_USAGE;
@@ -1054,7 +1221,8 @@ int tree_trace(const struct cli_options *opt)
     }
     free(r.m);
     free(r.buf);
-    ctl_close(&r.ctl);
+    for (size_t i = 0; i < r.nlis; i++)
+        ctl_close(&r.lis[i].ctl);
     sink_abort(&sink);
     attach_signals_restore(&saved);
     return rc;

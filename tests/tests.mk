@@ -100,3 +100,13 @@ $(BUILD)/tests/late-init: tests/targets/late_init.c
 	$(CC) $(CFLAGS_BASE) -o $@ $< -ldl
 
 TEST_PREREQS += $(BUILD)/tests/late-init
+
+# ---- cli/ns_pid.c (a container member's META/EVENTS, the agent's bytes), plain and ASan+UBSan ----
+$(BUILD)/tests/ns-pid-check: tests/unit/ns_pid_check.c cli/ns_pid.c cli/ns_pid.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Icli -o $@ $< cli/ns_pid.c
+$(BUILD)/asan/tests/ns-pid-check: tests/unit/ns_pid_check.c cli/ns_pid.c cli/ns_pid.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CODEC_SAN_CFLAGS) -Icli -o $@ $< cli/ns_pid.c
+
+TEST_PREREQS += $(BUILD)/tests/ns-pid-check $(BUILD)/asan/tests/ns-pid-check
