@@ -14,7 +14,6 @@ one).  Every process is left running, unstopped and untraced."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -23,7 +22,7 @@ import urllib.request
 import pytest
 
 from support.paths import BUILD, CHROOT_PYTHONS, PYTHONS, TESTS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, root_workdir
-from support.proc import NOBODY, as_user, assert_running_untraced
+from support.proc import NOBODY, as_user, assert_running_untraced, free_port
 from support.traces import decode, x_events
 
 needs_root = pytest.mark.skipif(
@@ -33,14 +32,6 @@ APP = os.path.join(TESTS, "targets", "tree_flask_app.py")
 # Own mount and pid namespaces, /proc of the new pid namespace mounted inside the root, then
 # the root: "$0" is the root, "$@" the command inside it.
 ENTER = 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"'
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def children(pid):
