@@ -224,3 +224,90 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp)
     return 0; /* only the main interpreter is reached (vc_compat_interp_reachable) */
 #endif
 }
+
+/* ---- the runtime's list under its own lock (3.12+) ----------------------------------------
+ * _PyRuntime.interpreters is {mutex; head; main; next_id} in 3.12 … 3.15 (internal
+ * pycore_runtime.h / pycore_runtime_structs.h); its offset in _PyRuntimeState, per minor, as
+ * offsetof() gives it with each minor's internal headers.  Before it is used, the `main` field
+ * 16 bytes further must hold PyInterpreterState_Main() and `head` must be set: a layout we do
+ * not know is never locked.  3.12's mutex is a PyThread_type_lock (PyThread_acquire_lock_timed
+ * bounds the wait); 3.13+'s a one-byte PyMutex, taken here like PyMutex_Lock's fast path
+ * (0 → locked, no parked waiter) and retried for a bounded time (the timed lock is not
+ * exported), released with PyMutex_Unlock, which wakes any waiter that parked meanwhile.
+ * _PyRuntime is referenced weakly: an interpreter that does not export it gets -1, and the
+ * agent still loads. */
+#if PY_VERSION_HEX >= 0x030C0000
+#include <time.h>
+#if PY_VERSION_HEX >= 0x030F0000
+#define VC_RT_INTERPS 928
+#elif PY_VERSION_HEX >= 0x030E0000
+#define VC_RT_INTERPS 800
+#elif PY_VERSION_HEX >= 0x030D0000
+#define VC_RT_INTERPS 624
+#else
+#define VC_RT_INTERPS 32
+#endif
+extern char _PyRuntime[] __attribute__((weak));
+#define VC_LOCK_WAIT_US 20000
+
+static int rt_lock(char *mutex)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    for (int waited = 0; waited < VC_LOCK_WAIT_US; waited += 100) {
+        unsigned char expected = 0;
+        if (__atomic_compare_exchange_n((unsigned char *)mutex, &expected, 1, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+#else
+    PyThread_type_lock lock = *(PyThread_type_lock *)(void *)mutex;
+    if (lock == NULL)
+        return -1;
+    return PyThread_acquire_lock_timed(lock, VC_LOCK_WAIT_US, 0) == PY_LOCK_ACQUIRED ? 0 : -1;
+#endif
+}
+
+static void rt_unlock(char *mutex)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Unlock((PyMutex *)(void *)mutex);
+#else
+    PyThread_release_lock(*(PyThread_type_lock *)(void *)mutex);
+#endif
+}
+
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id)
+{
+    *max_id = above;
+    if (_PyRuntime == NULL)
+        return -1;
+    char *mutex = _PyRuntime + VC_RT_INTERPS;
+    PyInterpreterState *volatile *head = (PyInterpreterState *volatile *)(void *)(mutex + 8);
+    PyInterpreterState *main = PyInterpreterState_Main();
+    if (main == NULL || *(PyInterpreterState *volatile *)(void *)(mutex + 16) != main ||
+        *head == NULL)
+        return -1;
+    if (rt_lock(mutex) != 0)
+        return -1;
+    int n = 0;
+    for (PyInterpreterState *i = *head; i != NULL; i = PyInterpreterState_Next(i)) {
+        int64_t id = PyInterpreterState_GetID(i);
+        if (i == main || id <= above)
+            continue;
+        n++;
+        if (id > *max_id)
+            *max_id = id;
+    }
+    rt_unlock(mutex);
+    return n;
+}
+#else
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id)
+{
+    *max_id = above;
+    return -1;
+}
+#endif

@@ -5,7 +5,8 @@ its own named "NAME [interp N]"; their keys never mix with another interpreter's
 destroyed during the trace keeps its events and names; a thread switching interpreters 2000
 times, 30 interpreters created and destroyed in a tight loop and one that fails to start leave
 the target correct.  From 3.12 only the main interpreter is traced (agent/interps.c); the
-sub-interpreters must then be left alone.
+sub-interpreters must then be left alone, and the trace, the CLI's line and `summary` say how
+many were.
 
 The target (targets/subinterp_target.py) counts its own calls of work() per interpreter; the
 trace read by the independent Python reader (support.traces.decode) must hold exactly as many
@@ -106,6 +107,7 @@ def trace_scenario(python, tmp_path, mode, *options):
         vc.send_signal(signal.SIGINT)
         stdout, stderr = vc.communicate(timeout=120)
         assert vc.returncode == 0, (stdout, stderr)
+        report_stdout = stdout
         hooks = t.ask("check")["hooks"]
         assert t.p.wait(30) == 0
     finally:
@@ -114,7 +116,14 @@ def trace_scenario(python, tmp_path, mode, *options):
             vc.wait()
         t.close()
     report["argv"] = argv
+    report["vc_stdout"] = report_stdout
     return report, decode(out), hooks
+
+
+def untraced_note(events):
+    """The detach instant's count of sub-interpreters left alone (agent/interps.c)."""
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    return detach["args"]["interps_untraced"]
 
 
 def work_counts(events):
@@ -168,6 +177,9 @@ def test_every_interpreter_traced_with_exact_counts(python, tmp_path):
     subs = {e["name"] for e in events if e.get("ph") == "X" and e["name"].startswith("work (")
             and names.get(e["tid"]) != "MainThread"}
     assert subs and all("<string>" in s for s in subs), subs
+    # every interpreter traced: nothing said to be left alone
+    assert untraced_note(events) == 0
+    assert "not traced" not in report["vc_stdout"], report["vc_stdout"]
 
 
 @pytest.mark.parametrize("python", params(EVAL))
@@ -194,6 +206,17 @@ def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
     counts, names = work_counts(events)
     assert counts["MainThread"] == N, counts
     assert not [n for n in names.values() if "[interp" in n], names
+    # ... and the trace says so: the interpreters seen at the agent's visits (walked under the
+    # runtime's own lock), A at least (it exists at attach); never more than the target made
+    # (A, B, 30 short ones, the failing one; on 3.14+ 5 PEP 734 ones and the pool's workers)
+    n = untraced_note(events)
+    assert 1 <= n <= 33 + (0 if python["minor"] < 314 else 5 + 64), n
+    assert "; %d sub-interpreter%s not traced (CPython 3.12+)" % (n, "" if n == 1 else "s") \
+        in report["vc_stdout"], report["vc_stdout"]
+    r = run_vcattach("summary", tmp_path / "sub.cvf", "--top", "5")
+    assert r.returncode == 0, r.stderr
+    assert "\n%d sub-interpreter%s not traced (CPython 3.12+: only the main interpreter's " \
+        "calls are in this trace)\n" % (n, "" if n == 1 else "s") in r.stdout, r.stdout[:2000]
 
 
 def by_interp_sections(text):
@@ -208,7 +231,8 @@ def by_interp_sections(text):
             cur = None
         elif cur is not None:
             row = re.match(r"^\s+[\d.]+\s+[\d.]+%\s+[\d.]+\s+[\d.]+%\s+([\d,]+)\s+"
-                           r"(?:[\d.]+\s+){4}\s*(.+)$", line)
+                           r"(?:[\d.]+\s+){4}(?:[\d.]+\s+[\d.]+\s+[\d.]+%\s+)?\s*(.+)$",
+                           line)  # (on-CPU, off-CPU, on% when CPU was sampled)
             if row:
                 cur[row.group(2)] = int(row.group(1).replace(",", ""))
     return sections
