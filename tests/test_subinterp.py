@@ -219,6 +219,40 @@ def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
         "calls are in this trace)\n" % (n, "" if n == 1 else "s") in r.stdout, r.stdout[:2000]
 
 
+CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_churn.py")
+
+
+@pytest.mark.parametrize("python", params(OWN_GIL))
+def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
+    """3.12+: 4 threads make and destroy own-GIL interpreters nonstop while vcattach traces
+    (the agent walks the runtime's list under its lock at every visit): the target keeps
+    working and exits cleanly, and the trace counts the interpreters it saw."""
+    argv = [python["path"], CHURN] if not python["root"] else None
+    if argv is None:
+        outside, inside = root_workdir(python, tmp_path, "vc-churn")
+        shutil.copy2(CHURN, os.path.join(outside, "subinterp_churn.py"))
+        argv = python["argv"] + [os.path.join(inside, "subinterp_churn.py")]
+    out = str(tmp_path / "churn.cvf")
+    t = subprocess.Popen(argv + ["8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd="/")
+    try:
+        r, _, _ = select.select([t.stdout], [], [], 30)
+        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
+        vc = run_vcattach("--pid", str(t.pid), "-t", "2s", "-o", out, timeout=120)
+        assert vc.returncode == 0, (vc.stdout, vc.stderr)
+        stdout, stderr = t.communicate(timeout=60)
+        assert t.returncode == 0, stderr
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["ok"] and all(n > 0 for n in result["made"]), result
+    n = untraced_note(decode(out))
+    assert 1 <= n <= sum(result["made"]), (n, result)
+    assert "sub-interpreter" in vc.stdout and "not traced (CPython 3.12+)" in vc.stdout, vc.stdout
+
+
 def by_interp_sections(text):
     """{section title: {function name: calls}} of `vcattach summary --by interp` (working
     tables only)."""
