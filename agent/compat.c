@@ -247,7 +247,41 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp)
 #else
 #define VC_RT_INTERPS 32
 #endif
+/* In PyInterpreterState (internal pycore_interp.h), per minor as offsetof() gives them:
+ * ceval.gil (the GIL it runs under), _gil (its own GIL's storage, which the main interpreter
+ * uses: the layout check) and id. */
+#if PY_VERSION_HEX >= 0x030F0000
+#define VC_IS_GIL 16
+#define VC_IS_OWN_GIL 7736
+#define VC_IS_ID 7272
+#elif PY_VERSION_HEX >= 0x030E0000
+#define VC_IS_GIL 16
+#define VC_IS_OWN_GIL 7784
+#define VC_IS_ID 7280
+#elif PY_VERSION_HEX >= 0x030D0000
+#define VC_IS_GIL 16
+#define VC_IS_OWN_GIL 7752
+#define VC_IS_ID 7272
+#else
+#define VC_IS_GIL 384
+#define VC_IS_OWN_GIL 1040
+#define VC_IS_ID 8
+#endif
 extern char _PyRuntime[] __attribute__((weak));
+
+/* The GIL interp runs under, NULL if not set yet.  Only with the interpreter's memory valid
+ * (the main one, or any listed one under the runtime's lock). */
+static void *interp_gil(PyInterpreterState *interp)
+{
+    return *(void *volatile *)(void *)((char *)interp + VC_IS_GIL);
+}
+
+/* 1 if the main interpreter's fields sit where this minor's layout says. */
+static int interp_layout_known(PyInterpreterState *main)
+{
+    return interp_gil(main) == (void *)((char *)main + VC_IS_OWN_GIL) &&
+           *(int64_t *)(void *)((char *)main + VC_IS_ID) == PyInterpreterState_GetID(main);
+}
 #define VC_LOCK_WAIT_US 20000
 
 static int rt_lock(char *mutex)
@@ -279,9 +313,10 @@ static void rt_unlock(char *mutex)
 #endif
 }
 
-int vc_compat_subinterps_above(int64_t above, int64_t *max_id)
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
 {
     *max_id = above;
+    *shared = -1;
     if (_PyRuntime == NULL)
         return -1;
     char *mutex = _PyRuntime + VC_RT_INTERPS;
@@ -290,9 +325,10 @@ int vc_compat_subinterps_above(int64_t above, int64_t *max_id)
     if (main == NULL || *(PyInterpreterState *volatile *)(void *)(mutex + 16) != main ||
         *head == NULL)
         return -1;
+    void *main_gil = interp_layout_known(main) ? interp_gil(main) : NULL;
     if (rt_lock(mutex) != 0)
         return -1;
-    int n = 0;
+    int n = 0, same = 0;
     for (PyInterpreterState *i = *head; i != NULL; i = PyInterpreterState_Next(i)) {
         int64_t id = PyInterpreterState_GetID(i);
         if (i == main || id <= above)
@@ -300,14 +336,19 @@ int vc_compat_subinterps_above(int64_t above, int64_t *max_id)
         n++;
         if (id > *max_id)
             *max_id = id;
+        if (main_gil != NULL && interp_gil(i) == main_gil)
+            same++;
     }
+    if (main_gil != NULL)
+        *shared = same;
     rt_unlock(mutex);
     return n;
 }
 #else
-int vc_compat_subinterps_above(int64_t above, int64_t *max_id)
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
 {
     *max_id = above;
+    *shared = -1;
     return -1;
 }
 #endif

@@ -237,10 +237,13 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp);
 /* 3.12+: how many interpreters other than the main one have an id above `above`, read from
  * the runtime's list under the runtime's own lock (HEAD_LOCK: what creating or destroying an
  * interpreter takes, on any thread, whatever GIL it holds, so every listed interpreter's memory
- * stays valid while it is held); *max_id: the highest id listed (at least `above`).  The lock
- * is waited for at most ~20 ms and held for the walk only.  -1 if it was not taken in time or
- * the runtime's layout is not the one known for this minor (nothing read); before 3.12, where
- * the list is walked with the GIL (vc_compat_interp_head), always -1. */
-int vc_compat_subinterps_above(int64_t above, int64_t *max_id);
+ * stays valid while it is held); *max_id: the highest id listed (at least `above`); *shared:
+ * how many of them run under the main interpreter's GIL (Py_NewInterpreter / the "legacy"
+ * config: mod_wsgi's), -1 if this minor's PyInterpreterState layout did not check out (one
+ * caught before its GIL is set counts as not shared).  The lock is waited for at most ~20 ms
+ * and held for the walk only.  -1 if it was not taken in time or the runtime's layout is not
+ * the one known for this minor (nothing read); before 3.12, where the list is walked with the
+ * GIL (vc_compat_interp_head), always -1. */
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared);
 
 #endif /* VC_COMPAT_H */

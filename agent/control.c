@@ -514,6 +514,8 @@ void vc_control_prepare_end(vc_session *s, const struct vc_result *res, const ch
         char n[24];
         snprintf(n, sizeof n, "%llu", (unsigned long long)s->interps_untraced);
         vc_kv_append(out->text, sizeof out->text, &used, "interps_untraced", n);
+        snprintf(n, sizeof n, "%llu", (unsigned long long)s->interps_untraced_shared);
+        vc_kv_append(out->text, sizeof out->text, &used, "interps_untraced_shared", n);
     }
     if (vc_filter_active(&s->filter)) {
         char desc[800];

@@ -249,10 +249,13 @@ static void retry_register(vc_session *s, int k)
 static void count_untraced(vc_session *s)
 {
     int64_t max = 0;
-    int n = vc_compat_subinterps_above(g_max_seen_id, &max);
+    int shared = -1;
+    int n = vc_compat_subinterps_above(g_max_seen_id, &max, &shared);
     if (n <= 0)
         return; /* none new, or not read this time (the next visit tries again) */
     s->interps_untraced += (uint64_t)n;
+    if (shared > 0)
+        s->interps_untraced_shared += (uint64_t)shared;
     g_max_seen_id = max;
 }
 

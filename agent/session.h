@@ -97,6 +97,7 @@ typedef struct vc_session {
     uint32_t nthreads;
     uint64_t threads_untraced;
     uint64_t interps_untraced; /* sub-interpreters seen but not traced (3.12+: interps.c) */
+    uint64_t interps_untraced_shared; /* ... of which under the main GIL (mod_wsgi's) */
     PyThreadState *agent_tstate;
     PyObject *start_hook;     /* our threading._profile_hook object */
     PyObject *saved_profile_hook;

@@ -211,6 +211,9 @@ def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
     # (A, B, 30 short ones, the failing one; on 3.14+ 5 PEP 734 ones and the pool's workers)
     n = untraced_note(events)
     assert 1 <= n <= 33 + (0 if python["minor"] < 314 else 5 + 64), n
+    # all of them made with the default config: their own GIL
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    assert detach["args"]["interps_untraced_shared_gil"] == 0, detach
     assert "; %d sub-interpreter%s not traced (CPython 3.12+)" % (n, "" if n == 1 else "s") \
         in report["vc_stdout"], report["vc_stdout"]
     r = run_vcattach("summary", tmp_path / "sub.cvf", "--top", "5")
@@ -225,8 +228,9 @@ CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_churn.py")
 @pytest.mark.parametrize("python", params(OWN_GIL))
 def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
     """3.12+: 4 threads make and destroy own-GIL interpreters nonstop while vcattach traces
-    (the agent walks the runtime's list under its lock at every visit): the target keeps
-    working and exits cleanly, and the trace counts the interpreters it saw."""
+    (the agent walks the runtime's list under its lock at every visit) and a "legacy" one
+    (main GIL) lives throughout: the target keeps working and exits cleanly, and the trace
+    counts the interpreters it saw, the legacy one as sharing the main GIL."""
     argv = [python["path"], CHURN] if not python["root"] else None
     if argv is None:
         outside, inside = root_workdir(python, tmp_path, "vc-churn")
@@ -248,9 +252,15 @@ def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
             t.wait()
     result = json.loads(stdout.strip().splitlines()[-1])
     assert result["ok"] and all(n > 0 for n in result["made"]), result
-    n = untraced_note(decode(out))
-    assert 1 <= n <= sum(result["made"]), (n, result)
-    assert "sub-interpreter" in vc.stdout and "not traced (CPython 3.12+)" in vc.stdout, vc.stdout
+    events = decode(out)
+    n = untraced_note(events)
+    assert 2 <= n <= 1 + sum(result["made"]), (n, result)
+    # exactly one shares the main GIL: the "legacy" one (agent/compat.c tells them apart by
+    # the GIL each runs under)
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    assert detach["args"]["interps_untraced_shared_gil"] == 1, detach
+    assert "; %d sub-interpreters not traced (CPython 3.12+; sharing the main GIL: 1)" % n \
+        in vc.stdout, vc.stdout
 
 
 def by_interp_sections(text):
