@@ -261,6 +261,10 @@ def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
     assert detach["args"]["interps_untraced_shared_gil"] == 1, detach
     assert "; %d sub-interpreters not traced (CPython 3.12+; sharing the main GIL: 1)" % n \
         in vc.stdout, vc.stdout
+    r = run_vcattach("summary", out, "--top", "3")
+    assert r.returncode == 0, r.stderr
+    assert "\n%d sub-interpreters not traced (CPython 3.12+: only the main interpreter's calls " \
+        "are in this trace); 1 of them shared the main GIL\n" % n in r.stdout, r.stdout[:2000]
 
 
 def by_interp_sections(text):

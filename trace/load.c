@@ -51,9 +51,13 @@ static void note_drops(vct_trace *t, json_t *event)
  * it saw and left alone); one per traced process, summed. */
 static void note_interps(vct_trace *t, json_t *event)
 {
-    json_t *n = json_object_get(json_object_get(event, "args"), "interps_untraced");
+    json_t *args = json_object_get(event, "args");
+    json_t *n = json_object_get(args, "interps_untraced");
+    json_t *shared = json_object_get(args, "interps_untraced_shared_gil");
     if (json_is_integer(n) && json_integer_value(n) > 0)
         t->interps_untraced += (uint64_t)json_integer_value(n);
+    if (json_is_integer(shared) && json_integer_value(shared) > 0)
+        t->interps_untraced_shared += (uint64_t)json_integer_value(shared);
 }
 
 /* ---- Chrome-trace JSON ------------------------------------------------------------------- */
