@@ -217,8 +217,9 @@ PyInterpreterState *vc_compat_tstate_interp(PyThreadState *ts);
  * interpreter; before 3.12 every interpreter shares the one GIL and creation/destruction
  * happen with it held (Py_NewInterpreter / Py_EndInterpreter require it), so a walk under the
  * GIL sees a stable list.  From 3.12 an own-GIL interpreter can come and go while we hold the
- * main GIL: sub-interpreters are then not walked (vc_compat_interp_reachable answers 0 for
- * them), only the main one. */
+ * main GIL: sub-interpreters are then not traced (vc_compat_interp_reachable answers 0 for
+ * them), and the list is read only under the runtime's own lock, to count them
+ * (vc_compat_subinterps_above). */
 /* 1 if the list may be walked with the GIL held (before 3.12); 0: only the main interpreter
  * is traced and the list is never walked. */
 int vc_compat_interps_walkable(void);

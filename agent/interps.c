@@ -25,6 +25,13 @@
  *    in it.
  * Slots are matched by (address, id): ids only grow, so a new interpreter at a freed address
  * is never taken for the old one.
+ *
+ * From 3.12 none of this runs: a sub-interpreter may have its own GIL (PEP 684), be created
+ * and destroyed on another thread while we hold the main one, and entering one would need a
+ * thread state of ours there across PyThreadState_Swap, which releases the GIL on 3.13+ (a
+ * Py_EndInterpreter in that window finds a second thread and aborts the process).  The visits
+ * only count the sub-interpreters, apart those under the main GIL (count_untraced), so the
+ * trace says what it lacks.
  */
 #include "interps.h"
 #include "backend.h"
