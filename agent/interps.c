@@ -28,8 +28,10 @@
  *
  * From 3.12 none of this runs: a sub-interpreter may have its own GIL (PEP 684), be created
  * and destroyed on another thread while we hold the main one, and entering one would need a
- * thread state of ours there across PyThreadState_Swap, which releases the GIL on 3.13+ (a
- * Py_EndInterpreter in that window finds a second thread and aborts the process).  The visits
+ * thread state of ours there across PyThreadState_Swap, which from 3.12 releases the GIL and
+ * takes it again (_PyEval_ReleaseLock/_PyEval_AcquireLock, seen in 3.12.1's and 3.13.0's
+ * code): a Py_EndInterpreter in that window would find a second thread and abort the
+ * process, even for an interpreter under the main GIL.  The visits
  * only count the sub-interpreters, apart those under the main GIL (count_untraced), so the
  * trace says what it lacks.
  */
