@@ -581,6 +581,8 @@ static int launch(void)
     g_vc.tool_id = -1;
     g_vc.status_fd = g_vc.status_client_fd = -1;
     g_vc.threads_untraced = 0;
+    g_vc.interps_untraced = 0;
+    g_vc.interps_untraced_shared = 0;
     g_vc.backend_name[0] = '\0';
     g_vc.start_mono_ms = 0;
     g_vc.kept_tmp[0] = '\0';

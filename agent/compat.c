@@ -224,3 +224,131 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp)
     return 0; /* only the main interpreter is reached (vc_compat_interp_reachable) */
 #endif
 }
+
+/* ---- the runtime's list under its own lock (3.12+) ----------------------------------------
+ * _PyRuntime.interpreters is {mutex; head; main; next_id} in 3.12 … 3.15 (internal
+ * pycore_runtime.h / pycore_runtime_structs.h); its offset in _PyRuntimeState, per minor, as
+ * offsetof() gives it with each minor's internal headers.  Before it is used, the `main` field
+ * 16 bytes further must hold PyInterpreterState_Main() and `head` must be set: a layout we do
+ * not know is never locked.  3.12's mutex is a PyThread_type_lock (PyThread_acquire_lock_timed
+ * bounds the wait); 3.13+'s a one-byte PyMutex, taken here like PyMutex_Lock's fast path
+ * (0 → locked, no parked waiter) and retried for a bounded time (the timed lock is not
+ * exported), released with PyMutex_Unlock, which wakes any waiter that parked meanwhile.
+ * _PyRuntime is referenced weakly: an interpreter that does not export it gets -1, and the
+ * agent still loads. */
+#if PY_VERSION_HEX >= 0x030C0000
+#include <time.h>
+#if PY_VERSION_HEX >= 0x030F0000
+#define VC_RT_INTERPS 928
+#elif PY_VERSION_HEX >= 0x030E0000
+#define VC_RT_INTERPS 800
+#elif PY_VERSION_HEX >= 0x030D0000
+#define VC_RT_INTERPS 624
+#else
+#define VC_RT_INTERPS 32
+#endif
+/* In PyInterpreterState (internal pycore_interp.h), per minor as offsetof() gives them:
+ * ceval.gil (the GIL it runs under), _gil (its own GIL's storage, which the main interpreter
+ * uses: the layout check) and id. */
+#if PY_VERSION_HEX >= 0x030F0000
+#define VC_IS_GIL 16
+#define VC_IS_OWN_GIL 7736
+#define VC_IS_ID 7272
+#elif PY_VERSION_HEX >= 0x030E0000
+#define VC_IS_GIL 16
+#define VC_IS_OWN_GIL 7784
+#define VC_IS_ID 7280
+#elif PY_VERSION_HEX >= 0x030D0000
+#define VC_IS_GIL 16
+#define VC_IS_OWN_GIL 7752
+#define VC_IS_ID 7272
+#else
+#define VC_IS_GIL 384
+#define VC_IS_OWN_GIL 1040
+#define VC_IS_ID 8
+#endif
+extern char _PyRuntime[] __attribute__((weak));
+
+/* The GIL interp runs under, NULL if not set yet.  Only with the interpreter's memory valid
+ * (the main one, or any listed one under the runtime's lock). */
+static void *interp_gil(PyInterpreterState *interp)
+{
+    return *(void *volatile *)(void *)((char *)interp + VC_IS_GIL);
+}
+
+/* 1 if the main interpreter's fields sit where this minor's layout says. */
+static int interp_layout_known(PyInterpreterState *main)
+{
+    return interp_gil(main) == (void *)((char *)main + VC_IS_OWN_GIL) &&
+           *(int64_t *)(void *)((char *)main + VC_IS_ID) == PyInterpreterState_GetID(main);
+}
+#define VC_LOCK_WAIT_US 20000
+
+static int rt_lock(char *mutex)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    for (int waited = 0; waited < VC_LOCK_WAIT_US; waited += 100) {
+        unsigned char expected = 0;
+        if (__atomic_compare_exchange_n((unsigned char *)mutex, &expected, 1, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+#else
+    PyThread_type_lock lock = *(PyThread_type_lock *)(void *)mutex;
+    if (lock == NULL)
+        return -1;
+    return PyThread_acquire_lock_timed(lock, VC_LOCK_WAIT_US, 0) == PY_LOCK_ACQUIRED ? 0 : -1;
+#endif
+}
+
+static void rt_unlock(char *mutex)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Unlock((PyMutex *)(void *)mutex);
+#else
+    PyThread_release_lock(*(PyThread_type_lock *)(void *)mutex);
+#endif
+}
+
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
+{
+    *max_id = above;
+    *shared = -1;
+    if (_PyRuntime == NULL)
+        return -1;
+    char *mutex = _PyRuntime + VC_RT_INTERPS;
+    PyInterpreterState *volatile *head = (PyInterpreterState *volatile *)(void *)(mutex + 8);
+    PyInterpreterState *main = PyInterpreterState_Main();
+    if (main == NULL || *(PyInterpreterState *volatile *)(void *)(mutex + 16) != main ||
+        *head == NULL)
+        return -1;
+    void *main_gil = interp_layout_known(main) ? interp_gil(main) : NULL;
+    if (rt_lock(mutex) != 0)
+        return -1;
+    int n = 0, same = 0;
+    for (PyInterpreterState *i = *head; i != NULL; i = PyInterpreterState_Next(i)) {
+        int64_t id = PyInterpreterState_GetID(i);
+        if (i == main || id <= above)
+            continue;
+        n++;
+        if (id > *max_id)
+            *max_id = id;
+        if (main_gil != NULL && interp_gil(i) == main_gil)
+            same++;
+    }
+    if (main_gil != NULL)
+        *shared = same;
+    rt_unlock(mutex);
+    return n;
+}
+#else
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
+{
+    *max_id = above;
+    *shared = -1;
+    return -1;
+}
+#endif

@@ -217,8 +217,9 @@ PyInterpreterState *vc_compat_tstate_interp(PyThreadState *ts);
  * interpreter; before 3.12 every interpreter shares the one GIL and creation/destruction
  * happen with it held (Py_NewInterpreter / Py_EndInterpreter require it), so a walk under the
  * GIL sees a stable list.  From 3.12 an own-GIL interpreter can come and go while we hold the
- * main GIL: sub-interpreters are then not walked (vc_compat_interp_reachable answers 0 for
- * them), only the main one. */
+ * main GIL: sub-interpreters are then not traced (vc_compat_interp_reachable answers 0 for
+ * them), and the list is read only under the runtime's own lock, to count them
+ * (vc_compat_subinterps_above). */
 /* 1 if the list may be walked with the GIL held (before 3.12); 0: only the main interpreter
  * is traced and the list is never walked. */
 int vc_compat_interps_walkable(void);
@@ -234,5 +235,16 @@ int vc_compat_interp_reachable(PyInterpreterState *interp);
  * its threads and runs its atexit callbacks), or the runtime is finalizing: nothing of ours
  * may be installed in it any more. */
 int vc_compat_interp_finalizing(PyInterpreterState *interp);
+/* 3.12+: how many interpreters other than the main one have an id above `above`, read from
+ * the runtime's list under the runtime's own lock (HEAD_LOCK: what creating or destroying an
+ * interpreter takes, on any thread, whatever GIL it holds, so every listed interpreter's memory
+ * stays valid while it is held); *max_id: the highest id listed (at least `above`); *shared:
+ * how many of them run under the main interpreter's GIL (Py_NewInterpreter / the "legacy"
+ * config: mod_wsgi's), -1 if this minor's PyInterpreterState layout did not check out (one
+ * caught before its GIL is set counts as not shared).  The lock is waited for at most ~20 ms
+ * and held for the walk only.  -1 if it was not taken in time or the runtime's layout is not
+ * the one known for this minor (nothing read); before 3.12, where the list is walked with the
+ * GIL (vc_compat_interp_head), always -1. */
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared);
 
 #endif /* VC_COMPAT_H */

@@ -510,6 +510,13 @@ void vc_control_prepare_end(vc_session *s, const struct vc_result *res, const ch
         vc_kv_append(out->text, sizeof out->text, &used, "error", err);
     if (s->kept_tmp[0] != '\0')
         vc_kv_append(out->text, sizeof out->text, &used, "kept", s->kept_tmp);
+    if (s->interps_untraced > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)s->interps_untraced);
+        vc_kv_append(out->text, sizeof out->text, &used, "interps_untraced", n);
+        snprintf(n, sizeof n, "%llu", (unsigned long long)s->interps_untraced_shared);
+        vc_kv_append(out->text, sizeof out->text, &used, "interps_untraced_shared", n);
+    }
     if (vc_filter_active(&s->filter)) {
         char desc[800];
         vc_filter_describe(&s->filter, desc, sizeof desc);

@@ -394,13 +394,15 @@ char *vc_emit_session_events(const vc_session *s, uint64_t pid, const vc_clock_m
         "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"backend\":\"%s\",\"null_hook\":%u,\"filtered\":%s}},"
         "{\"ph\":\"i\",\"name\":\"vcattach detach\",\"cat\":\"INSTANT\",\"pid\":%llu,\"tid\":%llu,"
         "\"ts\":%.3f,\"s\":\"p\",\"args\":{\"dropped\":%llu,\"buffer_dropped\":%llu,"
-        "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu}}",
+        "\"unnamed\":%llu,\"too_deep\":%llu,\"threads_untraced\":%llu,\"interps_untraced\":%llu,"
+        "\"interps_untraced_shared_gil\":%llu}}",
         (unsigned long long)pid, (unsigned long long)pid, attach_us,
         s->backend_name[0] ? s->backend_name : "profile", s->null_hook,
         filtered ? "true" : "false", (unsigned long long)pid, (unsigned long long)pid, detach_us,
         (unsigned long long)(dropped + too_deep), (unsigned long long)s->pool.dropped,
         (unsigned long long)s->pins.unnamed, (unsigned long long)too_deep,
-        (unsigned long long)s->threads_untraced);
+        (unsigned long long)s->threads_untraced, (unsigned long long)s->interps_untraced,
+        (unsigned long long)s->interps_untraced_shared);
     if (filtered && len > 0 && (size_t)len < cap)
         len += snprintf(json + len, cap - (size_t)len,
                         ",{\"ph\":\"i\",\"name\":\"vcattach filters\",\"cat\":\"INSTANT\","

@@ -25,6 +25,15 @@
  *    in it.
  * Slots are matched by (address, id): ids only grow, so a new interpreter at a freed address
  * is never taken for the old one.
+ *
+ * From 3.12 none of this runs: a sub-interpreter may have its own GIL (PEP 684), be created
+ * and destroyed on another thread while we hold the main one, and entering one would need a
+ * thread state of ours there across PyThreadState_Swap, which from 3.12 releases the GIL and
+ * takes it again (_PyEval_ReleaseLock/_PyEval_AcquireLock, seen in 3.12.1's and 3.13.0's
+ * code): a Py_EndInterpreter in that window would find a second thread and abort the
+ * process, even for an interpreter under the main GIL.  The visits
+ * only count the sub-interpreters, apart those under the main GIL (count_untraced), so the
+ * trace says what it lacks.
  */
 #include "interps.h"
 #include "backend.h"
@@ -43,6 +52,7 @@ typedef struct vc_interp {
 
 static vc_interp g_interps[VC_MAX_INTERPS];
 static PyThreadState *g_agent_ts; /* the agent's thread state in a sub-interpreter, if any */
+static int64_t g_max_seen_id;      /* 3.12+: the highest sub-interpreter id counted (below) */
 
 int vc_interps_is_agent_tstate(PyThreadState *ts)
 {
@@ -104,6 +114,7 @@ void vc_interps_begin(vc_session *s)
         g_interps[k] = (vc_interp){0};
     PyInterpreterState *main = vc_compat_tstate_interp(vc_compat_current_tstate());
     g_interps[0] = (vc_interp){main, vc_compat_interp_id(main), VC_INTERP_LIVE, NULL};
+    g_max_seen_id = g_interps[0].id;
 }
 
 uint32_t vc_interps_slot_of(PyInterpreterState *interp, int64_t *id)
@@ -240,10 +251,29 @@ static void retry_register(vc_session *s, int k)
     leave(ts, saved);
 }
 
+/* 3.12+: sub-interpreters are not traced (compat.h: any of them may have its own GIL, and
+ * entering one needs more than its list entry), but the trace says how many there were: the
+ * ids beyond the highest seen so far are new ones (ids only grow, and the list is read whole
+ * under the runtime's lock).  One that came and went between two visits is not counted. */
+static void count_untraced(vc_session *s)
+{
+    int64_t max = 0;
+    int shared = -1;
+    int n = vc_compat_subinterps_above(g_max_seen_id, &max, &shared);
+    if (n <= 0)
+        return; /* none new, or not read this time (the next visit tries again) */
+    s->interps_untraced += (uint64_t)n;
+    if (shared > 0)
+        s->interps_untraced_shared += (uint64_t)shared;
+    g_max_seen_id = max;
+}
+
 void vc_interps_adopt(vc_session *s, int attach)
 {
-    if (!vc_compat_interps_walkable())
+    if (!vc_compat_interps_walkable()) {
+        count_untraced(s);
         return;
+    }
     /* Gone since the last visit: ours ended without our atexit, or an ended one finished. */
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
         vc_interp *in = &g_interps[k];

@@ -96,6 +96,8 @@ typedef struct vc_session {
     vc_thread *threads;       /* mmap of VC_MAX_THREADS, lazily touched */
     uint32_t nthreads;
     uint64_t threads_untraced;
+    uint64_t interps_untraced; /* sub-interpreters seen but not traced (3.12+: interps.c) */
+    uint64_t interps_untraced_shared; /* ... of which under the main GIL (mod_wsgi's) */
     PyThreadState *agent_tstate;
     PyObject *start_hook;     /* our threading._profile_hook object */
     PyObject *saved_profile_hook;

@@ -374,6 +374,14 @@ static void print_header(const char *path, const vct_trace *t)
                t->dropped ? " (agent buffers were full: the trace is incomplete)" : "");
     else
         printf(", no drop count recorded\n");
+    if (t->interps_untraced) {
+        printf("%" PRIu64 " sub-interpreter%s not traced (CPython 3.12+: only the main "
+               "interpreter's calls are in this trace)",
+               t->interps_untraced, t->interps_untraced == 1 ? "" : "s");
+        if (t->interps_untraced_shared)
+            printf("; %" PRIu64 " of them shared the main GIL", t->interps_untraced_shared);
+        putchar('\n');
+    }
     if (t->filters)
         printf("FILTERED trace (not every call was kept): %s\n", t->filters);
     if (t->has_cpu)

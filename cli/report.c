@@ -70,9 +70,18 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
     char fl[900];
     if (vc_kv_get(end_text, "filters", fl, sizeof fl) > 0)
         snprintf(filters, sizeof filters, " [filtered: %s]", fl);
-    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s%s\n",
+    /* 3.12+ sub-interpreters are left alone (agent/interps.c): said, never silently missing. */
+    char interps[128] = "", shared[48] = "";
+    unsigned long long untraced = report_u64(end_text, "interps_untraced");
+    unsigned long long nshared = report_u64(end_text, "interps_untraced_shared");
+    if (nshared)
+        snprintf(shared, sizeof shared, "; sharing the main GIL: %llu", nshared);
+    if (untraced)
+        snprintf(interps, sizeof interps, "; %llu sub-interpreter%s not traced (CPython 3.12+%s)",
+                 untraced, untraced == 1 ? "" : "s", shared);
+    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s%s%s\n",
            (int)pid, dur, report_u64(end_text, "events"), report_u64(end_text, "threads"), drops,
-           drops ? report_drop_hint(end_text) : "", size, where, filters, hint);
+           drops ? report_drop_hint(end_text) : "", size, where, filters, interps, hint);
     fflush(stdout);
 }
 

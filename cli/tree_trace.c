@@ -967,7 +967,7 @@ static int write_merged(struct tree_run *r, struct trace_sink *sink, size_t *npa
 
 static void print_result(struct tree_run *r, const struct trace_sink *sink, int64_t traced)
 {
-    unsigned long long events = 0, threads = 0, drops = 0;
+    unsigned long long events = 0, threads = 0, drops = 0, interps = 0;
     size_t done = 0, lost = 0, skipped = 0, refused = 0;
     for (size_t i = 0; i < r->n; i++) {
         const struct member *m = &r->m[i];
@@ -976,6 +976,7 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
             events += end_u64(m, "events");
             threads += end_u64(m, "threads");
             drops += end_u64(m, "drops");
+            interps += end_u64(m, "interps_untraced"); /* 3.12+: agent/interps.c */
         } else if (m->st == M_SKIPPED && !m->python) {
             skipped++;
         } else if (m->st == M_SKIPPED) {
@@ -998,9 +999,13 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
             printf(", %zu not traced", refused);
         if (skipped)
             printf(", %zu non-Python skipped", skipped);
-        printf(": %llu events, %llu threads, %llu dropped%s, %s -> %s\n", events, threads, drops,
+        printf(": %llu events, %llu threads, %llu dropped%s, %s -> %s", events, threads, drops,
                drops ? " (vcattach did not keep up: see the \"vcattach dropped\" instants)" : "",
                size, sink->path);
+        if (interps)
+            printf("; %llu sub-interpreter%s not traced (CPython 3.12+)", interps,
+                   interps == 1 ? "" : "s");
+        putchar('\n');
     }
     for (size_t i = 0; i < r->n; i++) {
         const struct member *m = &r->m[i];

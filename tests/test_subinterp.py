@@ -5,7 +5,8 @@ its own named "NAME [interp N]"; their keys never mix with another interpreter's
 destroyed during the trace keeps its events and names; a thread switching interpreters 2000
 times, 30 interpreters created and destroyed in a tight loop and one that fails to start leave
 the target correct.  From 3.12 only the main interpreter is traced (agent/interps.c); the
-sub-interpreters must then be left alone.
+sub-interpreters must then be left alone, and the trace, the CLI's line and `summary` say how
+many were.
 
 The target (targets/subinterp_target.py) counts its own calls of work() per interpreter; the
 trace read by the independent Python reader (support.traces.decode) must hold exactly as many
@@ -106,6 +107,7 @@ def trace_scenario(python, tmp_path, mode, *options):
         vc.send_signal(signal.SIGINT)
         stdout, stderr = vc.communicate(timeout=120)
         assert vc.returncode == 0, (stdout, stderr)
+        report_stdout = stdout
         hooks = t.ask("check")["hooks"]
         assert t.p.wait(30) == 0
     finally:
@@ -114,7 +116,14 @@ def trace_scenario(python, tmp_path, mode, *options):
             vc.wait()
         t.close()
     report["argv"] = argv
+    report["vc_stdout"] = report_stdout
     return report, decode(out), hooks
+
+
+def untraced_note(events):
+    """The detach instant's count of sub-interpreters left alone (agent/interps.c)."""
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    return detach["args"]["interps_untraced"]
 
 
 def work_counts(events):
@@ -168,6 +177,9 @@ def test_every_interpreter_traced_with_exact_counts(python, tmp_path):
     subs = {e["name"] for e in events if e.get("ph") == "X" and e["name"].startswith("work (")
             and names.get(e["tid"]) != "MainThread"}
     assert subs and all("<string>" in s for s in subs), subs
+    # every interpreter traced: nothing said to be left alone
+    assert untraced_note(events) == 0
+    assert "not traced" not in report["vc_stdout"], report["vc_stdout"]
 
 
 @pytest.mark.parametrize("python", params(EVAL))
@@ -194,6 +206,65 @@ def test_sub_interpreters_left_alone_from_3_12(python, tmp_path):
     counts, names = work_counts(events)
     assert counts["MainThread"] == N, counts
     assert not [n for n in names.values() if "[interp" in n], names
+    # ... and the trace says so: the interpreters seen at the agent's visits (walked under the
+    # runtime's own lock), A at least (it exists at attach); never more than the target made
+    # (A, B, 30 short ones, the failing one; on 3.14+ 5 PEP 734 ones and the pool's workers)
+    n = untraced_note(events)
+    assert 1 <= n <= 33 + (0 if python["minor"] < 314 else 5 + 64), n
+    # all of them made with the default config: their own GIL
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    assert detach["args"]["interps_untraced_shared_gil"] == 0, detach
+    assert "; %d sub-interpreter%s not traced (CPython 3.12+)" % (n, "" if n == 1 else "s") \
+        in report["vc_stdout"], report["vc_stdout"]
+    r = run_vcattach("summary", tmp_path / "sub.cvf", "--top", "5")
+    assert r.returncode == 0, r.stderr
+    assert "\n%d sub-interpreter%s not traced (CPython 3.12+: only the main interpreter's " \
+        "calls are in this trace)\n" % (n, "" if n == 1 else "s") in r.stdout, r.stdout[:2000]
+
+
+CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_churn.py")
+
+
+@pytest.mark.parametrize("python", params(OWN_GIL))
+def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
+    """3.12+: 4 threads make and destroy own-GIL interpreters nonstop while vcattach traces
+    (the agent walks the runtime's list under its lock at every visit) and a "legacy" one
+    (main GIL) lives throughout: the target keeps working and exits cleanly, and the trace
+    counts the interpreters it saw, the legacy one as sharing the main GIL."""
+    argv = [python["path"], CHURN] if not python["root"] else None
+    if argv is None:
+        outside, inside = root_workdir(python, tmp_path, "vc-churn")
+        shutil.copy2(CHURN, os.path.join(outside, "subinterp_churn.py"))
+        argv = python["argv"] + [os.path.join(inside, "subinterp_churn.py")]
+    out = str(tmp_path / "churn.cvf")
+    t = subprocess.Popen(argv + ["8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd="/")
+    try:
+        r, _, _ = select.select([t.stdout], [], [], 30)
+        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
+        vc = run_vcattach("--pid", str(t.pid), "-t", "2s", "-o", out, timeout=120)
+        assert vc.returncode == 0, (vc.stdout, vc.stderr)
+        stdout, stderr = t.communicate(timeout=60)
+        assert t.returncode == 0, stderr
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["ok"] and all(n > 0 for n in result["made"]), result
+    events = decode(out)
+    n = untraced_note(events)
+    assert 2 <= n <= 1 + sum(result["made"]), (n, result)
+    # exactly one shares the main GIL: the "legacy" one (agent/compat.c tells them apart by
+    # the GIL each runs under)
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    assert detach["args"]["interps_untraced_shared_gil"] == 1, detach
+    assert "; %d sub-interpreters not traced (CPython 3.12+; sharing the main GIL: 1)" % n \
+        in vc.stdout, vc.stdout
+    r = run_vcattach("summary", out, "--top", "3")
+    assert r.returncode == 0, r.stderr
+    assert "\n%d sub-interpreters not traced (CPython 3.12+: only the main interpreter's calls " \
+        "are in this trace); 1 of them shared the main GIL\n" % n in r.stdout, r.stdout[:2000]
 
 
 def by_interp_sections(text):

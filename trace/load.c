@@ -47,6 +47,19 @@ static void note_drops(vct_trace *t, json_t *event)
         vct_trace_add_drops(t, real_to_u64(json_real_value(dropped)));
 }
 
+/* The agent's "vcattach detach" carries args.interps_untraced (CPython 3.12+: sub-interpreters
+ * it saw and left alone); one per traced process, summed. */
+static void note_interps(vct_trace *t, json_t *event)
+{
+    json_t *args = json_object_get(event, "args");
+    json_t *n = json_object_get(args, "interps_untraced");
+    json_t *shared = json_object_get(args, "interps_untraced_shared_gil");
+    if (json_is_integer(n) && json_integer_value(n) > 0)
+        t->interps_untraced += (uint64_t)json_integer_value(n);
+    if (json_is_integer(shared) && json_integer_value(shared) > 0)
+        t->interps_untraced_shared += (uint64_t)json_integer_value(shared);
+}
+
 /* ---- Chrome-trace JSON ------------------------------------------------------------------- */
 
 /* A JSON trace goes through the streaming JSON → .cvf converter (json_cvf.c) into an
@@ -285,6 +298,7 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
         int rc = 0;
         if (ph && ph[0] != 'X' && ph[0] != 'M' && ph[0] != 'C') {
             note_drops(c->t, ev);
+            note_interps(c->t, ev);
             note_filters(c->t, ev);
             rc = note_session(c->t, ev);
         }

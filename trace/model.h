@@ -96,6 +96,9 @@ typedef struct vct_trace {
     size_t nprocs, procs_cap;
     int has_drops;        /* an event carried args.dropped */
     uint64_t dropped;     /* sum of every args.dropped */
+    uint64_t interps_untraced; /* sum of the detach instants' args.interps_untraced: the
+                                  agent's sub-interpreters left alone (CPython 3.12+) */
+    uint64_t interps_untraced_shared; /* ... of which under the main GIL */
     char *filters;        /* the agent's "vcattach filters" instant, as text; NULL: none (a
                              full trace) */
     /* The agent's "vcattach attach" / "vcattach detach" instants, one per traced process (a
