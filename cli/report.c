@@ -79,9 +79,10 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
     if (untraced)
         snprintf(interps, sizeof interps, "; %llu sub-interpreter%s not traced (CPython 3.12+%s)",
                  untraced, untraced == 1 ? "" : "s", shared);
-    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s, %s -> %s%s%s%s\n",
+    /* The note goes before ", SIZE -> OUT": what follows the arrow is where the trace is. */
+    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s%s, %s -> %s%s%s\n",
            (int)pid, dur, report_u64(end_text, "events"), report_u64(end_text, "threads"), drops,
-           drops ? report_drop_hint(end_text) : "", size, where, filters, interps, hint);
+           drops ? report_drop_hint(end_text) : "", interps, size, where, filters, hint);
     fflush(stdout);
 }
 
