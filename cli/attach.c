@@ -273,8 +273,11 @@ int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
                                    t->agent_in_target, sizeof t->agent_in_target, &copy_made,
                                    err, errlen) < 0)
             return -1;
-        if (opt->verbose)
+        if (opt->verbose && copy_made)
             fprintf(stderr, "vcattach: agent copied into the target's mount namespace as %s\n",
+                    t->agent_in_target);
+        else if (opt->verbose)
+            fprintf(stderr, "vcattach: agent already loaded in the target as %s: reused\n",
                     t->agent_in_target);
     }
     struct inject_request req = {

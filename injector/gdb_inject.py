@@ -5,7 +5,8 @@
 # "@SAFEPOINT_RULES@" line below), preferring one blocked in an idle syscall; then writes the
 # agent and control paths into a page mmap'd in the target and calls
 # (void*)dlopen(page, RTLD_NOW), (char*)dlerror() on NULL, `sharedlibrary <agent>`,
-# (int)vc_agent_connect(control), munmap(page).  No thread at a safe point: nothing is called.
+# (int)vc_agent_connect(control) (through dlsym when gdb cannot read the loaded copy's
+# symbols), munmap(page).  No thread at a safe point: nothing is called.
 #
 # It reports on stdout with VC_* marker lines that inject_gdb.c parses:
 #   VC_THREAD tid safe|unsafe why   VC_UNSAFE   VC_CHOSEN tid why   VC_WRONGLIB text   VC_PREPFAIL text
@@ -198,7 +199,8 @@ def main():
     # a gdb call would make gdb call malloc in the target (and leak there).
     data = AGENT.encode('utf-8', 'surrogateescape') + b'\0'
     ctl = CONTROL.encode('utf-8', 'surrogateescape') + b'\0'
-    size = 4096 * ((len(data) + len(ctl)) // 4096 + 1)
+    sym = b'vc_agent_connect\0'
+    size = 4096 * ((len(data) + len(ctl) + len(sym)) // 4096 + 1)
     try:
         buf = int(gdb.parse_and_eval('(unsigned long)(void*)mmap(0, %d, 3, 0x22, -1, 0)' % size))
     except gdb.error as e:
@@ -211,7 +213,8 @@ def main():
         inf = gdb.selected_inferior()
         inf.write_memory(buf, data)
         inf.write_memory(buf + len(data), ctl)
-        calls(buf, buf + len(data))
+        inf.write_memory(buf + len(data) + len(ctl), sym)
+        calls(buf, buf + len(data), buf + len(data) + len(ctl))
     finally:
         try:
             gdb.parse_and_eval('(int)munmap(%d, %d)' % (buf, size))
@@ -219,7 +222,7 @@ def main():
             pass
 
 
-def calls(agent, control):
+def calls(agent, control, sym):
     print('VC_CALLING', flush=True)
     try:
         h = int(gdb.parse_and_eval('(unsigned long)(void*)dlopen((char*)%d, 2)' % agent))
@@ -238,8 +241,17 @@ def calls(agent, control):
     try:
         rc = int(gdb.parse_and_eval('(int)vc_agent_connect((char*)%d)' % control))
     except gdb.error as e:
-        print('VC_CALLFAIL vc_agent_connect: %s' % str(e).replace('\n', ' '))
-        return
+        # A copy an earlier attach loaded and whose file is gone since (dlopen returned it by
+        # name): gdb has no file to read its symbols from.  The loader has them: dlsym.
+        try:
+            fn = int(gdb.parse_and_eval('(unsigned long)dlsym((void*)%d, (char*)%d)' % (h, sym)))
+            if fn == 0:
+                raise gdb.error('dlsym found no vc_agent_connect')
+            rc = int(gdb.parse_and_eval('((int(*)(char*))%d)((char*)%d)' % (fn, control)))
+        except gdb.error as e2:
+            print('VC_CALLFAIL vc_agent_connect: %s; %s' % (str(e).replace('\n', ' '),
+                                                           str(e2).replace('\n', ' ')))
+            return
     print('VC_CONNECT %d' % rc)
 
 

@@ -128,16 +128,12 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
         return r;
     }
     const struct proc_map *m = have_stat ? proc_find_inode(&maps, sb.st_dev, sb.st_ino) : NULL;
+    /* Else by name: the agent was rebuilt or upgraded (or its copy removed) after the target
+     * first loaded it, dlopen matched the path and returned the object already mapped, which
+     * /proc shows as "(deleted)".  That copy is the one to call; its bytes stay readable
+     * through map_files. */
     if (!m)
-        m = proc_find_path(&maps, agent_path);
-    if (!m) {
-        /* The agent was rebuilt or upgraded after the target first loaded it: dlopen matched
-         * the path and returned the copy already mapped, which /proc shows as "(deleted)".
-         * That copy is the one to call; its bytes stay readable through map_files. */
-        char deleted[4096 + 16];
-        snprintf(deleted, sizeof deleted, "%s (deleted)", agent_path);
-        m = proc_find_path(&maps, deleted);
-    }
+        m = proc_find_loaded(pid, &maps, agent_path);
     if (!m) {
         proc_free_maps(&maps);
         inject_set_err(err, errlen, "dlopen succeeded but %s is not mapped in the target", agent_path);

@@ -182,6 +182,31 @@ const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *
     return NULL;
 }
 
+const char *proc_map_target_path(pid_t pid, const char *shown)
+{
+    char link[64], root[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/%d/root", (int)pid);
+    ssize_t n = readlink(link, root, sizeof root - 1);
+    if (n <= 1) /* "/" (or unreadable): the maps already name the target's paths */
+        return shown;
+    root[n] = '\0';
+    return !strncmp(shown, root, (size_t)n) && shown[n] == '/' ? shown + n : shown;
+}
+
+const struct proc_map *proc_find_loaded(pid_t pid, const struct proc_maps *maps,
+                                        const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < maps->n; i++) {
+        if (maps->v[i].offset != 0)
+            continue;
+        const char *p = proc_map_target_path(pid, maps->v[i].path);
+        if (!strncmp(p, path, n) && (p[n] == '\0' || !strcmp(p + n, " (deleted)")))
+            return &maps->v[i];
+    }
+    return NULL;
+}
+
 int proc_read_text(const char *path, char *buf, size_t cap)
 {
     if (cap == 0)
@@ -450,10 +475,7 @@ static int mapped_deleted(pid_t pid, const char *path)
     struct proc_maps maps;
     if (proc_read_maps(pid, &maps) < 0)
         return 0;
-    size_t n = strlen(path);
-    int found = 0;
-    for (size_t i = 0; i < maps.n && !found; i++)
-        found = !strncmp(maps.v[i].path, path, n) && !strcmp(maps.v[i].path + n, " (deleted)");
+    int found = proc_find_loaded(pid, &maps, path) != NULL;
     proc_free_maps(&maps);
     return found;
 }

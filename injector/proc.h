@@ -43,6 +43,14 @@ const struct proc_map *proc_find_module(const struct proc_maps *maps,
 const struct proc_map *proc_find_inode(const struct proc_maps *maps, dev_t dev, uint64_t inode);
 /* The offset-0 mapping of the file named path, or NULL. */
 const struct proc_map *proc_find_path(const struct proc_maps *maps, const char *path);
+/* A mapping's path as the target names it: the kernel writes /proc/PID/maps from the reader's
+ * root, so a chrooted target's files show under ROOT (its root in our view), which is cut
+ * off.  Returns shown itself, or a pointer into it. */
+const char *proc_map_target_path(pid_t pid, const char *shown);
+/* The offset-0 mapping of the file the target names path, loaded and maybe deleted since
+ * (" (deleted)"), or NULL. */
+const struct proc_map *proc_find_loaded(pid_t pid, const struct proc_maps *maps,
+                                        const char *path);
 
 /* Reads a small text file (a /proc entry) into buf, NUL-terminated, at most cap - 1 bytes,
  * opened O_NOFOLLOW|O_NONBLOCK (never a last symlink, never a FIFO's wait).  Returns the

@@ -225,7 +225,8 @@ int target_find_mapped(pid_t pid, const char *dir_prefix, const char *name,
     for (size_t i = 0; i < maps.n && !found; i++) {
         const struct proc_map *m = &maps.v[i];
         char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s", m->path);
+        /* the name the target dlopen'ed: a re-attach's dlopen of it returns this copy */
+        snprintf(path, sizeof path, "%s", proc_map_target_path(pid, m->path));
         size_t plen = strlen(path);
         if (plen > 10 && !strcmp(path + plen - 10, " (deleted)"))
             path[plen -= 10] = '\0';

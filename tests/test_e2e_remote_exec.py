@@ -68,6 +68,12 @@ def agent_mapped(pid, minor):
         return "libvcagent-py%d.so" % minor in f.read()
 
 
+def agent_copies(pid):
+    """The agent's copies loaded in pid (by inode): a re-attach must reuse the one loaded."""
+    with open("/proc/%d/maps" % pid) as f:
+        return {line.split()[4] for line in f if "libvcagent-py" in line}
+
+
 @pytest.mark.parametrize("python,wrap", [
     pytest.param(p.values[0], w, id="%s%s" % (p.id, "-container" if w else ""))
     for p in py_params() for w in ((), CONTAINER)])
@@ -93,6 +99,8 @@ def test_remote_exec_busy_service(python, wrap, chroot_service, tmp_path):
     r2 = run_vcattach("--pid", svc.pid, "-t", "300ms", "-o", out2, "-v")
     check_summary(r2, out2)
     assert "remote-exec: request posted" in r2.stderr, r2.stderr
+    assert "agent copied" not in r2.stderr, r2.stderr
+    assert len(agent_copies(svc.pid)) == 1, agent_copies(svc.pid)
     assert_running_untraced(svc.pid)
     assert rx_leftovers(svc.pid) == []
     assert_unharmed(svc, svc.finish())

@@ -162,7 +162,7 @@ def test_one_clock_across_processes(py, tmp_path):
     with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
         child = descendants(tree.pid)[0]  # the first fork: the ping-pong child
         out = str(tmp_path / "clock.cvf")
-        r = trace_tree(tree.pid, out, 2)
+        r = trace_tree(tree.pid, out, 3)
         assert r.returncode == 0, r.stderr
         ev = x_events(decode(out))
 
@@ -178,7 +178,9 @@ def test_one_clock_across_processes(py, tmp_path):
         waits = inside(tree.pid, "clock_wait", "posix.read")
         child_reads = inside(child, "clock_pong", "posix.read")
         child_writes = inside(child, "clock_pong", "posix.write")
-        assert len(pings) > 20 and len(child_reads) > 20
+        # ~40 rounds a second when idle; a loaded machine (CI) has made 19 in 2 s: 10 bound
+        # the clock as well as 100
+        assert len(pings) > 10 and len(child_reads) > 10, (len(pings), len(child_reads))
         # match each child read to the latest parent write that started before it ended
         worst_fwd = worst_back = None
         for cr in child_reads:
