@@ -25,6 +25,7 @@
 #include "record.h"
 #include "starthook.h"
 #include "stream.h"
+#include "tasks.h"
 #include "threads.h"
 #include "cvf.h"
 
@@ -104,6 +105,7 @@ static void uninstall_under_gil(vc_session *s, int from_atexit)
     if (s->backend != NULL)
         s->backend->remove(s);
     s->backend = NULL;
+    vc_tasks_stop(s); /* no hook left to mark a step */
     vc_threading_restore(s);
     atexit_unregister(s, from_atexit);
     vc_interps_end_all(s); /* their callbacks out, their keys named in them */
@@ -240,6 +242,7 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
     if (vc_threading_patch(s) != 0)
         PyErr_Clear(); /* new threads are still found by the periodic scan */
     vc_threads_capture_names(s);
+    vc_tasks_visit(s);
     atexit_register(s);
     register_fork_handlers();
     return 0;
@@ -252,6 +255,7 @@ static void periodic_under_gil(vc_session *s)
     vc_interps_adopt(s, 1);
     s->backend->scan_new_threads(s);
     vc_threads_capture_names(s);
+    vc_tasks_visit(s);
     PyErr_Clear();
 }
 

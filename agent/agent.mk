@@ -25,6 +25,7 @@
 #   threads.c      per-thread states (a leaf)     lifecycle.c  state, stop request, wake fd, result
 #   session.h/.c   the session's data (g_vc) only; each file declares its own functions in its
 #                  header (threads.h, starthook.h, emit.h, follow.h, control.h, ...)
+#   tasks.c        asyncio task steps: a marker record per step, the task names (tasks.h)
 #   stream.c       the sender thread and the streamed frames; cpu_sample.c, called by it, samples
 #                  every traced thread's CPU clock (no GIL, no Python)
 #   names, buffer, clock, compat (CPython versions)   the leaves

@@ -36,6 +36,10 @@ typedef struct vc_record {
 #define VC_REC_AT_ATTACH 4u /* already running when the thread was seeded (its start is the
                                attach, not the call's) */
 #define VC_REC_AT_ATTACH_INNER 8u /* … and the innermost such frame: where the thread was */
+#define VC_REC_MASK 0xffu   /* what a record keeps of its frame's flags */
+/* Not a record flag: a shadow-stack frame that runs a coroutine (tasks.h: a coroutine whose
+ * caller is one is awaited, not a task step).  Masked off when the record is stored. */
+#define VC_FRAME_CORO 0x8000u
 
 typedef struct vc_chunk {
     struct vc_chunk *next;     /* free list, FIFO of full chunks, or a thread's list at stop */

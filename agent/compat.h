@@ -183,6 +183,32 @@ static inline int vc_compat_frame_resumes(PyFrameObject *frame, PyCodeObject *co
 #endif
 }
 
+/* The exception being raised on this thread, taken out (a hook about to call into the
+ * interpreter must leave it as it found it), and put back. */
+typedef struct vc_exc_saved {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *tb;
+#endif
+} vc_exc_saved;
+static inline void vc_compat_exc_save(vc_exc_saved *e)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    e->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&e->type, &e->value, &e->tb);
+#endif
+}
+static inline void vc_compat_exc_restore(vc_exc_saved *e)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(e->exc);
+#else
+    PyErr_Restore(e->type, e->value, e->tb);
+#endif
+}
+
 /* Py_TYPE(o) is exactly a builtin-function type (PyCMethod_Type exists from 3.9). */
 static inline int vc_compat_is_cfunction_exact(PyTypeObject *type)
 {

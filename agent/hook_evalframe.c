@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "interps.h"
 #include "record.h"
+#include "tasks.h"
 #include "threads.h"
 
 #include <stdio.h>
@@ -124,6 +125,8 @@ static PyObject *eval_hook(PyThreadState *ts, vc_eval_frame *f, int throwflag)
     PyCodeObject *co = vc_compat_eval_code(f);
     uint32_t id = vc_record_enter(s, t, f, co, NULL, 0,
                                   vc_compat_eval_resumes(f, co) ? VC_REC_RESUME : 0);
+    if (id != VC_ID_EXCLUDED)
+        vc_tasks_enter(s, t, co);
     PyObject *r = vc_compat_eval_default(ts, f, throwflag);
     /* Still the session that pushed this frame (see the top comment)? */
     if (id != VC_ID_EXCLUDED && __builtin_expect(s->gen == gen && s->backend == &vc_backend_eval, 1))

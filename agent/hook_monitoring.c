@@ -19,6 +19,7 @@
  */
 #include "backend.h"
 #include "record.h"
+#include "tasks.h"
 #include "threads.h"
 
 #include <stdio.h>
@@ -106,9 +107,11 @@ static VC_SLOW PyObject *cb_enter_slow(PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
-    if (t != &vc_ignored_thread && nargs >= 1 &&
-        vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED)
-        return disable();
+    if (t != &vc_ignored_thread && nargs >= 1) {
+        if (vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED)
+            return disable();
+        vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
+    }
     Py_RETURN_NONE;
 }
 
@@ -118,8 +121,10 @@ static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t narg
     vc_thread *t = bound_thread(s);
     if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
         int r = vc_record_enter_fast(s, t, args[0], args[0], NULL, 0, 0);
-        if (__builtin_expect(r == VC_FAST_DONE, 1))
+        if (__builtin_expect(r == VC_FAST_DONE, 1)) {
+            vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
             Py_RETURN_NONE;
+        }
         if (r == VC_FAST_EXCLUDED)
             return disable();
     }
@@ -132,9 +137,11 @@ static VC_SLOW PyObject *cb_resume_slow(PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
-    if (t != &vc_ignored_thread && nargs >= 1 &&
-        vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) == VC_ID_EXCLUDED)
-        return disable();
+    if (t != &vc_ignored_thread && nargs >= 1) {
+        if (vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) == VC_ID_EXCLUDED)
+            return disable();
+        vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
+    }
     Py_RETURN_NONE;
 }
 
@@ -144,8 +151,10 @@ static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nar
     vc_thread *t = bound_thread(s);
     if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
         int r = vc_record_enter_fast(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME);
-        if (__builtin_expect(r == VC_FAST_DONE, 1))
+        if (__builtin_expect(r == VC_FAST_DONE, 1)) {
+            vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
             Py_RETURN_NONE;
+        }
         if (r == VC_FAST_EXCLUDED)
             return disable();
     }
@@ -158,8 +167,9 @@ static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t narg
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s);
-    if (t != &vc_ignored_thread && nargs >= 1)
-        vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME);
+    if (t != &vc_ignored_thread && nargs >= 1 &&
+        vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) != VC_ID_EXCLUDED)
+        vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
     Py_RETURN_NONE;
 }
 

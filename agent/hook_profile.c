@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "interps.h"
 #include "record.h"
+#include "tasks.h"
 #include "threads.h"
 
 #include <stdio.h>
@@ -51,8 +52,10 @@ static int profile_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     case PyTrace_CALL: {
         /* The frame identifies the call (no second code lookup at return); the code is the key. */
         PyCodeObject *co = vc_compat_frame_code(frame);
-        vc_record_enter(s, t, frame, co, NULL, 0,
-                        vc_compat_frame_resumes(frame, co) ? VC_REC_RESUME : 0);
+        if (vc_record_enter(s, t, frame, co, NULL, 0,
+                            vc_compat_frame_resumes(frame, co) ? VC_REC_RESUME : 0) !=
+            VC_ID_EXCLUDED)
+            vc_tasks_enter(s, t, co);
         break;
     }
     case PyTrace_RETURN:

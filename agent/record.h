@@ -44,7 +44,7 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
     r->start = start;
     r->dur = end >= start ? end - start : 0;
     r->id = id;
-    r->flags = flags;
+    r->flags = flags & VC_REC_MASK;
 }
 
 /* Pushes a call (flags: VC_REC_RESUME for a resumed generator/coroutine, copied into its
@@ -149,7 +149,7 @@ static inline int vc_record_exit_fast(vc_session *s, vc_thread *t, const void *m
     r->start = start;
     r->dur = now >= start ? now - start : 0;
     r->id = f->id;
-    r->flags = f->flags;
+    r->flags = f->flags & VC_REC_MASK;
     return VC_FAST_DONE;
 }
 

@@ -85,6 +85,14 @@ struct vc_wire_record {
 /* A record whose id is VC_WIRE_CPU is no call: a sample of its thread's CPU clock
  * (agent/cpu_sample.c): at raw time `start` the thread had run `dur` ns in all; flags 0. */
 #define VC_WIRE_CPU (UINT32_MAX - 3)
+/* A record whose id is VC_WIRE_TASK is no call: at raw time `start` (the start of the call
+ * record of the same thread that begins there) the thread began a step of asyncio task number
+ * `dur` (>= 1, unique in the process); flags 0 (agent/tasks.h). */
+#define VC_WIRE_TASK (UINT32_MAX - 4)
+/* Ids VC_WIRE_TASK_NAME_0 - k (k < 3) are no calls: bytes 16k..16k+15 of the name of task
+ * number `flags`, `start` then `dur` as they lie in memory (little-endian), NUL-padded. */
+#define VC_WIRE_TASK_NAME_0 (UINT32_MAX - 5)
+#define VC_WIRE_TASK_NAME_PARTS 3
 
 /* The CLOCK frame: ns = ns0 + (raw - raw0) * ns_per_raw (common/tick_map.h). */
 struct vc_wire_clock {

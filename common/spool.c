@@ -422,6 +422,78 @@ static int add_cpu(struct spool *sp, uint32_t owner, uint64_t raw, uint64_t cpu_
     return 0;
 }
 
+/* Keeps one task step's start (memory; the file gets the chunk's steps at once). */
+static int add_task_step(struct spool *sp, uint32_t owner, uint64_t raw, uint64_t task)
+{
+    if (task == 0 || task > UINT32_MAX || sp->nsteps >= SPOOL_MAX_TASK_STEPS) {
+        sp->tasks_lost++; /* an agent may send any number, or nonsense */
+        return 0;
+    }
+    if (sp->nsteps == sp->steps_cap) {
+        size_t cap = sp->steps_cap ? sp->steps_cap * 2 : 1024;
+        struct spool_task_step *s = realloc(sp->steps, cap * sizeof *s);
+        if (s == NULL)
+            return -1;
+        sp->steps = s;
+        sp->steps_cap = cap;
+    }
+    sp->steps[sp->nsteps++] = (struct spool_task_step){owner, (uint32_t)task, raw};
+    return 0;
+}
+
+/* Keeps part `part` (16 bytes) of task `task`'s name.  A task's parts come one after the
+ * other: they join the last entry when it is the same task's. */
+static int add_task_name(struct spool *sp, uint32_t task, uint32_t part, const unsigned char *b16)
+{
+    if (task == 0 || part >= VC_WIRE_TASK_NAME_PARTS) {
+        sp->tasks_lost++;
+        return 0;
+    }
+    struct spool_task_name *n = sp->ntask_names ? &sp->task_names[sp->ntask_names - 1] : NULL;
+    if (n == NULL || n->task != task || part == 0) {
+        if (sp->ntask_names >= SPOOL_MAX_TASK_NAMES) {
+            sp->tasks_lost++;
+            return 0;
+        }
+        if (sp->ntask_names == sp->task_names_cap) {
+            size_t cap = sp->task_names_cap ? sp->task_names_cap * 2 : 256;
+            struct spool_task_name *v = realloc(sp->task_names, cap * sizeof *v);
+            if (v == NULL)
+                return -1;
+            sp->task_names = v;
+            sp->task_names_cap = cap;
+        }
+        n = &sp->task_names[sp->ntask_names++];
+        memset(n, 0, sizeof *n);
+        n->task = task;
+    }
+    memcpy(n->name + 16 * part, b16, 16); /* name[48] stays NUL: a C string whatever came */
+    return 0;
+}
+
+/* The task steps of a CHUNK (count of them, among its records) as one SPOOL_REC_TASKS. */
+static int write_task_steps(struct spool *sp, uint32_t owner, const unsigned char *recs,
+                            uint32_t count, uint32_t nsteps, char *err, size_t errlen)
+{
+    uint64_t *pairs = malloc((size_t)nsteps * 16);
+    if (pairs == NULL)
+        return bad(err, errlen, "out of memory for task steps");
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < count && k < nsteps; i++) {
+        struct vc_wire_record r;
+        memcpy(&r, recs + (size_t)i * sizeof r, sizeof r);
+        if (r.id == VC_WIRE_TASK) {
+            pairs[2 * k] = r.start;
+            pairs[2 * k + 1] = r.dur;
+            k++;
+        }
+    }
+    uint32_t head[2] = {owner, k};
+    int rc = write_rec(sp, SPOOL_REC_TASKS, head, 8, pairs, (size_t)k * 16, err, errlen);
+    free(pairs);
+    return rc;
+}
+
 /* The CPU samples of a CHUNK (count of them, among its records) as one SPOOL_REC_CPU. */
 static int write_cpu(struct spool *sp, uint32_t owner, const unsigned char *recs, uint32_t count,
                      uint32_t ncpu, char *err, size_t errlen)
@@ -458,10 +530,32 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
     struct spool_thread *t = thread_slot(sp, owner);
     if (t == NULL)
         return bad(err, errlen, "CHUNK of an impossible thread");
-    uint32_t ncpu = 0, calls = 0;
+    uint32_t ncpu = 0, calls = 0, nsteps = 0, nmarks = 0;
     for (uint32_t k = 0; k < count; k++) {
         struct vc_wire_record r;
         memcpy(&r, p + 8 + (size_t)k * sizeof r, sizeof r);
+        if (r.id == VC_WIRE_TASK) {
+            if (add_task_step(sp, owner, r.start, r.dur) != 0)
+                return bad(err, errlen, "out of memory for task steps");
+            nsteps++;
+            nmarks++;
+            continue;
+        }
+        if (r.id <= VC_WIRE_TASK_NAME_0 &&
+            r.id > VC_WIRE_TASK_NAME_0 - VC_WIRE_TASK_NAME_PARTS) {
+            unsigned char b16[16];
+            memcpy(b16, &r.start, 8);
+            memcpy(b16 + 8, &r.dur, 8);
+            uint32_t part = VC_WIRE_TASK_NAME_0 - r.id;
+            uint32_t head[2] = {r.flags, part};
+            if (add_task_name(sp, r.flags, part, b16) != 0)
+                return bad(err, errlen, "out of memory for task names");
+            int rc = write_rec(sp, SPOOL_REC_TASK_NAME, head, 8, b16, 16, err, errlen);
+            if (rc != 0)
+                return rc;
+            nmarks++;
+            continue;
+        }
         if (r.id == VC_WIRE_CPU) {
             if (add_cpu(sp, owner, r.start, r.dur) != 0)
                 return bad(err, errlen, "out of memory for CPU samples");
@@ -496,7 +590,12 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
         if (rc != 0)
             return rc;
     }
-    if (ncpu == 0 || ncpu < count) /* CPU samples alone make no thread track */
+    if (nsteps > 0) {
+        int rc = write_task_steps(sp, owner, p + 8, count, nsteps, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    if (ncpu + nmarks < count) /* CPU samples and task marks alone make no thread track */
         t->has_records = 1;
     if (sp->mem_used > sp->mem_max / 2 || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
         return spool_flush(sp, err, errlen);
@@ -698,6 +797,26 @@ static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, s
         memcpy(&d.dur, p + 16, 8);
         memcpy(&d.calls, p + 24, 8);
         return add_drop(sp, d.owner, d.start, d.dur, d.calls, err, errlen);
+    }
+    if (type == SPOOL_REC_TASKS && len >= 8) {
+        uint32_t owner, count;
+        memcpy(&owner, p, 4);
+        memcpy(&count, p + 4, 4);
+        if ((len - 8) / 16 != count || (len - 8) % 16 != 0 || owner >= SPOOL_MAX_OWNERS)
+            return bad(err, errlen, "spool task steps out of range");
+        for (uint32_t k = 0; k < count; k++) {
+            uint64_t pair[2];
+            memcpy(pair, p + 8 + (size_t)k * 16, 16);
+            if (add_task_step(sp, owner, pair[0], pair[1]) != 0)
+                return bad(err, errlen, "out of memory");
+        }
+        return 0;
+    }
+    if (type == SPOOL_REC_TASK_NAME && len == 24) {
+        uint32_t task, part;
+        memcpy(&task, p, 4);
+        memcpy(&part, p + 4, 4);
+        return add_task_name(sp, task, part, p + 8) != 0 ? bad(err, errlen, "out of memory") : 0;
     }
     if (type == SPOOL_REC_CPU && len >= 8) {
         uint32_t owner, count;
@@ -914,6 +1033,8 @@ void spool_close(struct spool *sp, int remove_file)
     free(sp->group_slots);
     free(sp->drops);
     free(sp->cpu);
+    free(sp->steps);
+    free(sp->task_names);
     free(sp->process_name);
     free(sp->events_json);
     free(sp);

@@ -37,6 +37,8 @@ struct spool_stats {
                                before it could say): not in the .cvf */
     uint64_t threads;       /* thread tracks written */
     uint64_t cpu_samples;   /* CPU clock samples written (counter events "cpu TID") */
+    uint64_t task_steps;    /* asyncio task steps written (counter events "task TID") */
+    uint64_t tasks;         /* asyncio tasks named (instants "vcattach task") */
     uint64_t spool_bytes;   /* size of the spool file */
     uint64_t cvf_bytes;
 };

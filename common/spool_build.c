@@ -36,6 +36,8 @@ struct build {
     size_t args_cap;
     unsigned char *seg;  /* one segment's bytes */
     size_t seg_cap;
+    char *tasks_json;    /* the "vcattach task" instants, comma-separated (write_tasks) */
+    size_t tasks_len;
     char *err;
     size_t errlen;
 };
@@ -288,6 +290,224 @@ static size_t put_drops(char *json, size_t used, size_t cap, const struct spool 
     return used;
 }
 
+/* ---- asyncio tasks: one counter group per thread, an instant per task ---------------------- */
+
+struct step_row {
+    int32_t tid;
+    uint32_t task;
+    uint64_t raw;
+};
+
+static int by_tid_then_raw(const void *a, const void *b)
+{
+    const struct step_row *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x->raw < y->raw ? -1 : x->raw > y->raw;
+}
+
+static int by_task_then_raw(const void *a, const void *b)
+{
+    const struct step_row *x = a, *y = b;
+    if (x->task != y->task)
+        return x->task < y->task ? -1 : 1;
+    return x->raw < y->raw ? -1 : x->raw > y->raw;
+}
+
+/* The task steps of `names`'s process (every spool of it in all[g0, g1)) that the trace
+ * keeps: of a named thread with calls, not before the --last cut.  *out (malloc'd), or -1. */
+static long task_rows(struct build *b, const struct spool *names, size_t g0, size_t g1,
+                      struct step_row **out)
+{
+    size_t n = 0;
+    for (size_t g = g0; g < g1; g++)
+        n += b->all[g]->nsteps;
+    *out = NULL;
+    if (n == 0)
+        return 0;
+    struct step_row *rows = malloc(n * sizeof *rows);
+    if (rows == NULL)
+        return -1;
+    size_t m = 0;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t i = 0; i < b->all[g]->nsteps; i++) {
+            const struct spool_task_step *s = &b->all[g]->steps[i];
+            if (s->owner >= names->threads_cap || names->threads[s->owner].tid <= 0 ||
+                !names->threads[s->owner].has_records || s->raw < b->cutoff)
+                continue;
+            rows[m++] = (struct step_row){names->threads[s->owner].tid, s->task, s->raw};
+        }
+    *out = rows;
+    return (long)m;
+}
+
+/* "task TID" counters (key "id": the task whose step begins at each ts; docs/cvf-format.md). */
+static int write_task_counters(struct build *b, const struct spool *names, struct step_row *rows,
+                               size_t m)
+{
+    int64_t *ts = malloc((m ? m : 1) * sizeof *ts);
+    cvf_counter_value *vals = malloc((m ? m : 1) * sizeof *vals);
+    if (ts == NULL || vals == NULL) {
+        free(ts);
+        free(vals);
+        return build_fail(b, "out of memory for task steps");
+    }
+    qsort(rows, m, sizeof *rows, by_tid_then_raw);
+    static const char *const keys[] = {"id"};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < m;) {
+        size_t nts = 0;
+        int32_t tid = rows[i].tid;
+        for (; i < m && rows[i].tid == tid; i++) {
+            int64_t t = (int64_t)vc_tick_map_ns(&names->clock, rows[i].raw);
+            while (nts > 0 && t <= ts[nts - 1])
+                nts--; /* the same ns: the later step stays */
+            ts[nts] = t;
+            vals[nts].tag = CVF_COUNTER_LONG;
+            vals[nts].v.i = rows[i].task;
+            nts++;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "task %d", (int)tid);
+        if (cvf_write_counter_group(b->w, names->pid, (uint64_t)tid, name, keys, 1, ts, nts,
+                                    vals) != 0)
+            rc = writer_fail(b);
+        b->st->task_steps += nts;
+    }
+    free(ts);
+    free(vals);
+    return rc;
+}
+
+/* Appends name as the inside of a JSON string: quotes, backslashes and control characters
+ * escaped, bytes that are not well-formed UTF-8 (an agent may send anything) as '?'. */
+static size_t put_json_text(char *json, size_t used, const char *name)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    while (*p) {
+        unsigned c = *p;
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                                  : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        int ok = len > 0;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = (p[k] & 0xc0) == 0x80;
+        if (ok && len >= 3) { /* no overlong form, no surrogate, nothing past U+10FFFF */
+            unsigned c1 = p[1];
+            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) &&
+                 !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+        }
+        if (!ok) {
+            json[used++] = '?';
+            p++;
+        } else if (c == '"' || c == '\\') {
+            json[used++] = '\\';
+            json[used++] = (char)c;
+            p++;
+        } else if (c < 0x20) {
+            used += (size_t)sprintf(json + used, "\\u%04x", c);
+            p++;
+        } else {
+            memcpy(json + used, p, len);
+            used += len;
+            p += len;
+        }
+    }
+    return used;
+}
+
+struct name_row {
+    uint32_t task;
+    uint32_t order; /* newer generation, later arrival: higher */
+    const char *name;
+};
+
+static int by_task_newest_first(const void *a, const void *b)
+{
+    const struct name_row *x = a, *y = b;
+    if (x->task != y->task)
+        return x->task < y->task ? -1 : 1;
+    return x->order > y->order ? -1 : x->order < y->order;
+}
+
+/* One "vcattach task" instant per task with a kept step, at its first one, on that thread:
+ * args {"task": number, "name": its newest name, "" when none came}, appended to b->tasks_json
+ * (without brackets).  rows are sorted here by (task, raw). */
+static int put_tasks(struct build *b, const struct spool *names, size_t g0, size_t g1,
+                     struct step_row *rows, size_t m)
+{
+    qsort(rows, m, sizeof *rows, by_task_then_raw);
+    size_t ntasks = 0, nnames = 0;
+    for (size_t i = 0; i < m; i++)
+        ntasks += i == 0 || rows[i - 1].task != rows[i].task;
+    for (size_t g = g0; g < g1; g++)
+        nnames += b->all[g]->ntask_names;
+    struct name_row *nr = malloc((nnames ? nnames : 1) * sizeof *nr);
+    size_t cap = b->tasks_len + ntasks * (160 + 6 * SPOOL_TASK_NAME_MAX) + 1;
+    char *json = realloc(b->tasks_json, cap);
+    if (nr == NULL || json == NULL) {
+        free(nr);
+        if (json != NULL)
+            b->tasks_json = json;
+        return build_fail(b, "out of memory for task names");
+    }
+    b->tasks_json = json;
+    size_t k = 0;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t i = 0; i < b->all[g]->ntask_names; i++, k++)
+            nr[k] = (struct name_row){b->all[g]->task_names[i].task, (uint32_t)k,
+                                      b->all[g]->task_names[i].name};
+    qsort(nr, nnames, sizeof *nr, by_task_newest_first);
+    size_t used = b->tasks_len, j = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (i > 0 && rows[i - 1].task == rows[i].task)
+            continue;
+        while (j < nnames && nr[j].task < rows[i].task)
+            j++;
+        const char *name = j < nnames && nr[j].task == rows[i].task ? nr[j].name : "";
+        used += (size_t)snprintf(json + used, cap - used,
+                                 "%s{\"ph\":\"i\",\"name\":\"vcattach task\",\"cat\":"
+                                 "\"INSTANT\",\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\","
+                                 "\"args\":{\"task\":%u,\"name\":\"",
+                                 used > 0 ? "," : "", (unsigned long long)names->pid,
+                                 (long long)rows[i].tid,
+                                 (double)vc_tick_map_ns(&names->clock, rows[i].raw) / 1000.0,
+                                 rows[i].task);
+        used = put_json_text(json, used, name);
+        used += (size_t)snprintf(json + used, cap - used, "\"}}");
+        b->st->tasks++;
+    }
+    b->tasks_len = used;
+    free(nr);
+    return 0;
+}
+
+/* One process's tasks: its counters written, its instants kept for write_instants. */
+static int write_tasks_of(struct build *b, const struct spool *names, size_t g0, size_t g1)
+{
+    struct step_row *rows;
+    long m = task_rows(b, names, g0, g1, &rows);
+    if (m < 0)
+        return build_fail(b, "out of memory for task steps");
+    int rc = m > 0 ? write_task_counters(b, names, rows, (size_t)m) : 0;
+    if (rc == 0 && m > 0)
+        rc = put_tasks(b, names, g0, g1, rows, (size_t)m);
+    free(rows);
+    return rc;
+}
+
+static int write_tasks(struct build *b)
+{
+    if (b->processes) {
+        for (size_t g = 0; g < b->nall; g++) {
+            int rc = write_tasks_of(b, b->all[g], g, g + 1);
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    }
+    return write_tasks_of(b, b->all[b->nall - 1], 0, b->nall);
+}
+
 /* The other events: generations of one process (the newest's instants, every generation's
  * drops, the --last cut) or several processes (each one's instants and drops). */
 static int write_instants(struct build *b)
@@ -296,6 +516,7 @@ static int write_instants(struct build *b)
     size_t cap = 512;
     for (size_t g = 0; g < b->nall; g++)
         cap += b->all[g]->ndrops * 192 + (b->all[g]->events_json ? b->all[g]->events_len + 1 : 0);
+    cap += b->tasks_len + 1;
     char *json = malloc(cap);
     if (json == NULL)
         return build_fail(b, "out of memory");
@@ -306,6 +527,12 @@ static int write_instants(struct build *b)
         if (b->processes || g == b->nall - 1)
             used = put_agent_events(json, used, names);
         used = put_drops(json, used, cap, names, b->all[g], b->cutoff);
+    }
+    if (b->tasks_len > 0) {
+        if (used > 1)
+            json[used++] = ',';
+        memcpy(json + used, b->tasks_json, b->tasks_len);
+        used += b->tasks_len;
     }
     if (b->cutoff) /* where the kept window begins (--last) */
         used += (size_t)snprintf(json + used, cap - used,
@@ -450,12 +677,15 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
     if (rc == 0)
         rc = write_cpu(&b);
     if (rc == 0)
+        rc = write_tasks(&b);
+    if (rc == 0)
         rc = write_instants(&b);
     if (rc == 0 && cvf_writer_finish(b.w) != 0)
         rc = writer_fail(&b);
     st->cvf_bytes = b.w ? cvf_writer_bytes(b.w) : 0;
     cvf_writer_free(b.w);
     free(b.piece);
+    free(b.tasks_json);
     free(b.args);
     free(b.seg);
     return rc;

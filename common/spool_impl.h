@@ -16,6 +16,10 @@
 /* CPU clock samples kept (24 MiB; beyond: only counted): 200 busy threads sampled every
  * 55 ms for an hour.  `start` holds them in the target's memory too. */
 #define SPOOL_MAX_CPU (1u << 20)
+/* Task step markers kept (32 MiB; beyond: only counted) and task names (24 MiB). */
+#define SPOOL_MAX_TASK_STEPS (1u << 21)
+#define SPOOL_MAX_TASK_NAMES (1u << 19)
+#define SPOOL_TASK_NAME_MAX 48
 #define SPOOL_LANES_PER_GROUP 16    /* more nesting of one key than this: an unsorted lane */
 
 /* The file's own records, after the agent's frame types (common/protocol.h). */
@@ -24,6 +28,8 @@ enum {
     SPOOL_REC_SEGMENT = 101, /* u32 lane | u32 count | u64 first start | u64 last end | bytes */
     SPOOL_REC_DROP = 102,    /* u32 owner | u32 pad | u64 start | u64 dur | u64 calls */
     SPOOL_REC_CPU = 103,     /* u32 owner | u32 count | count x (u64 raw | u64 cpu ns) */
+    SPOOL_REC_TASKS = 104,   /* u32 owner | u32 count | count x (u64 raw | u64 task) */
+    SPOOL_REC_TASK_NAME = 105, /* u32 task | u32 part | 16 bytes */
 };
 
 /* Where a lane's bytes are in the file. */
@@ -61,6 +67,19 @@ struct spool_drop {
     uint64_t start, dur, calls;
 };
 
+/* A task step's start (VC_WIRE_TASK): at raw time `raw` thread `owner` began a step of task
+ * number `task`. */
+struct spool_task_step {
+    uint32_t owner, task;
+    uint64_t raw;
+};
+
+/* A task's name, as its parts came (VC_WIRE_TASK_NAME_0 - part). */
+struct spool_task_name {
+    uint32_t task;
+    char name[SPOOL_TASK_NAME_MAX + 1];
+};
+
 /* One sample of a thread's CPU clock (VC_WIRE_CPU): at raw time `raw`, `cpu_ns` run in all. */
 struct spool_cpu {
     uint32_t owner;
@@ -91,6 +110,11 @@ struct spool {
     struct spool_cpu *cpu;   /* CPU clock samples, in arrival order */
     size_t ncpu, cpu_cap;
     uint64_t cpu_lost;       /* samples beyond SPOOL_MAX_CPU (not kept) */
+    struct spool_task_step *steps; /* asyncio task steps, in arrival order */
+    size_t nsteps, steps_cap;
+    struct spool_task_name *task_names; /* in arrival order; a task's parts share one */
+    size_t ntask_names, task_names_cap;
+    uint64_t tasks_lost;     /* steps or names beyond the SPOOL_MAX_TASK_* (not kept) */
     uint64_t records, dropped, mem_max;
     uint64_t mem_bytes;      /* lane buffers allocated (kept across flushes when busy) */
     uint64_t mem_used;       /* bytes appended since the last flush */
