@@ -14,6 +14,7 @@
 #include "model.h"
 #include "options.h"
 #include "summary.h"
+#include "tasks.h"
 #include "trace_input.h"
 
 struct summary_args {
@@ -384,6 +385,10 @@ static void print_header(const char *path, const vct_trace *t)
     }
     if (t->filters)
         printf("FILTERED trace (not every call was kept): %s\n", t->filters);
+    uint64_t ntasks = 0, nsteps = 0;
+    if (vct_tasks_count(t, 0, &ntasks, &nsteps) == 0 && ntasks) /* trace/tasks.h */
+        printf("asyncio: %s task%s (%s step%s)\n", grouped(ntasks, b1, sizeof b1),
+               ntasks == 1 ? "" : "s", grouped(nsteps, b2, sizeof b2), nsteps == 1 ? "" : "s");
     if (t->has_cpu)
         printf("CPU measured: each thread's CPU clock sampled every %.0f ms (median); a call's "
                "on-CPU time is its thread's clock advance over it, interpolated between the "
