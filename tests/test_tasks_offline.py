@@ -67,7 +67,7 @@ def step(events, marks, task_id, coro, ts, dur, first, inner=None, handle=True):
 A_MS, B_MS = 22.0, 14.0
 
 
-def trace_events(with_markers=True):
+def trace_events(with_markers=True, create_task=CREATE_TASK):
     ev, marks = [{"ph": "M", "name": "thread_name", "pid": PID, "tid": TID,
                   "args": {"name": "MainThread"}},
                  {"ph": "i", "name": "vcattach attach", "pid": PID, "tid": PID, "ts": 0,
@@ -76,13 +76,13 @@ def trace_events(with_markers=True):
                   "ts": 100 * MS / 100, "s": "p", "args": {"dropped": 0}}], []
     # uvicorn's data_received creates A's and B's tasks: outside any task step
     ev.append(x(DATA_RECEIVED, 9 * MS, MS // 2))
-    ev.append(x(CREATE_TASK, 9 * MS + 100, 1000))
+    ev.append(x(create_task, 9 * MS + 100, 1000))
     ev.append(x(DATA_RECEIVED, 12 * MS, MS // 2))
-    ev.append(x(CREATE_TASK, 12 * MS + 100, 1000))
+    ev.append(x(create_task, 12 * MS + 100, 1000))
     # A's first step creates C1 (queued) and C2 (eager: its first step runs inside the call)
     step(ev, marks, 1, RUN_ASGI, 10 * MS, MS, True)
-    ev.append(x(CREATE_TASK, 10 * MS + 20_000, 30_000))
-    ev.append(x(CREATE_TASK, 10 * MS + 60_000, 30_000))
+    ev.append(x(create_task, 10 * MS + 20_000, 30_000))
+    ev.append(x(create_task, 10 * MS + 60_000, 30_000))
     step(ev, marks, 4, EAGER, 10 * MS + 65_000, 20_000, True, handle=False)
     step(ev, marks, 3, FETCH, 11 * MS + MS // 2, MS // 2, True)
     step(ev, marks, 2, RUN_ASGI, 13 * MS, MS // 2, True)
@@ -154,6 +154,35 @@ def test_requests_by_task_separates_concurrent_requests(tmp_path):
     assert "compute" not in b and "eager_job" not in b and "fetch" not in b, b
     assert "suspended (awaiting)" in a and "suspended (awaiting)" in b
     assert run("requests", path).stderr == ""
+
+
+def test_requests_by_task_before_python_3_11(tmp_path):
+    """Before 3.11 names carry no class: "create_task (…/asyncio/base_events.py:N)"."""
+    bare = "create_task (/usr/lib/python3.10/asyncio/base_events.py:429)"
+    blocks = requests_blocks(run("requests", write(tmp_path, trace_events(True, bare))).stdout)
+    assert [ms for ms, _ in blocks] == pytest.approx([A_MS, B_MS], abs=0.0006)
+    assert "(7 slices: a coroutine)" in blocks[0][1] and "compute" in blocks[0][1]
+
+
+def test_requests_by_task_cut_by_the_trace(tmp_path):
+    """Task 1 began before the trace (its first step is a resume), task 2 still ran at the
+    detach (its last step ends there), task 3 is complete; all three interleaved."""
+    pid = tid = 40
+    ev = [{"ph": "i", "name": "vcattach attach", "pid": pid, "tid": tid, "ts": 0, "s": "p",
+           "args": {}},
+          {"ph": "i", "name": "vcattach detach", "pid": pid, "tid": tid, "ts": 10 * MS / 100,
+           "s": "p", "args": {"dropped": 0}}]
+    for task_id, ts, dur, first in ((1, 1 * MS, MS // 2, False), (3, 2 * MS, MS // 2, True),
+                                    (2, 3 * MS, MS // 2, True), (3, 4 * MS, MS // 2, False),
+                                    (1, 5 * MS, MS // 2, False), (2, 8 * MS, 2 * MS, False)):
+        ev.append(x(RUN_ASGI, ts, dur, None if first else "resume", pid, tid))
+        ev.append(marker(ts, task_id, pid, tid))
+    out = run("requests", write(tmp_path, ev, "cut")).stdout
+    assert "1 request," in out.splitlines()[0] and "2 more cut" in out.splitlines()[0], out
+    blocks = requests_blocks(out)
+    assert [ms for ms, _ in blocks] == pytest.approx([2.5, 7.0, 4.5], abs=0.0006)
+    assert "(began before the trace)" in blocks[2][1], blocks
+    assert "still running when the trace stopped" in blocks[1][1], blocks
 
 
 def test_requests_without_markers_keep_todays_rule(tmp_path):

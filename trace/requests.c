@@ -231,8 +231,9 @@ static int scan_tasks(const vct_trace *t, by_task *bt, size_t ti, vct_requests *
             continue;
         }
         size_t q = bt->req[root];
-        if (q == SIZE_MAX || ev->ts >= rt->end || ev->ts < rt->ts)
-            continue; /* before its request began (a broken trace), or after it ended */
+        if (q == SIZE_MAX || r->reqs[q].thread != ti || ev->ts >= rt->end || ev->ts < rt->ts)
+            continue; /* another thread's (a slice is an event of the request's thread),
+                         before its request began (a broken trace), or after it ended */
         if (ev->ts < th->events[r->slices[r->reqs[q].last].event].end)
             continue; /* inside a slice already taken */
         if (push_slice(r, q, k->steps[s].event) < 0)
