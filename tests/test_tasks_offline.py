@@ -145,8 +145,8 @@ def test_requests_by_task_separates_concurrent_requests(tmp_path):
     assert [ms for ms, _ in blocks] == pytest.approx([A_MS, B_MS], abs=0.0006)
     a, b = blocks[0][1], blocks[1][1]
     # A's slices: its 4 steps, C1's 2, C2's resume (its eager first step is inside A's first)
-    assert "(7 slices: a coroutine)" in a, a
-    assert "(4 slices: a coroutine)" in b, b
+    assert "(7 slices: a coroutine; asyncio task Task-1 + 2 tasks it created)" in a, a
+    assert "(4 slices: a coroutine; asyncio task Task-2)" in b, b
     # the children's work is in A's breakdown, not B's
     assert "compute 999.8 µs" in a and "eager_job" in a, a  # C1's and C2's self time
     assert "waiting: 0.0 µs of 7.500 ms in calls" in a  # 5 ms of A, 1.5 of C1, 1 of C2
@@ -161,7 +161,8 @@ def test_requests_by_task_before_python_3_11(tmp_path):
     bare = "create_task (/usr/lib/python3.10/asyncio/base_events.py:429)"
     blocks = requests_blocks(run("requests", write(tmp_path, trace_events(True, bare))).stdout)
     assert [ms for ms, _ in blocks] == pytest.approx([A_MS, B_MS], abs=0.0006)
-    assert "(7 slices: a coroutine)" in blocks[0][1] and "compute" in blocks[0][1]
+    assert "(7 slices: a coroutine; asyncio task Task-1 + 2 tasks it created)" in blocks[0][1]
+    assert "compute" in blocks[0][1]
 
 
 def test_requests_by_task_cut_by_the_trace(tmp_path):

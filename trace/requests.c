@@ -140,7 +140,7 @@ static int start_request(vct_requests *r, size_t ti, size_t k, const vct_event *
         return -1;
     unsigned cut = (ev->flags & (VCT_EV_AT_ATTACH | VCT_EV_RESUME)) ? VCT_REQ_CUT_START : 0;
     r->reqs[r->n++] = (vct_request){ti, r->nslices - 1, r->nslices - 1, 1, ev->ts, ev->end,
-                                    ev->func, cut};
+                                    ev->func, cut, 0, NULL, 0};
     return 0;
 }
 
@@ -160,6 +160,7 @@ typedef struct by_task {
     size_t *root; /* per task: the request task it belongs to (its outermost entry ancestor,
                      itself included), or SIZE_MAX */
     size_t *req;  /* per task: its request (index into vct_requests.reqs), or SIZE_MAX */
+    size_t *members; /* per request task: how many tasks have it as root */
 } by_task;
 
 static int in_task_request(const by_task *bt, size_t ti, int64_t ts)
@@ -183,7 +184,8 @@ static int by_task_init(const vct_trace *t, const unsigned char *entries, uint64
     size_t n = bt->k.n ? bt->k.n : 1;
     bt->root = malloc(n * sizeof *bt->root);
     bt->req = malloc(n * sizeof *bt->req);
-    if (!bt->root || !bt->req)
+    bt->members = calloc(n, sizeof *bt->members);
+    if (!bt->root || !bt->req || !bt->members)
         return -1;
     for (size_t i = 0; i < bt->k.n; i++) {
         bt->root[i] = bt->req[i] = SIZE_MAX;
@@ -194,6 +196,9 @@ static int by_task_init(const vct_trace *t, const unsigned char *entries, uint64
             cur = bt->k.tasks[cur].parent;
         }
     }
+    for (size_t i = 0; i < bt->k.n; i++)
+        if (bt->root[i] != SIZE_MAX)
+            bt->members[bt->root[i]]++;
     return 1;
 }
 
@@ -202,6 +207,7 @@ static void by_task_free(by_task *bt)
     vct_tasks_free(&bt->k);
     free(bt->root);
     free(bt->req);
+    free(bt->members);
 }
 
 /* The task requests of thread ti.  0, or -1 (memory). */
@@ -227,7 +233,11 @@ static int scan_tasks(const vct_trace *t, by_task *bt, size_t ti, vct_requests *
             if (start_request(r, ti, k->steps[s].event, ev) < 0) /* on rt->thread */
                 return -1;
             bt->req[root] = r->n - 1;
-            r->reqs[r->n - 1].end = rt->end;
+            vct_request *q = &r->reqs[r->n - 1];
+            q->end = rt->end;
+            q->task_id = rt->id;
+            q->task_name = rt->name;
+            q->ntasks = bt->members[root];
             continue;
         }
         size_t q = bt->req[root];

@@ -44,6 +44,9 @@ typedef struct vct_request {
     int64_t ts, end;    /* first slice's start, last slice's end (ticks) */
     uint32_t func;      /* the entry function */
     unsigned cut;       /* VCT_REQ_CUT_* */
+    uint32_t task_id;   /* by asyncio task: the request's task (tasks.h); 0: not by task */
+    const char *task_name; /* its recorded name (the trace's), or NULL ("Task-ID") */
+    size_t ntasks;      /* the tasks it is made of: its own and those it created */
 } vct_request;
 
 typedef struct vct_requests {
