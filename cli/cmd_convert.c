@@ -21,6 +21,7 @@
 #include "merge.h"
 #include "options.h"
 #include "request_track.h"
+#include "task_track.h"
 #include "trace_sink.h"
 #include "window.h"
 
@@ -47,8 +48,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: vcattach convert IN... [-o OUT] [--format FORMAT] [--from S] [--to S]\n"
-            "                        [--min-dur DUR] [--requests [--entry GLOB]] [--force]\n"
-            "                        [--quiet]\n\n"
+            "                        [--min-dur DUR] [--requests [--entry GLOB]] [--tasks]\n"
+            "                        [--force] [--quiet]\n\n"
             "Several .cvf inputs (traces of processes taken separately) are merged into one\n"
             "trace, written to OUT (-o required).\n"
             "Converts between VizTracer's compressed .cvf format and Chrome trace JSON.\n"
@@ -74,6 +75,13 @@ static void usage(FILE *out)
             "                 on a track of its own, \"requests\", in each process\n"
             "  --entry GLOB   with --requests: the function that is one request (as in\n"
             "                 `vcattach requests --entry`; default: the known servers)\n"
+            "  --tasks        chrome only (the JSON Perfetto and chrome://tracing open; not\n"
+            "                 speedscope, collapsed or svg): each asyncio task's steps (a\n"
+            "                 resume slice, or its first call, with all it calls) move from\n"
+            "                 their thread's track to one per task, \"task NAME COROUTINE\"\n"
+            "                 (same pid, tid 2000000000 + the task's id: no Linux tid is that\n"
+            "                 high); the rest stays on its thread.  Needs a trace with task\n"
+            "                 markers (agents that record them); without, nothing moves\n"
             "  -f, --force    replace OUT if it exists (otherwise an existing OUT is an error);\n"
             "                 also: convert a .cvf whose JSON would pass ~1 GiB (refused\n"
             "                 without it: --from/--to, --min-dur or --format svg instead)\n"
@@ -94,13 +102,17 @@ struct convert_args {
     bool force, quiet;
     bool merged;               /* --merged (svg) */
     bool requests;             /* --requests (chrome) */
+    bool tasks;                /* --tasks (chrome) */
     const char *entry;         /* --entry GLOB: what a request is (NULL: requests.def) */
     bool windowed;             /* --from, --to or --min-dur given */
     int64_t from, to;          /* ticks into the trace; to < 0: to its end */
     uint64_t min_dur;          /* ticks */
 };
 
-enum { OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED, OPT_REQUESTS, OPT_ENTRY };
+enum {
+    OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED, OPT_REQUESTS, OPT_ENTRY,
+    OPT_TASKS
+};
 
 static const struct opt_spec convert_specs[] = {
     {"output", 'o', 1, 'o'},
@@ -111,6 +123,7 @@ static const struct opt_spec convert_specs[] = {
     {"merged", 0, 0, OPT_MERGED},
     {"requests", 0, 0, OPT_REQUESTS},
     {"entry", 0, 1, OPT_ENTRY},
+    {"tasks", 0, 0, OPT_TASKS},
     {"force", 'f', 0, 'f'},
     {"quiet", 'q', 0, 'q'},
 };
@@ -152,6 +165,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     case 'o': a->out = value; return 0;
     case OPT_MERGED: a->merged = true; return 0;
     case OPT_REQUESTS: a->requests = true; return 0;
+    case OPT_TASKS: a->tasks = true; return 0;
     case OPT_ENTRY:
         if (!*value) {
             snprintf(err, errlen, "--entry needs a glob naming a function, like '*handle_request*'");
@@ -216,6 +230,10 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
                                           "--requests");
     if (a->requests && strcmp(a->fmt->name, "chrome"))
         return opt_usage_error("convert", "--requests applies to --format chrome");
+    if (a->tasks && strcmp(a->fmt->name, "chrome"))
+        return opt_usage_error("convert", "--tasks applies to --format chrome (a track per "
+                                          "task); %s has no tracks: drop --tasks",
+                               a->fmt->name);
     if (a->to >= 0 && a->to < a->from)
         return opt_usage_error("convert", "--to comes before --from: nothing to write");
     a->in = argv[first];
@@ -307,6 +325,10 @@ static int open_input(const struct convert_args *a, void **data, size_t *size,
         fprintf(stderr, "vcattach convert: --requests applies to a .cvf input; %s is JSON "
                         "(convert it to .cvf first, then convert that with --requests)\n", a->in);
         rc = VC_EXIT_USAGE;
+    } else if (*kind == INPUT_JSON && a->tasks) {
+        fprintf(stderr, "vcattach convert: --tasks applies to a .cvf input; %s is JSON "
+                        "(convert it to .cvf first, then convert that with --tasks)\n", a->in);
+        rc = VC_EXIT_USAGE;
     } else if (*kind == INPUT_JSON && a->windowed) {
         fprintf(stderr, "vcattach convert: --from/--to/--min-dur apply to a .cvf input; %s is "
                         "JSON (convert it to .cvf first, then convert that with them)\n", a->in);
@@ -379,6 +401,27 @@ static int requests_track(const struct convert_args *a, const vct_window *w, jte
     return rc;
 }
 
+/* --tasks: the input's tasks (task_track.h), into tt, and their tracks' names into out.
+ * 0, or -1 after printing why not.  No task: one line saying so, and nothing moves. */
+static int tasks_track(const struct convert_args *a, vct_trace **t, vct_task_track *tt,
+                       jtext *out)
+{
+    char err[1024];
+    if (vct_trace_load(a->in, t, err, sizeof err) < 0) {
+        fprintf(stderr, "vcattach convert: %s\n", err);
+        return -1;
+    }
+    if (vct_task_track_init(tt, *t) < 0 || vct_task_track_json(tt, out) < 0) {
+        fprintf(stderr, "vcattach convert: out of memory while finding the asyncio tasks\n");
+        return -1;
+    }
+    if (!tt->tasks.n)
+        fprintf(stderr, "vcattach convert: %s has no asyncio tasks (no task markers: no "
+                        "asyncio, or an agent that does not record them): --tasks moves "
+                        "nothing\n", a->in);
+    return 0;
+}
+
 /* A streamed trace can hold 100 M calls; as Chrome JSON (about 50 bytes a call for each byte
  * of .cvf's 2: measured 48-55x on this project's traces) that is gigabytes no viewer opens.
  * Beyond ~1 GiB of JSON, a whole-trace conversion needs --force: a part (--from/--to,
@@ -439,9 +482,25 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
                 sink_abort(&sink);
             return VC_EXIT_FAIL;
         }
-        cc.extra_events = track.data;
-        cc.extra_len = track.len;
     }
+    vct_trace *task_trace = NULL;
+    vct_task_track tt = {0};
+    if (a->tasks) {
+        if (tasks_track(a, &task_trace, &tt, &track) < 0) {
+            vct_task_track_free(&tt);
+            vct_trace_free(task_trace);
+            free(track.data);
+            if (!to_stdout)
+                sink_abort(&sink);
+            return VC_EXIT_FAIL;
+        }
+        if (tt.tasks.n) {
+            cc.retid = vct_task_track_tid;
+            cc.retid_ctx = &tt;
+        }
+    }
+    cc.extra_events = track.data;
+    cc.extra_len = track.len;
     if (!a->quiet && size > PROGRESS_MIN_BYTES) {
         cc.progress = show_progress;
         fprintf(stderr, "vcattach convert: %s (%zu MB) -> %s\n", a->in, size >> 20,
@@ -450,6 +509,8 @@ static int convert_to(const struct convert_args *a, enum input_kind kind, const 
     int crc = run_conversion(a, kind, data, size, to_stdout ? STDOUT_FILENO : sink.fd,
                              to_stdout, &cc, &err);
     free(track.data);
+    vct_task_track_free(&tt);
+    vct_trace_free(task_trace);
     if (cc.progress && crc == 0)
         show_progress(&ps, size, size);
     if (cc.progress && ps.tty && ps.last_pct >= 0)

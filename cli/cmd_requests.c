@@ -48,8 +48,13 @@ static void usage(FILE *out)
             "  Celery  one task execution (trace_task, Task.__call__)\n"
             "(the list: trace/requests.def), or any function --entry names.  A match inside\n"
             "another is part of it.  A coroutine's slices (its resumes after each await) are one\n"
-            "request; ASGI requests overlapping on one event loop cannot be told apart (the\n"
-            "trace does not say which task a resume belongs to).\n"
+            "request.  When the trace has asyncio task markers (agents that record them), the\n"
+            "task is the unit: a task whose coroutine is an entry is one request, from its\n"
+            "first step to the end of its last, and the steps of the tasks it created\n"
+            "(create_task, gather, TaskGroup; transitively) are its slices too, so requests\n"
+            "overlapping on one event loop are told apart (its entry line names the task and\n"
+            "counts the tasks it created).  Without markers, overlapping ASGI requests on\n"
+            "one event loop cannot be told apart (their slices go to the latest).\n"
             "Per request: its start (seconds into the trace), duration, pid/tid; the heaviest\n"
             "path (from the entry, the callee with the largest inclusive time, down to a leaf\n"
             "or a blocking call); the top functions by self time; its waiting by kind\n"
@@ -396,7 +401,19 @@ static int print_request(vct_req_profiler *pr, const vct_requests *r, const vct_
     printf(")\n      ");
     put_text(t->funcs[q->func]);
     if (q->nslices > 1)
-        printf("  (%zu slices: a coroutine)", q->nslices);
+        printf("  (%zu slices: a coroutine%s", q->nslices, q->task_id ? "; " : ")");
+    else if (q->task_id)
+        printf("  (");
+    if (q->task_id) { /* by asyncio task (trace/tasks.h) */
+        printf("asyncio task ");
+        if (q->task_name)
+            put_text(q->task_name);
+        else
+            printf("Task-%" PRIu32, q->task_id);
+        if (q->ntasks > 1)
+            printf(" + %zu task%s it created", q->ntasks - 1, q->ntasks == 2 ? "" : "s");
+        putchar(')');
+    }
     putchar('\n');
     print_path(t, &prof);
     print_self_and_waits(t, &prof);

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "options.h"
 #include "summary.h"
+#include "tasks.h"
 #include "trace_input.h"
 
 struct summary_args {
@@ -59,7 +60,10 @@ static void usage(FILE *out)
             "mean, p50 and p99 (nearest rank, from a log-bucketed histogram per function:\n"
             "within " VCT_HIST_ERROR_TEXT " of the exact value; memory independent of the\n"
             "number of calls), max.\n"
-            "A coroutine's resume slices count as durations of their own.\n"
+            "A coroutine's resume slices count as durations of their own, not as calls: a\n"
+            "coroutine is one call per task (per start).  A trace with asyncio task markers\n"
+            "says in its header how many tasks (and steps, a task's first call or a resume)\n"
+            "it holds: \"asyncio: N tasks (M steps)\".\n"
             "CPU, measured: a trace taken by this vcattach holds each thread's CPU clock,\n"
             "sampled every 10-100 ms (the header says the period); then every table also\n"
             "has on-CPU ms, off-CPU ms and on%%: the function's whole inclusive time\n"
@@ -384,6 +388,10 @@ static void print_header(const char *path, const vct_trace *t)
     }
     if (t->filters)
         printf("FILTERED trace (not every call was kept): %s\n", t->filters);
+    uint64_t ntasks = 0, nsteps = 0;
+    if (vct_tasks_count(t, 0, &ntasks, &nsteps) == 0 && ntasks) /* trace/tasks.h */
+        printf("asyncio: %s task%s (%s step%s)\n", grouped(ntasks, b1, sizeof b1),
+               ntasks == 1 ? "" : "s", grouped(nsteps, b2, sizeof b2), nsteps == 1 ? "" : "s");
     if (t->has_cpu)
         printf("CPU measured: each thread's CPU clock sampled every %.0f ms (median); a call's "
                "on-CPU time is its thread's clock advance over it, interpolated between the "

@@ -339,9 +339,12 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
     plen += fmt_u64(prefix + plen, g->pid);
     memcpy(prefix + plen, ",\"tid\":", 7);
     plen += 7;
+    size_t tid_at = plen; /* where the tid goes: --tasks may move an event to another track */
+    uint64_t prefix_tid = g->tid;
     plen += fmt_u64(prefix + plen, g->tid);
     memcpy(prefix + plen, ",\"ts\":", 6);
     plen += 6;
+    uint64_t (*retid)(void *, uint64_t, uint64_t, int64_t) = c->cc ? c->cc->retid : NULL;
     /* the inline path below needs prefix + numbers + args to fit the buffer at once */
     bool prefix_fits = plen + 256 <= OUT_CAP / 2;
     const char *args_json = g->args_json;
@@ -361,6 +364,13 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
         uint64_t dur = g->dur[i];
         if (win && !vct_window_clip(win, &ts, &dur))
             continue;
+        uint64_t tid = retid ? retid(c->cc->retid_ctx, g->pid, g->tid, g->ts[i]) : g->tid;
+        if (tid != prefix_tid) { /* the prefix's room: a tid has at most 20 digits */
+            prefix_tid = tid;
+            plen = tid_at + fmt_u64(prefix + tid_at, tid);
+            memcpy(prefix + plen, ",\"ts\":", 6);
+            plen += 6;
+        }
         size_t alen = spans ? spans[i].len : 0;
         const char *args = spans ? args_json + spans[i].off : NULL;
         if (!prefix_fits || alen > OUT_CAP / 4) { /* rare: huge name or args */

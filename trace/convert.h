@@ -33,6 +33,10 @@ typedef struct convert_ctx {
      * e.g. the "requests" tracks of request_track.h); NULL: none. */
     const char *extra_events;
     size_t extra_len;
+    /* chrome: the tid an X event of (pid, tid) starting at ts ticks (before the window) is
+     * written with, e.g. its asyncio task's track (task_track.h); NULL: its own. */
+    uint64_t (*retid)(void *ctx, uint64_t pid, uint64_t tid, int64_t ts);
+    void *retid_ctx;
 } convert_ctx;
 
 /* A .cvf → text converter: reads cvf[0 .. size), writes to `out` (a buffered stdio stream

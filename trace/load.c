@@ -4,11 +4,13 @@
  * bounded codec reader, and Chrome-trace JSON ('{' or '[', what `vcattach convert` and
  * VizTracer write) through jansson, so `summary` and the exporters also work on a JSON trace.
  * Only what the summary and exports use is kept: complete (X) events, thread names, the
- * drop count the agent reports as an instant event with args.dropped, the filters, and each
- * process's attach and detach times (requests cut by the trace's end).
+ * drop count the agent reports as an instant event with args.dropped, the filters, each
+ * process's attach and detach times (requests cut by the trace's end), the CPU samples and
+ * the asyncio task markers and names (tasks.h).
  */
 #include "model.h"
 #include "cpu.h"
+#include "tasks.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -283,8 +285,23 @@ static int note_session(vct_trace *t, json_t *event)
                                   (int64_t)(us * VCT_TICKS_PER_US + 0.5));
 }
 
+/* The agent's {"ph":"i","name":"vcattach task","pid":P,"args":{"task":ID,"name":"…"}}: the
+ * name of a task (tasks.h); a name that is not a string is no name. */
+static int note_task(vct_trace *t, json_t *event)
+{
+    const char *name = json_string_value(json_object_get(event, "name"));
+    json_t *pid = json_object_get(event, "pid"), *args = json_object_get(event, "args");
+    json_t *id = json_object_get(args, "task");
+    if (!name || strcmp(name, "vcattach task") || !json_is_integer(pid) ||
+        json_integer_value(pid) < 0 || !json_is_integer(id) || json_integer_value(id) < 1)
+        return 0;
+    return vct_tasks_add_name(t, (uint64_t)json_integer_value(pid),
+                              (uint64_t)json_integer_value(id),
+                              json_string_value(json_object_get(args, "name")));
+}
+
 /* Other events are few (instants, unfinished calls); only the ones mentioning "dropped",
- * the filters or the session's attach and detach are parsed. */
+ * the filters, the session's attach and detach or a task's name are parsed. */
 static int on_cvf_other(void *ctx, const cvf_json_record *r)
 {
     cvf_load_ctx *c = ctx;
@@ -301,6 +318,8 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
             note_interps(c->t, ev);
             note_filters(c->t, ev);
             rc = note_session(c->t, ev);
+            if (!rc)
+                rc = note_task(c->t, ev);
         }
         json_decref(ev);
         if (rc < 0)
@@ -309,11 +328,14 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
     return 0;
 }
 
-/* The agent's per-thread CPU clock samples ("cpu TID" counters, cpu.h); others are ignored. */
+/* The agent's per-thread CPU clock samples ("cpu TID" counters, cpu.h) and asyncio task
+ * step markers ("task TID", tasks.h); others are ignored. */
 static int on_cvf_counter(void *ctx, const cvf_counter_group *g)
 {
     cvf_load_ctx *c = ctx;
-    return vct_cpu_add_group(c->t, g) < 0 ? cvf_nomem(c, g->offset) : 0;
+    return vct_cpu_add_group(c->t, g) < 0 || vct_tasks_add_group(c->t, g) < 0
+               ? cvf_nomem(c, g->offset)
+               : 0;
 }
 
 static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,

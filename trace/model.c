@@ -7,6 +7,7 @@
 #include "model.h"
 #include "model_runs.h"
 #include "cpu.h"
+#include "tasks.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,7 +33,11 @@ void vct_trace_free(vct_trace *t)
         vct_runs_free(&t->threads[i]);
         free(t->threads[i].cpu.ts);
         free(t->threads[i].cpu.cpu);
+        free(t->threads[i].tasks.m);
     }
+    for (size_t i = 0; i < t->ntask_names; i++)
+        free(t->task_names[i].name);
+    free(t->task_names);
     free(t->threads);
     for (size_t i = 0; i < t->nprocs; i++)
         free(t->procs[i].name);
@@ -405,7 +410,7 @@ int vct_trace_finish(vct_trace *t)
     for (size_t i = 0; i < t->nthreads; i++) /* a compact thread's runs are sorted already */
         if (t->threads[i].events && sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
             return -1;
-    if (vct_cpu_finish(t) < 0)
+    if (vct_cpu_finish(t) < 0 || vct_tasks_finish(t) < 0)
         return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);

@@ -59,6 +59,18 @@ typedef struct vct_cpu_samples {
     size_t n, cap;
 } vct_cpu_samples;
 
+/* A thread's asyncio task step markers (the agent's counter "task TID", trace/tasks.h): at
+ * ts[i] ticks the thread began a step of task id[i].  Sorted by ts after vct_trace_finish. */
+typedef struct vct_task_mark {
+    int64_t ts;
+    uint32_t id; /* 1 .. VCT_TASK_ID_MAX */
+} vct_task_mark;
+
+typedef struct vct_task_marks {
+    vct_task_mark *m;
+    size_t n, cap;
+} vct_task_marks;
+
 typedef struct vct_thread {
     uint64_t pid, tid;
     char *name; /* thread_name from the trace, or NULL */
@@ -72,6 +84,7 @@ typedef struct vct_thread {
     unsigned char *packed;
     size_t packed_len, packed_cap;
     vct_cpu_samples cpu; /* none (n = 0): a trace without CPU samples */
+    vct_task_marks tasks; /* none (n = 0): no asyncio task ran on it, or an older agent */
 } vct_thread;
 
 typedef struct vct_trace {
@@ -106,6 +119,9 @@ typedef struct vct_trace {
      * time: a call ending there was cut by the trace's end (requests.c). */
     struct vct_session { uint64_t pid; int64_t attach, detach; } *sessions; /* ticks; -1: none */
     size_t nsessions, sessions_cap;
+    /* The agent's "vcattach task" instants (trace/tasks.h): a task's name, by (pid, id). */
+    struct vct_task_name { uint64_t pid; uint32_t id; char *name; } *task_names;
+    size_t ntask_names, task_names_cap;
     int has_cpu;          /* some thread has at least two CPU samples (trace/cpu.h) */
     int64_t cpu_period;   /* the median interval between CPU samples, ticks (0: none) */
 } vct_trace;

@@ -97,7 +97,11 @@ static void tree_open(void *ctx, const vct_event *ev, int64_t start, int64_t end
         p->stack = bigger;
         p->stack_cap = cap;
     }
-    size_t node = depth ? child_of(p, p->stack[depth - 1], ev->func) : 0; /* 0: the entry */
+    /* 0: the entry; a slice of another function (a task the request's task created, by
+     * task markers) is a child of the entry */
+    size_t node = depth                          ? child_of(p, p->stack[depth - 1], ev->func)
+                  : ev->func == p->nodes[0].func ? 0
+                                                 : child_of(p, 0, ev->func);
     if (node == SIZE_MAX) {
         p->failed = 1;
         return;
@@ -111,6 +115,8 @@ static void tree_open(void *ctx, const vct_event *ev, int64_t start, int64_t end
     } else
         p->chain_live = 0;
     p->nodes[node].incl = vct_sat_add(p->nodes[node].incl, incl);
+    if (!depth && node) /* the entry's time includes its child tasks' slices */
+        p->nodes[0].incl = vct_sat_add(p->nodes[0].incl, incl);
 }
 
 /* The child of node c with the largest inclusive time (ties: the earlier function id), or

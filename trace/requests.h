@@ -7,10 +7,12 @@
  * the same thread is part of it, never a request of its own.
  *
  * A coroutine entry (ASGI) runs as slices: its first call, then resumes (VCT_EV_RESUME) after
- * each await.  The slices of one entry function on a thread, from a first call up to the next
- * first call, are taken as one request.  The trace does not say which task a resume belongs
- * to, so requests that overlap in time on one event loop cannot be told apart: their slices
- * go to the latest one started (a documented limit, until resumes carry their task).
+ * each await.  With asyncio task markers (tasks.h) the task is the unit: a task whose
+ * coroutine is an entry is a request, from its first step's start to its last step's end;
+ * its slices are its steps and those of the tasks it created (transitively), so requests
+ * overlapping on one event loop stay apart.  Without markers (an older agent), the slices of
+ * one entry function on a thread, from a first call up to the next first call, are taken as
+ * one request: overlapping ones cannot be told apart (their slices go to the latest one).
  *
  * Cut: a request whose entry was already running at attach (VCT_EV_AT_ATTACH, or a first slice
  * that is a resume) began before the trace; one whose last slice ends at its process's detach
@@ -42,6 +44,9 @@ typedef struct vct_request {
     int64_t ts, end;    /* first slice's start, last slice's end (ticks) */
     uint32_t func;      /* the entry function */
     unsigned cut;       /* VCT_REQ_CUT_* */
+    uint32_t task_id;   /* by asyncio task: the request's task (tasks.h); 0: not by task */
+    const char *task_name; /* its recorded name (the trace's), or NULL ("Task-ID") */
+    size_t ntasks;      /* the tasks it is made of: its own and those it created */
 } vct_request;
 
 typedef struct vct_requests {
@@ -68,6 +73,10 @@ void vct_requests_free(vct_requests *r);
 const char *vct_req_kind_name(enum vct_req_kind kind);
 /* The server or framework requests.def names for an entry function, or NULL (--entry). */
 const char *vct_req_server_of(const char *name);
+
+/* Whether a Python function's name "qualname (path:line)" is qualname in a file whose path
+ * ends with "/" + file; a dotless name (before 3.11) matches qualname's last component. */
+int vct_py_name_is(const char *name, const char *qualname, const char *file);
 
 /* A function's name without " (file:line)": what a request's path prints.  Writes at most
  * len bytes (NUL included) into buf. */
