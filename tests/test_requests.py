@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -495,12 +496,19 @@ def test_uvicorn_fastapi_requests_are_one_unit_each(tmp_path):
         # and each is still one unit: its asyncio task (the agent marks every task step).
         # A pause between a thread's requests keeps the traced server from queueing them
         # (then the client's latency would be mostly the queue's, not the request's).
-        client = Client(port, 5.0, threads=4, pause=0.1, keepalive=True)
-        time.sleep(0.7)
-        out = str(tmp_path / "asgi.cvf")
-        v = subprocess.run([VCATTACH, "--pid", str(u.pid), "-t", "3s", "-o", out],
-                           capture_output=True, text=True, timeout=120)
-        client.join()
+        # The client threads share this process's GIL: a short switch interval keeps one
+        # whose answer came from waiting up to 5 ms (the default) behind another's parsing.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0002)
+        try:
+            client = Client(port, 5.0, threads=4, pause=0.1, keepalive=True)
+            time.sleep(0.7)
+            out = str(tmp_path / "asgi.cvf")
+            v = subprocess.run([VCATTACH, "--pid", str(u.pid), "-t", "3s", "-o", out],
+                               capture_output=True, text=True, timeout=120)
+            client.join()
+        finally:
+            sys.setswitchinterval(switch)
         assert v.returncode == 0, v.stderr + v.stdout
         assert client.failed == 0
         r = check_service_report(out, client, [u.pid])
