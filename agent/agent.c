@@ -646,6 +646,7 @@ VC_EXPORT int vc_agent_connect(const char *control_path)
         s->follow_forks = 0;
         s->force = 0; /* CONFIG's force=1 (vcattach --force) */
         s->stream = 0; /* CONFIG's stream=1 (vcattach trace) */
+        s->no_tasks = 0; /* CONFIG's tasks=0 (--no-tasks) */
         s->duration_ms = 0;
         s->buffer_mb = 256;
         s->hook_kind = VC_HOOK_AUTO;

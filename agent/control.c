@@ -183,6 +183,9 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
         /* stream=1 (vcattach trace): records go to the controller while tracing (stream.c) */
         if (vc_kv_get(cfg, "stream", val, sizeof val) > 0)
             s->stream = strcmp(val, "1") == 0;
+        /* tasks=0 (--no-tasks): asyncio task steps are not marked (tasks.h) */
+        if (vc_kv_get(cfg, "tasks", val, sizeof val) > 0)
+            s->no_tasks = strcmp(val, "0") == 0;
         /* force=1 (vcattach start --force): the output may replace an existing file. */
         if (vc_kv_get(cfg, "force", val, sizeof val) > 0)
             s->force = strcmp(val, "1") == 0;

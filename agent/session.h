@@ -83,6 +83,7 @@ typedef struct vc_session {
     int force;                /* control: a file output may replace an existing file (emit.c) */
     int stream;               /* control: stream=1, records go out while tracing (stream.c) */
     int tasks_on;             /* asyncio task steps are marked (tasks.h); read by the hot path */
+    int no_tasks;             /* control: tasks=0 (--no-tasks), never mark them */
     int control_fd;           /* -1 if none */
     int status_fd;            /* abstract listening socket, -1 if none */
     int status_client_fd;     /* a `vcattach stop` waiting for END, -1 if none */

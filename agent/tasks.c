@@ -22,11 +22,16 @@ struct task_slot {
 
 static struct task_slot *g_slots; /* kept for the process, cleared per session */
 static uint32_t g_next_num;
-static PyObject *g_current_task; /* _asyncio.current_task (3.12+; owned while tracking) */
-/* Before 3.12 _asyncio has no current_task: the running loop's entry in its _current_tasks
- * dict is (what asyncio.current_task does there in Python). */
-static PyObject *g_running_loop; /* _asyncio._get_running_loop (owned while tracking) */
-static PyObject *g_current_tasks; /* _asyncio._current_tasks, a dict (owned while tracking) */
+/* The running task, cheapest first (bench/asyncio/run):
+ *  - _asyncio._current_tasks (3.8-3.13), the dict {loop: task running a step}: while a step
+ *    runs its loop is in it, so when it holds one entry (one loop running a step in the
+ *    process: the common case) that entry is ours, and no call is made;
+ *  - else _asyncio.current_task() (3.12+; from 3.14 the only way, kept per thread state);
+ *  - else the dict's entry for _asyncio._get_running_loop() (3.8-3.11), which costs a
+ *    getpid() system call there (asyncio's fork check): ~3 µs a step measured on this VM. */
+static PyObject *g_current_task;  /* owned while tracking, or NULL */
+static PyObject *g_running_loop;  /* owned while tracking, or NULL */
+static PyObject *g_current_tasks; /* a dict, owned while tracking, or NULL */
 static PyTypeObject *g_task_type; /* _asyncio.Task (owned while tracking) */
 
 /* One record into t's chunk (a marker: not a call, never counted as one). */
@@ -114,10 +119,15 @@ void vc_tasks_step(vc_session *s, vc_thread *t, PyCodeObject *co)
         return;
     vc_exc_saved saved;
     vc_compat_exc_save(&saved);
-    PyObject *task = NULL;
-    if (g_current_task != NULL) {
+    PyObject *task = NULL, *key, *value;
+    Py_ssize_t pos = 0;
+    if (g_current_tasks != NULL && PyDict_GET_SIZE(g_current_tasks) == 1 &&
+        PyDict_Next(g_current_tasks, &pos, &key, &value)) {
+        task = value;
+        Py_INCREF(task);
+    } else if (g_current_task != NULL) {
         task = PyObject_CallObject(g_current_task, NULL);
-    } else {
+    } else if (g_running_loop != NULL && g_current_tasks != NULL) {
         PyObject *loop = PyObject_CallObject(g_running_loop, NULL);
         if (loop != NULL && loop != Py_None) {
             task = PyDict_GetItemWithError(g_current_tasks, loop);
@@ -138,9 +148,17 @@ void vc_tasks_step(vc_session *s, vc_thread *t, PyCodeObject *co)
     vc_compat_exc_restore(&saved);
 }
 
+static PyObject *attr_or_null(PyObject *o, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(o, name);
+    if (v == NULL)
+        PyErr_Clear();
+    return v;
+}
+
 void vc_tasks_visit(vc_session *s)
 {
-    if (s->tasks_on || !s->stream || s->backend == NULL)
+    if (s->tasks_on || !s->stream || s->no_tasks || s->backend == NULL)
         return;
     PyObject *name = PyUnicode_FromString("_asyncio");
     PyObject *mod = name != NULL ? PyImport_GetModule(name) : NULL;
@@ -149,18 +167,19 @@ void vc_tasks_visit(vc_session *s)
         PyErr_Clear();
         return;
     }
-    PyObject *fn = PyObject_GetAttrString(mod, "current_task"), *loop = NULL, *tasks = NULL;
-    if (fn == NULL) {
-        PyErr_Clear();
-        loop = PyObject_GetAttrString(mod, "_get_running_loop");
-        tasks = PyObject_GetAttrString(mod, "_current_tasks");
-    }
-    PyObject *type = PyObject_GetAttrString(mod, "Task");
+    PyObject *fn = attr_or_null(mod, "current_task");
+    PyObject *loop = attr_or_null(mod, "_get_running_loop");
+    PyObject *tasks = attr_or_null(mod, "_current_tasks");
+    PyObject *type = attr_or_null(mod, "Task");
     Py_DECREF(mod);
+    if (fn != NULL && !PyCallable_Check(fn))
+        Py_CLEAR(fn);
+    if (loop != NULL && !PyCallable_Check(loop))
+        Py_CLEAR(loop);
+    if (tasks != NULL && !PyDict_CheckExact(tasks))
+        Py_CLEAR(tasks);
     int usable = type != NULL && PyType_Check(type) &&
-                 (fn != NULL ? PyCallable_Check(fn)
-                             : loop != NULL && PyCallable_Check(loop) && tasks != NULL &&
-                                   PyDict_Check(tasks));
+                 (fn != NULL || (loop != NULL && tasks != NULL));
     if (!usable) {
         Py_XDECREF(fn);
         Py_XDECREF(loop);

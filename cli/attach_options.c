@@ -64,6 +64,9 @@ static void help_trace(FILE *out)
             "                        caller's file.  On 3.12+ excluded code runs untraced\n"
             "      --no-c-calls      trace Python functions only (3.12+: C calls cost nothing;\n"
             "                        3.9-3.11: the eval hook, no per-bytecode slowdown)\n"
+            "      --no-tasks        do not mark asyncio task steps (by default each step of a\n"
+            "                        task records which task it is: one C call into asyncio per\n"
+            "                        step; `requests` and `convert --tasks` use them)\n"
             "      --max-depth N     record calls down to depth N only (deeper ones are not kept)\n"
             "      --min-dur DUR     keep only calls that took at least DUR: 50us, 1ms, 200ns\n"
             "\nlimits on what the agent sends (it runs as the target's user: SECURITY.md):\n"
@@ -108,7 +111,7 @@ static void help_start(FILE *out)
             "OUT is written by the target process, as the target's user.\n\n"
             "options: -p/--pid, -t/--duration, -o/--output (a file path; default\n"
             "vcattach-PID-DATE-TIME.cvf), --method, --buffer-mb, --hook, -f/--force, -q, -v, -h,\n"
-            "and the filters --include, --exclude, --no-c-calls, --max-depth, --min-dur\n"
+            "--no-tasks, and the filters --include, --exclude, --no-c-calls, --max-depth, --min-dur\n"
             "(as for `vcattach trace --help`)\n\n"
             "exit codes: 0 tracing; 1 failure on the target side; 2 usage or preflight error\n");
 }
@@ -134,7 +137,7 @@ static void help_status(FILE *out)
             "exit codes: 0 a session is running; 1 no session is running; 2 usage error\n");
 }
 
-enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_MAX_DEPTH,
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_NO_TASKS, OPT_MAX_DEPTH,
        OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES,
        OPT_LAST, OPT_NICE };
 
@@ -148,6 +151,7 @@ static const struct opt_spec attach_specs[] = {
     {"include", 0, 1, OPT_INCLUDE},
     {"exclude", 0, 1, OPT_EXCLUDE},
     {"no-c-calls", 0, 0, OPT_NO_C},
+    {"no-tasks", 0, 0, OPT_NO_TASKS},
     {"max-depth", 0, 1, OPT_MAX_DEPTH},
     {"min-dur", 0, 1, OPT_MIN_DUR},
     {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
@@ -275,6 +279,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     case OPT_INCLUDE: return add_glob(value, opt->include, &opt->n_include, err, errlen);
     case OPT_EXCLUDE: return add_glob(value, opt->exclude, &opt->n_exclude, err, errlen);
     case OPT_NO_C: opt->no_c_calls = 1; return 0;
+    case OPT_NO_TASKS: opt->no_tasks = 1; return 0;
     case OPT_MAX_DEPTH:
         return cli_parse_uint(value, "maximum depth", 1, 100000, &opt->max_depth, err, errlen);
     case OPT_MIN_DUR:

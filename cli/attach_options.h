@@ -50,6 +50,7 @@ struct cli_options {
     const char *exclude[CLI_MAX_GLOBS];
     unsigned n_include, n_exclude;
     int no_c_calls;
+    int no_tasks;             /* --no-tasks: asyncio task steps not marked */
     unsigned max_depth;    /* 0: unlimited */
     uint64_t min_dur_ns;   /* 0: every call kept */
     int force;

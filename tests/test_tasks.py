@@ -107,3 +107,23 @@ def test_task_steps_are_marked(python, extra, tmp_path):
     assert len(whole) >= 20, (len(whole), len(func_of))
     wrong = {t: (func_of[t], steps[t]) for t in whole if steps[t] != STEPS[func_of[t]]}
     assert not wrong, wrong
+
+
+def test_no_tasks_marks_nothing(tmp_path):
+    """--no-tasks: the same target traced without a single task marker or name."""
+    python = next(p for p in ALL_PYTHONS if not p["root"] and p["minor"] >= 312)
+    p = start(python, tmp_path)
+    try:
+        out = str(tmp_path / "plain.cvf")
+        r = subprocess.run([VCATTACH, "--pid", str(p.pid), "-t", "500ms", "--no-tasks", "-o",
+                            out], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+    js = str(tmp_path / "plain.json")
+    convert(out, js)
+    events = load_json(js)["traceEvents"]
+    assert any(e.get("ph") == "X" and short(e["name"]) == "handler" for e in events)
+    assert not [e for e in events if e.get("ph") == "C" and e["name"].startswith("task ")]
+    assert not [e for e in events if e.get("name") == "vcattach task"]
