@@ -89,3 +89,11 @@ BENCH_TARGETS += bench-stream
 bench-cpu: all
 	bench/cpu/run $(BENCH_CPU_ARGS)
 BENCH_TARGETS += bench-cpu
+
+# bench/asyncio/run: what marking asyncio task steps costs (agent/tasks.c): an asyncio
+# workload's loop-thread CPU time untraced, traced with --no-tasks, and traced; ns per task
+# step.  Not asserted.  BENCH_ASYNCIO_ARGS: --python V..., --reps N, --steps N.
+.PHONY: bench-asyncio
+bench-asyncio: all
+	bench/asyncio/run $(BENCH_ASYNCIO_ARGS)
+BENCH_TARGETS += bench-asyncio
