@@ -3,7 +3,10 @@
  * Owns the command line and the printing: the trace's span, call count, threads and drops,
  * then per thread (or merged across threads) the top functions with self time, inclusive
  * time, calls, mean, p50, p99 and max duration.  The numbers themselves are trace/summary.c's
- * (definitions in summary.h); percentages are of the section's time in calls.
+ * (definitions in summary.h); percentages are of the section's time in calls.  It asks for
+ * the measured split (summary.h: a thread's CPU samples, not the names, decide working vs
+ * waiting) and prints what is off-CPU under its listed kind, or "off-CPU" when no list names
+ * the function: the help's promise that names only label a wait.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -71,7 +74,7 @@ static void usage(FILE *out)
             "start and end interpolated linearly between the samples around them: a call\n"
             "shorter than a period gets its interval's average rate, an estimate (a 2 ms\n"
             "call inside a 10 ms interval is estimated, not measured).  Then every call's\n"
-            "self time is split: on-CPU is working (the working table, the header's\n"
+            "self time is split: on-CPU is working (the working table, each section's\n"
             "\"working\"), off-CPU is waiting (the waiting table).  Off-CPU is waiting\n"
             "whatever the call's name; the names above only label it (kind sleep, pipe,\n"
             "lock...; a function on no list: kind off-CPU).  Off-CPU includes time runnable\n"
