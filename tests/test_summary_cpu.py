@@ -17,6 +17,14 @@ times, so the interpolation is exact and every figure is known in advance
     time.sleep  100..200 50 ms sampled off-CPU, 50 ms after the last sample: listed, so
                          waiting: 100 waiting (kind sleep)
   y (tid 9), no samples: ext.query 0..100 is working, by name, as without samples.
+  z (tid 10), samples 0..200 ms, the clock running 0..50 and 100..150 only:
+    poller      0..200, in progress at attach, contains handle 100..150: the gap before
+                its first child is 50 on-CPU (work) and 50 off-CPU ("at attach"); after
+                handle, 50 off-CPU (kind off-CPU); handle 50 working
+  v (tid 11), samples 50..200 ms, the clock stopped:
+    time.sleep  0..100 contains cb 20..40, both partly before the first sample: the sleep's
+                unsampled self time is waiting by its name, and so is cb's, inside it,
+                booked to the sleep: 100 waiting, nothing working
 """
 import json
 import subprocess
@@ -48,14 +56,19 @@ def clock(tid, rates, start_ms, end_ms):
 
 def trace(tmp_path, with_cpu=True):
     events = [{"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": n}}
-              for tid, n in ((7, "w"), (8, "x"), (9, "y"))]
+              for tid, n in ((7, "w"), (8, "x"), (9, "y"), (10, "z"), (11, "v"))]
     events += [x(7, "ext.query", 0, 100), x(7, "time.sleep", 100, 200), x(7, "crunch", 200, 300),
                x(7, "outer", 300, 400), x(7, "inner", 320, 360),
                x(8, "calc", 0, 100), x(8, "time.sleep", 100, 200),
-               x(9, "ext.query", 0, 100)]
+               x(9, "ext.query", 0, 100),
+               dict(x(10, "poller", 0, 200), args={"vcattach": "at_attach"}),
+               x(10, "handle", 100, 150),
+               x(11, "time.sleep", 0, 100), x(11, "cb", 20, 40)]
     if with_cpu:
         events += clock(7, [(100, 0.1), (200, 0.0), (320, 1.0), (360, 0.5), (400, 0.0)], 0, 400)
         events += clock(8, [(100, 1.0), (150, 0.0)], 50, 150)
+        events += clock(10, [(50, 1.0), (100, 0.0), (150, 1.0), (200, 0.0)], 0, 200)
+        events += clock(11, [(200, 0.0)], 50, 200)
     path = tmp_path / ("cpu.json" if with_cpu else "nocpu.json")
     path.write_text(json.dumps({"traceEvents": events}))
     return str(path)
@@ -89,7 +102,8 @@ def tables(path, *args):
         if cur is None or len(t) < 8 or not re.match(r"^-?[\d.]+$", t[0]):
             continue
         if waiting:
-            cur["wait"][t[-1]] = (float(t[0]), t[-2])
+            if t[-3:-1] != ["at", "attach"]:  # at-attach rows: read from the text
+                cur["wait"][t[-1]] = (float(t[0]), t[-2])
         else:
             cur["work"][t[-1]] = (float(t[0]), float(t[2]))
     return out.stdout, sections
@@ -127,6 +141,21 @@ def test_measured_split_per_thread(tmp_path):
     assert set(xs["work"]) == {"calc"} and close(xs["work"]["calc"][0], 100), xs["work"]
     assert xs["wait"] == {"time.sleep": (100.0, "sleep")}, xs["wait"]
 
+    # z: a call in progress at attach: its gap's off-CPU part is "at attach"
+    zs = s["z (pid 1, tid 10)"]
+    busy, working, waiting = zs["line"]
+    assert close(busy, 200) and close(working, 100) and close(waiting, 100), zs["line"]
+    assert close(zs["work"]["poller"][0], 50) and close(zs["work"]["handle"][0], 50), zs["work"]
+    assert zs["wait"] == {"poller": (50.0, "off-CPU")}, zs["wait"]
+    attach = [l for l in text.splitlines() if "at attach  poller" in l]
+    assert len(attach) == 1 and close(float(attach[0].split()[0]), 50), attach
+
+    # v: unsampled time inside a listed wait is the wait's, as without samples
+    vs = s["v (pid 1, tid 11)"]
+    busy, working, waiting = vs["line"]
+    assert close(busy, 100) and close(working, 0) and close(waiting, 100), vs["line"]
+    assert vs["wait"] == {"time.sleep": (100.0, "sleep")}, vs["wait"]
+
     # y: no samples, the names only: an unlisted call is all work
     ys = s["y (pid 1, tid 9)"]
     assert close(ys["line"][1], 100) and close(ys["line"][2], 0), ys["line"]
@@ -138,11 +167,11 @@ def test_measured_split_merged_and_all(tmp_path):
     _, s = tables(path, "--merged")
     ((title, m),) = s.items()
     busy, working, waiting = m["line"]
-    assert close(busy, 700) and close(working, 350) and close(waiting, 350), m["line"]
+    assert close(busy, 1000) and close(working, 450) and close(waiting, 550), m["line"]
     # ext.query: 10 on-CPU on w, 100 by name on y; 90 off-CPU on w
     assert close(m["work"]["ext.query"][0], 110), m["work"]
     assert m["wait"]["ext.query"] == (90.0, "off-CPU"), m["wait"]
-    assert m["wait"]["time.sleep"] == (200.0, "sleep"), m["wait"]
+    assert m["wait"]["time.sleep"] == (300.0, "sleep"), m["wait"]
     # --all: no split, every self time ranked as work, as without samples
     _, s = tables(path, "--all", "--thread", "w")
     ((title, a),) = s.items()
