@@ -25,6 +25,9 @@ times, so the interpolation is exact and every figure is known in advance
     time.sleep  0..100 contains cb 20..40, both partly before the first sample: the sleep's
                 unsampled self time is waiting by its name, and so is cb's, inside it,
                 booked to the sleep: 100 waiting, nothing working
+  u (tid 12), samples 0..100 ms, the clock stopped:
+    time.sleep  0..100 in progress at attach: listed, so its off-CPU time is kind sleep,
+                not "at attach" (as without samples)
 """
 import json
 import subprocess
@@ -56,19 +59,21 @@ def clock(tid, rates, start_ms, end_ms):
 
 def trace(tmp_path, with_cpu=True):
     events = [{"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": n}}
-              for tid, n in ((7, "w"), (8, "x"), (9, "y"), (10, "z"), (11, "v"))]
+              for tid, n in ((7, "w"), (8, "x"), (9, "y"), (10, "z"), (11, "v"), (12, "u"))]
     events += [x(7, "ext.query", 0, 100), x(7, "time.sleep", 100, 200), x(7, "crunch", 200, 300),
                x(7, "outer", 300, 400), x(7, "inner", 320, 360),
                x(8, "calc", 0, 100), x(8, "time.sleep", 100, 200),
                x(9, "ext.query", 0, 100),
                dict(x(10, "poller", 0, 200), args={"vcattach": "at_attach"}),
                x(10, "handle", 100, 150),
-               x(11, "time.sleep", 0, 100), x(11, "cb", 20, 40)]
+               x(11, "time.sleep", 0, 100), x(11, "cb", 20, 40),
+               dict(x(12, "time.sleep", 0, 100), args={"vcattach": "at_attach"})]
     if with_cpu:
         events += clock(7, [(100, 0.1), (200, 0.0), (320, 1.0), (360, 0.5), (400, 0.0)], 0, 400)
         events += clock(8, [(100, 1.0), (150, 0.0)], 50, 150)
         events += clock(10, [(50, 1.0), (100, 0.0), (150, 1.0), (200, 0.0)], 0, 200)
         events += clock(11, [(200, 0.0)], 50, 200)
+        events += clock(12, [(100, 0.0)], 0, 100)
     path = tmp_path / ("cpu.json" if with_cpu else "nocpu.json")
     path.write_text(json.dumps({"traceEvents": events}))
     return str(path)
@@ -156,6 +161,11 @@ def test_measured_split_per_thread(tmp_path):
     assert close(busy, 100) and close(working, 0) and close(waiting, 100), vs["line"]
     assert vs["wait"] == {"time.sleep": (100.0, "sleep")}, vs["wait"]
 
+    # u: a listed call in progress at attach keeps its kind
+    us = s["u (pid 1, tid 12)"]
+    assert us["wait"] == {"time.sleep": (100.0, "sleep")}, us["wait"]
+    assert not [l for l in text.splitlines() if "at attach  time.sleep" in l]
+
     # y: no samples, the names only: an unlisted call is all work
     ys = s["y (pid 1, tid 9)"]
     assert close(ys["line"][1], 100) and close(ys["line"][2], 0), ys["line"]
@@ -167,11 +177,11 @@ def test_measured_split_merged_and_all(tmp_path):
     _, s = tables(path, "--merged")
     ((title, m),) = s.items()
     busy, working, waiting = m["line"]
-    assert close(busy, 1000) and close(working, 450) and close(waiting, 550), m["line"]
+    assert close(busy, 1100) and close(working, 450) and close(waiting, 650), m["line"]
     # ext.query: 10 on-CPU on w, 100 by name on y; 90 off-CPU on w
     assert close(m["work"]["ext.query"][0], 110), m["work"]
     assert m["wait"]["ext.query"] == (90.0, "off-CPU"), m["wait"]
-    assert m["wait"]["time.sleep"] == (300.0, "sleep"), m["wait"]
+    assert m["wait"]["time.sleep"] == (400.0, "sleep"), m["wait"]
     # --all: no split, every self time ranked as work, as without samples
     _, s = tables(path, "--all", "--thread", "w")
     ((title, a),) = s.items()

@@ -162,7 +162,9 @@ static void close_measured(vct_summary *a, const vct_event *ev, int64_t start, i
     int64_t cov = clamp(vct_sat_diff(sl->span_cov, sl->kids_cov), 0, self);
     int64_t on = clamp(vct_sat_diff(sl->span_on, sl->kids_on), 0, cov);
     int64_t work = 0;
-    if (ev->flags & VCT_EV_AT_ATTACH) { /* split the gap before its first child apart */
+    /* in progress at attach: the gap before its first child apart, its off-CPU part "at
+     * attach" (a listed call's is its own kind's, as without samples) */
+    if ((ev->flags & VCT_EV_AT_ATTACH) && KIND(a, ev->func) == VCT_WAIT_NONE) {
         int64_t first = sl->first_child;
         int64_t gap = clamp(vct_sat_diff(first >= 0 ? first : end, start), 0, self);
         int64_t gap_cov;

@@ -35,9 +35,9 @@
  * its listed kind or, for a function on no list, VCT_WAIT_OFFCPU.  Calls inside a listed
  * call are split like any other: the thread ran them or it did not.  The part of a self time
  * no sample covers falls back to the names, as above: waiting if the function is listed (or
- * runs inside a listed call, then booked to that call), else working.  The gap of a call
- * in progress at attach is "at attach" for its off-CPU and uncovered part, work for its
- * on-CPU part.  So `self` and `total` are measured working time, `wait` measured waiting,
+ * runs inside a listed call, then booked to that call), else working.  The gap of an
+ * unlisted call in progress at attach is "at attach" for its off-CPU and uncovered part,
+ * work for its on-CPU part.  So `self` and `total` are measured working time, `wait` measured waiting,
  * and self + wait + at_attach is still the function's whole self time.
  * Computation only; printing is the caller's.
  */
