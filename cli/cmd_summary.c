@@ -339,9 +339,10 @@ static void print_section(vct_summary *a, const char *title, size_t top, enum vc
         uint32_t f = a->touched[i];
         const vct_func_stats *s = &a->stats[f];
         /* a wait (unless measured: its on-CPU part is work), or only time in progress at
-         * attach, or (measured) only off-CPU time */
+         * attach; a function on no list keeps its row (and its calls) even when measured
+         * all off-CPU */
         if (vct_summary_kind(a, f) != VCT_WAIT_NONE ? s->self <= 0
-                                                    : !s->self && !s->total && (!s->calls || s->wait))
+                                                    : !s->calls && !s->self && !s->total)
             continue;
         rows++;
         if (shown == top)
