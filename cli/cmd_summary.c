@@ -419,8 +419,8 @@ static void print_header(const char *path, const vct_trace *t)
         printf("CPU measured: each thread's CPU clock sampled every %.0f ms (median); a call's "
                "on-CPU time is its thread's clock advance over it, interpolated between the "
                "samples around its start and end (a call shorter than that is an estimate); "
-               "off-CPU = duration - on-CPU; working = self on-CPU, waiting = self off-CPU "
-               "(names only label it)\n",
+               "off-CPU = duration - on-CPU; working = self on-CPU, waiting = self off-CPU, "
+               "labelled by names (time no sample covers: by names)\n",
                (double)t->cpu_period / (VCT_TICKS_PER_US * 1000.0));
     else
         printf("CPU not measured (no CPU samples in this trace): working vs waiting is from "
