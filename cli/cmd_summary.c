@@ -3,7 +3,10 @@
  * Owns the command line and the printing: the trace's span, call count, threads and drops,
  * then per thread (or merged across threads) the top functions with self time, inclusive
  * time, calls, mean, p50, p99 and max duration.  The numbers themselves are trace/summary.c's
- * (definitions in summary.h); percentages are of the section's time in calls.
+ * (definitions in summary.h); percentages are of the section's time in calls.  It asks for
+ * the measured split (summary.h: a thread's CPU samples, not the names, decide working vs
+ * waiting) and prints what is off-CPU under its listed kind, or "off-CPU" when no list names
+ * the function: the help's promise that names only label a wait.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,7 +44,8 @@ static void usage(FILE *out)
             "Top functions of a trace (.cvf or Chrome-trace JSON) by self time, per thread.\n"
             "Time in blocking calls (locks, sleep, select/poll, sockets, queues, child processes,\n"
             "pipe reads: trace/waits.def) and in calls already running when the trace began\n"
-            "is waiting: it gets a table of its own under the working one.\n"
+            "is waiting: it gets a table of its own under the working one (measured by the\n"
+            "CPU clock when the trace has CPU samples: see below).\n"
             "Several .cvf files (traces of processes taken separately) are read as one trace;\n"
             "a trace of several processes (--subprocesses) lists them in its header.\n"
             "  -p, --pid PID    only the threads of process PID (--merged: that process merged)\n"
@@ -65,13 +69,21 @@ static void usage(FILE *out)
             "says in its header how many tasks (and steps, a task's first call or a resume)\n"
             "it holds: \"asyncio: N tasks (M steps)\".\n"
             "CPU, measured: a trace taken by this vcattach holds each thread's CPU clock,\n"
-            "sampled every 10-100 ms (the header says the period); then every table also\n"
-            "has on-CPU ms, off-CPU ms and on%%: the function's whole inclusive time\n"
-            "(waits inside included, recursion counted once) split by its thread's CPU\n"
-            "clock advance over each call, interpolated linearly between the samples around\n"
-            "the call's start and end (a call shorter than a period is an estimate).\n"
-            "Off-CPU is waiting whatever the call's name; the names above only label it.\n"
-            "Without samples (older traces, VizTracer's) the split is by names only.\n"
+            "sampled every 10-100 ms (the header says the median period: the resolution).\n"
+            "A call's on-CPU time is its thread's clock advance over it, the clock at its\n"
+            "start and end interpolated linearly between the samples around them: a call\n"
+            "shorter than a period gets its interval's average rate, an estimate (a 2 ms\n"
+            "call inside a 10 ms interval is estimated, not measured).  Then every call's\n"
+            "self time is split: on-CPU is working (the working table, each section's\n"
+            "\"working\"), off-CPU is waiting (the waiting table).  Off-CPU is waiting\n"
+            "whatever the call's name; the names above only label it (kind sleep, pipe,\n"
+            "lock...; a function on no list: kind off-CPU).  Off-CPU includes time runnable\n"
+            "but not running (waiting for a core or the GIL), so a CPU-bound call on a\n"
+            "loaded machine has an off-CPU waiting row too.  Time no sample covers (before a\n"
+            "thread's first sample, after its last) is split by names, as without samples.\n"
+            "Every table also has on-CPU ms, off-CPU ms and on%%: the function's whole\n"
+            "inclusive time (waits inside included, recursion counted once) split the same\n"
+            "way.  Without samples (older traces, VizTracer's) the split is by names only.\n"
             "exit codes: 0 printed; 1 the trace cannot be read; 2 usage error\n");
 }
 
@@ -264,26 +276,33 @@ static void print_waiting(vct_summary *a, size_t top)
     for (size_t i = 0; i < a->ntouched; i++) {
         uint32_t f = a->touched[i];
         const vct_func_stats *s = &a->stats[f];
-        if (!s->wait && !s->at_attach)
-            continue;
-        rows++;
-        if (shown == top)
-            continue;
-        shown++;
-        if (s->wait) {
-            printf("  %11.3f %5.1f%% %11s ", (double)s->wait / (VCT_TICKS_PER_US * 1000.0),
-                   pct(s->wait, a->busy), grouped(s->calls, b2, sizeof b2));
-            print_durations(s);
-            print_cpu_cols(a, s);
-            printf("  %-9s  ", vct_wait_kind_name(vct_summary_kind(a, f)));
-        } else {
-            printf("  %11.3f %5.1f%% %11s %11s %11s %11s %11s",
-                   (double)s->at_attach / (VCT_TICKS_PER_US * 1000.0),
-                   pct(s->at_attach, a->busy), "-", "-", "-", "-", "-");
-            print_cpu_cols(a, s);
-            printf("  %-9s  ", vct_wait_kind_name(VCT_WAIT_AT_ATTACH));
+        /* a row for its waits, another for its time in progress at attach: measured, one
+         * function can have both (an unlisted frame found running, then blocked) */
+        for (int attach = 0; attach < 2; attach++) {
+            if (!(attach ? s->at_attach : s->wait))
+                continue;
+            rows++;
+            if (shown == top)
+                continue;
+            shown++;
+            if (!attach) {
+                printf("  %11.3f %5.1f%% %11s ", (double)s->wait / (VCT_TICKS_PER_US * 1000.0),
+                       pct(s->wait, a->busy), grouped(s->calls, b2, sizeof b2));
+                print_durations(s);
+                print_cpu_cols(a, s);
+                enum vct_wait_kind kind = vct_summary_kind(a, f);
+                /* measured off-CPU time of a function on no list: waiting all the same */
+                printf("  %-9s  ",
+                       vct_wait_kind_name(kind == VCT_WAIT_NONE ? VCT_WAIT_OFFCPU : kind));
+            } else {
+                printf("  %11.3f %5.1f%% %11s %11s %11s %11s %11s",
+                       (double)s->at_attach / (VCT_TICKS_PER_US * 1000.0),
+                       pct(s->at_attach, a->busy), "-", "-", "-", "-", "-");
+                print_cpu_cols(a, s);
+                printf("  %-9s  ", vct_wait_kind_name(VCT_WAIT_AT_ATTACH));
+            }
+            print_row_name(a, f);
         }
-        print_row_name(a, f);
     }
     print_more(rows - shown);
 }
@@ -319,8 +338,12 @@ static void print_section(vct_summary *a, const char *title, size_t top, enum vc
     for (size_t i = 0; i < a->ntouched; i++) {
         uint32_t f = a->touched[i];
         const vct_func_stats *s = &a->stats[f];
-        if (vct_summary_kind(a, f) != VCT_WAIT_NONE || (!s->calls && !s->self && !s->total))
-            continue; /* a wait, or only time in progress at attach */
+        /* a wait (unless measured: its on-CPU part is work), or only time in progress at
+         * attach; a function on no list keeps its row (and its calls) even when measured
+         * all off-CPU */
+        if (vct_summary_kind(a, f) != VCT_WAIT_NONE ? s->self <= 0
+                                                    : !s->calls && !s->self && !s->total)
+            continue;
         rows++;
         if (shown == top)
             continue;
@@ -396,7 +419,8 @@ static void print_header(const char *path, const vct_trace *t)
         printf("CPU measured: each thread's CPU clock sampled every %.0f ms (median); a call's "
                "on-CPU time is its thread's clock advance over it, interpolated between the "
                "samples around its start and end (a call shorter than that is an estimate); "
-               "off-CPU = duration - on-CPU\n",
+               "off-CPU = duration - on-CPU; working = self on-CPU, waiting = self off-CPU, "
+               "labelled by names (time no sample covers: by names)\n",
                (double)t->cpu_period / (VCT_TICKS_PER_US * 1000.0));
     else
         printf("CPU not measured (no CPU samples in this trace): working vs waiting is from "
@@ -435,6 +459,7 @@ static int print_tables(const vct_trace *t, const struct summary_args *a, long o
     vct_summary acc;
     if (vct_summary_init(&acc, t, !a->all) < 0)
         return -1;
+    acc.measure = 1; /* threads with CPU samples: working vs waiting by their clocks */
     int failed = 0;
     unsigned char *shown = NULL; /* threads that get a table, when not all of them do */
     if (!a->merged && only < 0)
@@ -519,6 +544,7 @@ static int print_by_interp(const vct_trace *t, const struct summary_args *a)
         free(ids);
         return -1;
     }
+    acc.measure = 1;
     size_t n = 0;
     for (size_t i = 0; i < t->nthreads; i++)
         if (t->threads[i].nevents && (!a->pid || t->threads[i].pid == a->pid))

@@ -9,7 +9,9 @@ CPU clock (time.thread_time) and CLOCK_MONOTONIC around every call.  Checked:
   1. per call of 50 ms or more, the on-CPU share the trace's samples give (interpolated here
      as docs/cvf-format.md says) is within 10 percentage points of the thread's own clock;
   2. `vcattach summary`'s on-CPU and off-CPU columns are that same interpolation, summed;
-  3. the pipe read and the poll, named on no list, come out off-CPU.
+  3. the pipe read and the poll, named on no list, come out off-CPU: in the waiting table
+     (kind off-CPU), their threads >= 90 % waiting, while the hash thread's working time is
+     its on-CPU time (within 10 points of its own clock).
 """
 import json
 import os
@@ -91,22 +93,37 @@ def on_cpu_us(samples, start, end):
     return min(max(at(b) - at(a), 0.0), b - a)
 
 
-def summary_rows(path):
+def summary_rows(path, kinds=None, sections=None):
     """{thread name: {function name without location: (on ms, off ms)}} from the working and
-    waiting tables (the first row of a name wins: a function is in one of them)."""
+    waiting tables (the first row of a name wins: its on/off columns are the same in both).
+    kinds: a dict that gets {thread name: {function: kind}} of the waiting table's rows
+    (measured, a function can be in both tables: its on-CPU self time is work, its off-CPU
+    self time waiting); sections: a dict that gets {thread name: (in calls, working,
+    waiting)} in ms, from the section lines."""
     out = subprocess.run([VCATTACH, "summary", path, "--top", "100"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    rows, current = {}, None
+    rows, current, waiting = {}, None, False
     for line in out.stdout.splitlines():
-        m = re.match(r"^(\S.*) \(pid \d+, tid \d+\): ", line)
+        m = re.match(r"^(\S.*) \(pid \d+, tid \d+\): [\d,]+ calls?, (\S+ \S+) in calls "
+                     r"\((\S+ \S+) working, (\S+ \S+) waiting\)", line)
         if m:
-            current = rows.setdefault(m.group(1), {})
+            current, waiting = rows.setdefault(m.group(1), {}), False
+            if kinds is not None:
+                kinds.setdefault(m.group(1), {})
+            if sections is not None:
+                sections[m.group(1)] = tuple(human_ms(m.group(i)) for i in (2, 3, 4))
+            thread = m.group(1)
             continue
-        m = re.match(r"^\s+.*?\s(-?[\d.]+)\s+(-?[\d.]+)\s+([\d.]+)%  (?:\S+(?: attach)?\s+)?"
+        if line.startswith("  waiting: "):
+            waiting = True
+            continue
+        m = re.match(r"^\s+.*?\s(-?[\d.]+)\s+(-?[\d.]+)\s+([\d.]+)%  (?:(\S+(?: attach)?)\s+)?"
                      r"(\S+)(?: \(.*\))?$", line)
         if m and current is not None and not line.lstrip().startswith(("self", "wait ms")):
-            current.setdefault(m.group(4), (float(m.group(1)), float(m.group(2))))
+            current.setdefault(m.group(5), (float(m.group(1)), float(m.group(2))))
+            if waiting and kinds is not None and m.group(4) != "at attach":
+                kinds[thread][m.group(5)] = m.group(4)
     return out.stdout, rows
 
 
@@ -160,7 +177,8 @@ def test_on_cpu_matches_the_threads_own_clocks(python, how, tmp_path):
     assert set(checked) == set(WORKERS), "calls checked per worker: %s" % checked
 
     # 2. summary's columns are the same interpolation summed over the calls
-    text, rows = summary_rows(out)
+    kinds, sections = {}, {}
+    text, rows = summary_rows(out, kinds, sections)
     assert "CPU measured: each thread's CPU clock sampled every" in text
     for w in WORKERS:
         func, tid = w + "_call", tids[w]
@@ -179,6 +197,27 @@ def test_on_cpu_matches_the_threads_own_clocks(python, how, tmp_path):
                     ("sleep", "time.sleep")):
         on, off = rows[w][func]
         assert off > 0 and on / (on + off) < 0.10, (w, func, on, off)
+    # ... and they are in the waiting table: the pipe read and the poll as measured off-CPU
+    # time (no list names them), time.sleep under its listed kind
+    for w, func, kind in (("pipe", "_io.BufferedReader.read", "off-CPU"),
+                          ("poll", "poll_call", "off-CPU"), ("sleep", "time.sleep", "sleep")):
+        assert kinds[w].get(func) == kind, (w, func, kinds[w])
+    for w in ("pipe", "poll"):
+        busy, working, waiting = sections[w]
+        assert waiting >= 0.90 * busy, (w, sections[w])
+
+    # 3b. the hash thread's working time is its on-CPU time: its share of the time in calls
+    # within 10 points of the thread's own clock over its calls
+    mine = [(s, e, c) for f, s, e, c in calls if f == "hash_call"]
+    first, last = samples[tids["hash"]][0][0], samples[tids["hash"]][-1][0]
+    inside = [(s, e, c) for s, e, c in mine if s >= first and e <= last]
+    assert inside, "no hash_call within the hash thread's samples"
+    truth = sum(c * 1e6 for _, _, c in inside) / sum(e - s for s, e, _ in inside)
+    busy, working, waiting = sections["hash"]
+    assert abs(working / busy - truth) <= 0.10, (
+        "hash thread: %.1f%% working, %.1f%% on-CPU by its own clock" % (
+            100 * working / busy, 100 * truth))
+    assert kinds["hash"].get("_hashlib.openssl_sha256") in (None, "off-CPU"), kinds["hash"]
 
     # 4. `vcattach requests` measures a request's on-CPU time the same way
     r = subprocess.run([VCATTACH, "requests", out, "--entry", "pipe_call", "-n", "3"],

@@ -4,7 +4,9 @@
  * reused across sections, and one slot per open call, so summarising a thousand threads
  * allocates nothing per thread.  Waiting is tracked with a per-thread clock: the waiting
  * time seen so far; a call's working inclusive time is its duration minus what the clock
- * advanced while it was open.
+ * advanced while it was open.  Measured, each open call's slot also keeps its span's on-CPU
+ * and sampled ticks and the sums of its direct children's, so a call's self on-CPU is one
+ * subtraction at its close: one vct_cpu_span (a binary search) per call, nothing allocated.
  */
 #include "summary.h"
 #include "cpu.h"
@@ -78,15 +80,25 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         a->slots = slots;
         a->nslots = n;
     }
-    a->slots[depth] = (vct_walk_slot){a->wait_clock, -1};
+    a->slots[depth] = (vct_walk_slot){a->wait_clock, -1, 0, 0, 0, 0};
     if (depth && a->slots[depth - 1].first_child < 0)
         a->slots[depth - 1].first_child = start;
     int64_t dur = vct_sat_diff(end, start); /* timestamps may span all of int64 */
     int64_t on_cpu = -1, seen = 0; /* measured, computed once for the figures that need it */
+    if (a->measuring) { /* every call's span: its self on-CPU is known at its close */
+        on_cpu = vct_cpu_span(a->walking, start, end, &seen);
+        a->slots[depth].span_on = on_cpu;
+        a->slots[depth].span_cov = seen;
+        if (depth) {
+            a->slots[depth - 1].kids_on = vct_sat_add(a->slots[depth - 1].kids_on, on_cpu);
+            a->slots[depth - 1].kids_cov = vct_sat_add(a->slots[depth - 1].kids_cov, seen);
+        }
+    }
     if (!depth) {
         a->busy = vct_sat_add(a->busy, dur);
         if (a->walking->cpu.n >= 2) {
-            on_cpu = vct_cpu_span(a->walking, start, end, &seen);
+            if (on_cpu < 0)
+                on_cpu = vct_cpu_span(a->walking, start, end, &seen);
             a->busy_cpu = vct_sat_add(a->busy_cpu, on_cpu);
             a->busy_seen = vct_sat_add(a->busy_seen, seen);
         }
@@ -94,14 +106,17 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
     int resume = (ev->flags & VCT_EV_RESUME) != 0;
     if (!resume)
         a->calls++;
-    if (a->wait_depth < depth)
+    if (a->wait_depth < depth && !a->measuring)
         return; /* inside a wait: waiting, already booked to the wait */
     vct_func_stats *s = &a->stats[ev->func];
     touch(a, ev->func);
-    if (KIND(a, ev->func) != VCT_WAIT_NONE) {
+    if (KIND(a, ev->func) != VCT_WAIT_NONE && a->wait_depth == SIZE_MAX) {
         a->wait_depth = depth;
-        s->wait = vct_sat_add(s->wait, dur);
-        a->waiting = vct_sat_add(a->waiting, dur);
+        a->wait_func = ev->func;
+        if (!a->measuring) { /* measured: booked at its close, by the samples */
+            s->wait = vct_sat_add(s->wait, dur);
+            a->waiting = vct_sat_add(a->waiting, dur);
+        }
     }
     if (!resume)
         s->calls++;
@@ -121,11 +136,81 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         s->max_dur = dur;
 }
 
+static int64_t clamp(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Books ticks of waiting to function f (the thread's waiting clock and the section's too). */
+static void book_wait(vct_summary *a, uint32_t f, int64_t ticks)
+{
+    a->stats[f].wait = vct_sat_add(a->stats[f].wait, ticks);
+    a->wait_clock = vct_sat_add(a->wait_clock, ticks);
+    a->waiting = vct_sat_add(a->waiting, ticks);
+}
+
+/* A call's close on a thread split by its CPU samples (summary.h, "Waiting, measured"). */
+static void close_measured(vct_summary *a, const vct_event *ev, int64_t start, int64_t end,
+                           int64_t self, size_t depth)
+{
+    const vct_walk_slot *sl = &a->slots[depth];
+    vct_func_stats *s = &a->stats[ev->func];
+    if (self < 0)
+        self = 0;
+    /* children clipped to this call: their spans lie within its span, so the differences
+     * are this call's own; the clamps only guard interpolation rounding */
+    int64_t cov = clamp(vct_sat_diff(sl->span_cov, sl->kids_cov), 0, self);
+    int64_t on = clamp(vct_sat_diff(sl->span_on, sl->kids_on), 0, cov);
+    int64_t work = 0;
+    /* in progress at attach: the gap before its first child apart, its off-CPU part "at
+     * attach" (a listed call's is its own kind's, as without samples) */
+    if ((ev->flags & VCT_EV_AT_ATTACH) && KIND(a, ev->func) == VCT_WAIT_NONE) {
+        int64_t first = sl->first_child;
+        int64_t gap = clamp(vct_sat_diff(first >= 0 ? first : end, start), 0, self);
+        int64_t gap_cov;
+        int64_t gap_on = vct_cpu_span(a->walking, start, vct_sat_add(start, gap), &gap_cov);
+        gap_cov = clamp(gap_cov, 0, cov);
+        gap_on = clamp(gap_on, 0, gap_cov < on ? gap_cov : on);
+        int64_t gap_wait = gap - gap_on; /* off-CPU, and the unsampled part, as unmeasured */
+        s->at_attach = vct_sat_add(s->at_attach, gap_wait);
+        a->wait_clock = vct_sat_add(a->wait_clock, gap_wait);
+        a->waiting = vct_sat_add(a->waiting, gap_wait);
+        work = gap_on;
+        self -= gap;
+        cov = clamp(cov - gap_cov, 0, self);
+        on = clamp(on - gap_on, 0, cov);
+    }
+    work = vct_sat_add(work, on);
+    int64_t off = cov - on, unsampled = self - cov;
+    if (off > 0)
+        book_wait(a, ev->func, off);
+    if (unsampled > 0) { /* no sample says: the names decide, as without samples */
+        if (KIND(a, ev->func) != VCT_WAIT_NONE)
+            book_wait(a, ev->func, unsampled);
+        else if (a->wait_depth < depth)
+            book_wait(a, a->wait_func, unsampled);
+        else
+            work = vct_sat_add(work, unsampled);
+    }
+    s->self = vct_sat_add(s->self, work);
+    if (a->wait_depth == depth)
+        a->wait_depth = SIZE_MAX;
+    if (!--a->active[ev->func])
+        s->total = vct_sat_add(s->total, vct_sat_diff(vct_sat_diff(end, start),
+                                                      a->wait_clock - sl->wait_at_open));
+}
+
 static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end, int64_t self,
                      size_t depth)
 {
     vct_summary *a = ctx;
-    if (a->failed || a->wait_depth < depth)
+    if (a->failed)
+        return;
+    if (a->measuring) {
+        close_measured(a, ev, start, end, self, depth);
+        return;
+    }
+    if (a->wait_depth < depth)
         return;
     vct_func_stats *s = &a->stats[ev->func];
     if (a->wait_depth == depth) { /* the outermost wait ends: its time is on the clock */
@@ -154,6 +239,7 @@ int vct_summary_add_thread(vct_summary *s, const vct_thread *th)
 {
     static const vct_walk_ops ops = {on_open, on_close};
     s->walking = th;
+    s->measuring = s->measure && s->split && th->cpu.n >= 2;
     s->wait_clock = 0;
     s->wait_depth = SIZE_MAX;
     s->failed = 0;

@@ -26,8 +26,19 @@
  * counted once), interpolated between the thread's samples, and `incl`, the part of that time
  * the samples cover (between the thread's first and last sample): off-CPU = incl - on_cpu, so
  * time no sample covers (a thread never sampled, samples beyond the spool's bound) is neither.
- * A section's busy_cpu is the on-CPU part of busy, busy_seen the covered part.  The name list
- * still labels waits.
+ * A section's busy_cpu is the on-CPU part of busy, busy_seen the covered part.
+ * Waiting, measured (`measure` set, split, and the thread has CPU samples): the names no
+ * longer decide, the thread's CPU clock does.  Every call's self time is split: its on-CPU
+ * part (the on-CPU of its span minus that of its direct children's spans, clamped to
+ * [0, self]) is working, its off-CPU part (blocked, asleep, or runnable but not running:
+ * waiting for a core or the GIL) is waiting, booked to the function itself in `wait`, under
+ * its listed kind or, for a function on no list, VCT_WAIT_OFFCPU.  Calls inside a listed
+ * call are split like any other: the thread ran them or it did not.  The part of a self time
+ * no sample covers falls back to the names, as above: waiting if the function is listed (or
+ * runs inside a listed call, then booked to that call), else working.  The gap of an
+ * unlisted call in progress at attach is "at attach" for its off-CPU and uncovered part,
+ * work for its on-CPU part.  So `self` and `total` are measured working time, `wait` measured waiting,
+ * and self + wait + at_attach is still the function's whole self time.
  * Computation only; printing is the caller's.
  */
 #ifndef VCT_SUMMARY_H
@@ -56,12 +67,18 @@ typedef struct vct_func_stats {
 typedef struct vct_walk_slot {
     int64_t wait_at_open; /* the thread's waiting clock when the call opened */
     int64_t first_child;  /* start of its first direct child, or -1 */
+    int64_t span_on, span_cov; /* measured: on-CPU and sampled ticks of the call's span */
+    int64_t kids_on, kids_cov; /* measured: the same summed over its direct children */
 } vct_walk_slot;
 
 /* One section (a thread, or all threads when merged) being accumulated. */
 typedef struct vct_summary {
     const vct_trace *trace;
     int split;             /* keep waiting apart (the default); 0: everything is work */
+    int measure;           /* split by the CPU samples where a thread has them (above); 0:
+                              by names only.  Set by the caller after init. */
+    int measuring;         /* the thread being walked is split by its samples */
+    uint32_t wait_func;    /* the function of the outermost open wait (wait_depth) */
     vct_func_stats *stats; /* [nfuncs], indexed by function id; zero outside `touched` */
     uint32_t *active;      /* [nfuncs]: calls of the function open on the current stack */
     unsigned char *kind;   /* [nfuncs]: enum vct_wait_kind of each function (+ a seen bit) */

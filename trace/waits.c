@@ -69,7 +69,7 @@ const char *vct_wait_kind_name(enum vct_wait_kind kind)
         [VCT_WAIT_SLEEP] = "sleep",     [VCT_WAIT_SELECT] = "select",
         [VCT_WAIT_SOCKET] = "socket",   [VCT_WAIT_QUEUE] = "queue",
         [VCT_WAIT_PROCESS] = "process", [VCT_WAIT_PIPE] = "pipe",
-        [VCT_WAIT_AT_ATTACH] = "at attach",
+        [VCT_WAIT_AT_ATTACH] = "at attach", [VCT_WAIT_OFFCPU] = "off-CPU",
     };
     return (unsigned)kind < VCT_WAIT_NKINDS ? names[kind] : "?";
 }

@@ -18,6 +18,8 @@ enum vct_wait_kind {
     VCT_WAIT_PROCESS,
     VCT_WAIT_PIPE,
     VCT_WAIT_AT_ATTACH, /* not from the table: a call in progress when the trace began */
+    VCT_WAIT_OFFCPU,    /* not from the table: measured off-CPU time of a call no line names
+                           (summary.h: blocked, asleep, or runnable but not running) */
     VCT_WAIT_NKINDS
 };
 
