@@ -471,48 +471,27 @@ static int add_task_name(struct spool *sp, uint32_t task, uint32_t part, const u
     return 0;
 }
 
-/* The task steps of a CHUNK (count of them, among its records) as one SPOOL_REC_TASKS. */
-static int write_task_steps(struct spool *sp, uint32_t owner, const unsigned char *recs,
-                            uint32_t count, uint32_t nsteps, char *err, size_t errlen)
+/* The (start, dur) of a CHUNK's `n` records whose id is `id` (CPU samples, task steps) as
+ * one spool record of `type`: u32 owner | u32 count | count x (u64 start | u64 dur). */
+static int write_pairs(struct spool *sp, uint32_t type, uint32_t id, uint32_t owner,
+                       const unsigned char *recs, uint32_t count, uint32_t n, char *err,
+                       size_t errlen)
 {
-    uint64_t *pairs = malloc((size_t)nsteps * 16);
+    uint64_t *pairs = malloc((size_t)n * 16);
     if (pairs == NULL)
-        return bad(err, errlen, "out of memory for task steps");
+        return bad(err, errlen, "out of memory for CPU samples or task steps");
     uint32_t k = 0;
-    for (uint32_t i = 0; i < count && k < nsteps; i++) {
+    for (uint32_t i = 0; i < count && k < n; i++) {
         struct vc_wire_record r;
         memcpy(&r, recs + (size_t)i * sizeof r, sizeof r);
-        if (r.id == VC_WIRE_TASK) {
+        if (r.id == id) {
             pairs[2 * k] = r.start;
             pairs[2 * k + 1] = r.dur;
             k++;
         }
     }
     uint32_t head[2] = {owner, k};
-    int rc = write_rec(sp, SPOOL_REC_TASKS, head, 8, pairs, (size_t)k * 16, err, errlen);
-    free(pairs);
-    return rc;
-}
-
-/* The CPU samples of a CHUNK (count of them, among its records) as one SPOOL_REC_CPU. */
-static int write_cpu(struct spool *sp, uint32_t owner, const unsigned char *recs, uint32_t count,
-                     uint32_t ncpu, char *err, size_t errlen)
-{
-    uint64_t *pairs = malloc((size_t)ncpu * 16);
-    if (pairs == NULL)
-        return bad(err, errlen, "out of memory for CPU samples");
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < count && k < ncpu; i++) {
-        struct vc_wire_record r;
-        memcpy(&r, recs + (size_t)i * sizeof r, sizeof r);
-        if (r.id == VC_WIRE_CPU) {
-            pairs[2 * k] = r.start;
-            pairs[2 * k + 1] = r.dur;
-            k++;
-        }
-    }
-    uint32_t head[2] = {owner, k};
-    int rc = write_rec(sp, SPOOL_REC_CPU, head, 8, pairs, (size_t)k * 16, err, errlen);
+    int rc = write_rec(sp, type, head, 8, pairs, (size_t)k * 16, err, errlen);
     free(pairs);
     return rc;
 }
@@ -586,12 +565,14 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
         calls++;
     }
     if (ncpu > 0) {
-        int rc = write_cpu(sp, owner, p + 8, count, ncpu, err, errlen);
+        int rc = write_pairs(sp, SPOOL_REC_CPU, VC_WIRE_CPU, owner, p + 8, count, ncpu, err,
+                             errlen);
         if (rc != 0)
             return rc;
     }
     if (nsteps > 0) {
-        int rc = write_task_steps(sp, owner, p + 8, count, nsteps, err, errlen);
+        int rc = write_pairs(sp, SPOOL_REC_TASKS, VC_WIRE_TASK, owner, p + 8, count, nsteps,
+                             err, errlen);
         if (rc != 0)
             return rc;
     }

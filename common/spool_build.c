@@ -495,18 +495,6 @@ static int write_tasks_of(struct build *b, const struct spool *names, size_t g0,
     return rc;
 }
 
-static int write_tasks(struct build *b)
-{
-    if (b->processes) {
-        for (size_t g = 0; g < b->nall; g++) {
-            int rc = write_tasks_of(b, b->all[g], g, g + 1);
-            if (rc != 0)
-                return rc;
-        }
-        return 0;
-    }
-    return write_tasks_of(b, b->all[b->nall - 1], 0, b->nall);
-}
 
 /* The other events: generations of one process (the newest's instants, every generation's
  * drops, the --last cut) or several processes (each one's instants and drops). */
@@ -625,17 +613,20 @@ static int write_cpu_of(struct build *b, const struct spool *names, size_t g0, s
     return rc;
 }
 
-static int write_cpu(struct build *b)
+/* write_cpu_of or write_tasks_of for each process: every spool of a tree, or the generations
+ * of one process together (the newest names its threads). */
+static int per_process(struct build *b,
+                       int (*fn)(struct build *, const struct spool *, size_t, size_t))
 {
     if (b->processes) {
         for (size_t g = 0; g < b->nall; g++) {
-            int rc = write_cpu_of(b, b->all[g], g, g + 1);
+            int rc = fn(b, b->all[g], g, g + 1);
             if (rc != 0)
                 return rc;
         }
         return 0;
     }
-    return write_cpu_of(b, b->all[b->nall - 1], 0, b->nall);
+    return fn(b, b->all[b->nall - 1], 0, b->nall);
 }
 
 /* Generations of one process (processes 0) or one spool per process of a tree. */
@@ -675,9 +666,9 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
     }
     b.sp = sps[n - 1];
     if (rc == 0)
-        rc = write_cpu(&b);
+        rc = per_process(&b, write_cpu_of);
     if (rc == 0)
-        rc = write_tasks(&b);
+        rc = per_process(&b, write_tasks_of);
     if (rc == 0)
         rc = write_instants(&b);
     if (rc == 0 && cvf_writer_finish(b.w) != 0)

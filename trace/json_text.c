@@ -124,3 +124,14 @@ int jtext_value(jtext *t, const json_t *v)
         return jtext_put(t, "null", 4);
     }
 }
+
+int jtext_put_event(jtext *t, json_t *ev)
+{
+    int rc = ev ? 0 : -1;
+    if (!rc && t->len)
+        rc = jtext_put(t, ",\n", 2);
+    if (!rc)
+        rc = jtext_value(t, ev);
+    json_decref(ev);
+    return rc;
+}

@@ -18,5 +18,8 @@ typedef struct jtext {
 int jtext_put(jtext *t, const void *p, size_t n);
 /* Appends the compact JSON text of v; 0 or -1 (out of memory). */
 int jtext_value(jtext *t, const json_t *v);
+/* Appends one event (a JSON object) to a list being written, after ",\n" unless it is the
+ * first; takes the reference (NULL: a failed json_pack, -1).  0, or -1. */
+int jtext_put_event(jtext *t, json_t *ev);
 
 #endif

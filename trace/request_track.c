@@ -36,17 +36,6 @@ static int cmp_start(const void *x, const void *y, void *ctx)
     return i < j ? -1 : i > j;
 }
 
-/* Appends one event (a JSON object) to out; takes the reference.  0, or -1. */
-static int put_event(jtext *out, json_t *ev)
-{
-    int rc = ev ? 0 : -1;
-    if (!rc && out->len)
-        rc = jtext_put(out, ",\n", 2);
-    if (!rc)
-        rc = jtext_value(out, ev);
-    json_decref(ev);
-    return rc;
-}
 
 /* The name and sort index of lane `lane` of process pid. */
 static int put_lane_names(jtext *out, uint64_t pid, size_t lane)
@@ -57,10 +46,10 @@ static int put_lane_names(jtext *out, uint64_t pid, size_t lane)
     else
         snprintf(name, sizeof name, "requests");
     json_int_t tid = (json_int_t)(VCT_REQ_TRACK_TID + lane);
-    if (put_event(out, json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "ph", "M", "name", "thread_name",
+    if (jtext_put_event(out, json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "ph", "M", "name", "thread_name",
                                  "pid", (json_int_t)pid, "tid", tid, "args", "name", name)) < 0)
         return -1;
-    return put_event(out, json_pack("{s:s,s:s,s:I,s:I,s:{s:I}}", "ph", "M", "name",
+    return jtext_put_event(out, json_pack("{s:s,s:s,s:I,s:I,s:{s:I}}", "ph", "M", "name",
                                     "thread_sort_index", "pid", (json_int_t)pid, "tid", tid,
                                     "args", "sort_index", (json_int_t)-1000 + (json_int_t)lane));
 }
@@ -117,7 +106,7 @@ static int put_request(jtext *out, const vct_trace *t, const vct_request *q, int
     }
     if (!args)
         return -1;
-    return put_event(out, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:f,s:o}", "ph", "X", "name",
+    return jtext_put_event(out, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:f,s:o}", "ph", "X", "name",
                                     vct_short_name(t->funcs[q->func], shortname, sizeof shortname),
                                     "cat", "request", "pid", (json_int_t)th->pid, "tid",
                                     (json_int_t)(VCT_REQ_TRACK_TID + lane), "ts",

@@ -59,13 +59,7 @@ int vct_task_track_json(const vct_task_track *tt, jtext *out)
             ev = json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "ph", "M", "name", "thread_name", "pid",
                            (json_int_t)task->pid, "tid",
                            (json_int_t)(VCT_TASK_TRACK_TID + task->id), "args", "name", "task");
-        int rc = ev ? 0 : -1;
-        if (!rc && out->len)
-            rc = jtext_put(out, ",\n", 2);
-        if (!rc)
-            rc = jtext_value(out, ev);
-        json_decref(ev);
-        if (rc)
+        if (jtext_put_event(out, ev) != 0)
             return -1;
     }
     return 0;
