@@ -366,7 +366,9 @@ static void print_self_and_waits(const vct_trace *t, const vct_req_profile *p)
     if (p->suspended > 0)
         printf("; suspended (awaiting) %s between its slices", human(p->suspended, b, sizeof b));
     putchar('\n');
-    if (p->measured) /* the thread's CPU clock over the request's slices (trace/cpu.h) */
+    if (p->measured && p->cpu_seen == 0) /* a thread shorter-lived than a sample period */
+        printf("      measured: not sampled (its thread's CPU clock has no sample around it)\n");
+    else if (p->measured) /* the thread's CPU clock over the request's slices (trace/cpu.h) */
         printf("      measured: %s on-CPU, %s off-CPU of %s in calls%s\n",
                human(p->on_cpu, b, sizeof b), human(p->cpu_seen - p->on_cpu, b2, sizeof b2),
                human(p->busy, b3, sizeof b3),

@@ -5,7 +5,7 @@
 #   2. attaches: vcattach --pid PID -t 3s -o build/demo/demo.cvf,
 #   3. shows the service still serving after vcattach detached,
 #   4. converts the trace for the viewers (Chrome JSON, speedscope, a flame graph SVG) and
-#      prints `vcattach summary`,
+#      prints `vcattach summary` and `vcattach requests` (the slowest requests),
 #   5. stops the service it started (also on Ctrl-C or an error).
 #
 # Environment: BUILD (default build), DEMO_PYTHON (default /usr/bin/python3, else the first
@@ -103,6 +103,10 @@ ls -l "$SHOW"/demo.cvf "$SHOW"/demo*.json "$SHOW"/demo.svg | awk '{print "  " $5
 
 say "$CLI summary $SHOW/demo.cvf --merged --top 12"
 "$VCATTACH" summary "$SHOW/demo.cvf" --merged --top 12
+
+# The demo's handler is http.server's: its do_GET/do_POST are the unit of work (--entry).
+say "$CLI requests $SHOW/demo.cvf --entry 'DemoHandler.do_*' --top 3"
+"$VCATTACH" requests "$SHOW/demo.cvf" --entry 'DemoHandler.do_*' --top 3
 
 SPEEDSCOPE_FILE=$SHOW/demo.json
 [[ -s $OUT/demo.speedscope.json ]] && SPEEDSCOPE_FILE=$SHOW/demo.speedscope.json
