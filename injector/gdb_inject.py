@@ -241,6 +241,9 @@ def calls(agent, control, sym):
     try:
         rc = int(gdb.parse_and_eval('(int)vc_agent_connect((char*)%d)' % control))
     except gdb.error as e:
+        if 'No symbol' not in str(e):  # the call itself failed or was interrupted: never again
+            print('VC_CALLFAIL vc_agent_connect: %s' % str(e).replace('\n', ' '))
+            return
         # A copy an earlier attach loaded and whose file is gone since (dlopen returned it by
         # name): gdb has no file to read its symbols from.  The loader has them: dlsym.
         try:

@@ -67,8 +67,10 @@ def test_fuzz_json_to_cvf(seeds, tmp_path):
 def spool_seeds(tmp_path_factory):
     """Frames as the fuzz target reads them (u8 type - 9, u16 length, bytes): a clock, a
     thread, a name, a chunk of three records with a drop marker, and a chunk of CPU clock
-    samples (id VC_WIRE_CPU, one going back); and the same stream as a spool file's records
-    (u32 type, u32 length, bytes) behind the mode byte, with its CPU samples (103)."""
+    samples (id VC_WIRE_CPU, one going back), a chunk of asyncio task marks (a name in two
+    parts, steps, a task 0); and the same stream as a spool file's records (u32 type, u32
+    length, bytes) behind the mode byte, with its CPU samples (103), task steps (104) and a
+    task name (105)."""
     import struct
     d = tmp_path_factory.mktemp("spoolseeds")
     clock = struct.pack("<QQd", 1000, 5000, 0.5)
@@ -79,7 +81,12 @@ def spool_seeds(tmp_path_factory):
     chunk = struct.pack("<II", 0, 4) + recs + drop
     cpu = struct.pack("<II", 0, 3) + b"".join(struct.pack("<QQII", t, c, 0xFFFFFFFC, 0)
                                               for t, c in ((2000, 10), (2010, 30), (2020, 20)))
-    frames = [(12, clock), (11, thread), (10, name), (9, chunk), (9, cpu),
+    # asyncio task marks (agent/tasks.h): a name in two parts, two steps of it, one of task 0
+    tasks = struct.pack("<II", 0, 5) + b"".join(struct.pack("<QQII", *r) for r in (
+        (int.from_bytes(b"req-0123", "little"), int.from_bytes(b"45678901", "little"),
+         0xFFFFFFFA, 1), (int.from_bytes(b"abc\0\0\0\0\0", "little"), 0, 0xFFFFFFF9, 1),
+        (2000, 1, 0xFFFFFFFB, 0), (2010, 1, 0xFFFFFFFB, 0), (2020, 0, 0xFFFFFFFB, 0)))
+    frames = [(12, clock), (11, thread), (10, name), (9, chunk), (9, cpu), (9, tasks),
               (13, struct.pack("<Q", 4242) + b"py")]
     stream = b"".join(struct.pack("<BH", t - 9, len(p)) + p for t, p in frames)
     (d / "frames").write_bytes(b"\x00" + stream)
@@ -87,7 +94,9 @@ def spool_seeds(tmp_path_factory):
     lane = struct.pack("<IIIIII", 100, 16, 0, 0, 0, 0)
     seg = struct.pack("<IIIIQQ", 101, 24 + 6, 0, 3, 2000, 2025) + bytes([0, 5, 20, 5, 20, 5])
     cpu_rec = struct.pack("<IIII", 103, 8 + 32, 0, 2) + struct.pack("<QQQQ", 2000, 10, 2030, 40)
-    (d / "file").write_bytes(b"\x01" + records + lane + seg + cpu_rec)
+    task_rec = struct.pack("<IIII", 104, 8 + 16, 0, 1) + struct.pack("<QQ", 2000, 1)
+    name_rec = struct.pack("<IIII", 105, 24, 1, 0) + b"req-0123" + b"45678901"
+    (d / "file").write_bytes(b"\x01" + records + lane + seg + cpu_rec + task_rec + name_rec)
     return str(d)
 
 
