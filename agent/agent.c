@@ -40,6 +40,8 @@
 #define VC_EXPORT __attribute__((visibility("default")))
 #define VC_ATEXIT_WAIT_MS 10000
 #define VC_TICK_MS 100
+/* At stop, how long 3.12+ sub-interpreters get to unhook themselves (interps.c). */
+#define VC_INTERPS_WAIT_MS 300
 /* Streaming without a sender thread (it could not be created): how often the agent thread
  * sends the outbox itself.  A 32 MiB window holds ~1.4 M calls, 0.2 s of the busiest target
  * measured (7 M calls/s). */
@@ -100,15 +102,20 @@ static void atexit_unregister(vc_session *s, int from_atexit)
  * way: the backend's hooks removed (also a partial install), threading's start hook put back,
  * the atexit stop unregistered.  Under the GIL. */
 
-static void uninstall_under_gil(vc_session *s, int from_atexit)
+static void uninstall_under_gil(vc_session *s, int from_atexit, int interps_wait_ms)
 {
     if (s->backend != NULL)
         s->backend->remove(s);
     s->backend = NULL;
     vc_tasks_stop(s); /* no hook left to mark a step */
     vc_threading_restore(s);
+    /* Before our atexit goes: 3.12+ sub-interpreters unhook themselves while the GIL is let go
+     * for them, and an exit meanwhile must still wait for this stop. */
+    vc_interps_end_all(s, interps_wait_ms); /* their callbacks out, their keys named in them */
     atexit_unregister(s, from_atexit);
-    vc_interps_end_all(s); /* their callbacks out, their keys named in them */
+    /* A hook of ours still in a 3.12+ sub-interpreter (one that ran no Python meanwhile) finds
+     * another generation from here on and records nothing. */
+    s->gen = ++g_gen;
 }
 
 /* Rollback and fork child: the interned names are released and dropped unread. */
@@ -133,7 +140,7 @@ static PyObject *after_fork_child(PyObject *self, PyObject *unused)
     vc_session *s = &g_vc;
     if (!vc_life_take_fork_cleanup())
         Py_RETURN_NONE;
-    uninstall_under_gil(s, 0);
+    uninstall_under_gil(s, 0, 0); /* no other thread: nothing would run them */
     discard_names_under_gil(s);
     vc_pool_destroy(&s->pool);
     vc_thread_free_all(s);
@@ -264,7 +271,7 @@ static void stop_under_gil(vc_session *s, int reason)
 {
     s->stop_raw = vc_clock_now();
     vc_threads_capture_names(s); /* while every thread state is still associated */
-    uninstall_under_gil(s, reason == VC_STOP_ATEXIT);
+    uninstall_under_gil(s, reason == VC_STOP_ATEXIT, VC_INTERPS_WAIT_MS);
     vc_record_close_open(s, s->stop_raw);
     s->names = vc_pins_resolve_and_release(&s->pins, &s->nnames);
     s->clk_stop = vc_clock_sample();
@@ -373,7 +380,7 @@ static int start_tracing(vc_session *s, PyGILState_STATE *gstate, PyThreadState 
 {
     *gstate = PyGILState_Ensure();
     if (install_under_gil(s, err, errlen) != 0) {
-        uninstall_under_gil(s, 0);
+        uninstall_under_gil(s, 0, VC_INTERPS_WAIT_MS);
         discard_names_under_gil(s);
         PyErr_Clear();
         PyGILState_Release(*gstate);

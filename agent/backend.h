@@ -34,6 +34,15 @@ typedef struct vc_backend_ops {
     void (*attach_interp)(vc_session *s, PyInterpreterState *interp);
     /* Its end (our atexit in it, with its GIL): every hook of ours out of it.  NULL: none. */
     void (*detach_interp)(vc_session *s, PyInterpreterState *interp);
+    /* 3.12+ (interps.c), run *in* a sub-interpreter under the main GIL, as its current thread
+     * (a pending call): hooks it (its existing threads seeded), its callbacks carrying `tag`
+     * (an int object made in it: the session and slot) so that a thread's calls go to its
+     * state in this interpreter.  -1 (nothing left installed) if it cannot.  NULL: this
+     * backend does not trace 3.12+ sub-interpreters (they are counted as not traced). */
+    int (*install_here)(vc_session *s, uint32_t slot, PyObject *tag);
+    /* Undoes install_here in the current interpreter (slot's, or with slot 0 any hook of ours
+     * left from an ended session: then nothing of the session is touched). */
+    void (*remove_here)(vc_session *s, uint32_t slot);
 } vc_backend_ops;
 
 extern const vc_backend_ops vc_backend_profile;

@@ -254,20 +254,37 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp)
 #define VC_IS_GIL 16
 #define VC_IS_OWN_GIL 7736
 #define VC_IS_ID 7272
+#define VC_IS_INITIALIZED 7304
+#define VC_IS_FINALIZING 7384
 #elif PY_VERSION_HEX >= 0x030E0000
 #define VC_IS_GIL 16
 #define VC_IS_OWN_GIL 7784
 #define VC_IS_ID 7280
+#define VC_IS_INITIALIZED 7312
+#define VC_IS_FINALIZING 7392
 #elif PY_VERSION_HEX >= 0x030D0000
 #define VC_IS_GIL 16
 #define VC_IS_OWN_GIL 7752
 #define VC_IS_ID 7272
+#define VC_IS_INITIALIZED 7312
+#define VC_IS_FINALIZING 7384
 #else
 #define VC_IS_GIL 384
 #define VC_IS_OWN_GIL 1040
 #define VC_IS_ID 8
+#define VC_IS_INITIALIZED 40
+#define VC_IS_FINALIZING 104
 #endif
 extern char _PyRuntime[] __attribute__((weak));
+
+/* _initialized (int) and _finalizing (the thread state ending it, NULL until then; an atomic
+ * pointer in 3.12): read as any other thread of CPython reads them. */
+static int interp_ready(PyInterpreterState *interp)
+{
+    int init = *(volatile int *)(void *)((char *)interp + VC_IS_INITIALIZED);
+    void *fin = __atomic_load_n((void **)(void *)((char *)interp + VC_IS_FINALIZING), __ATOMIC_ACQUIRE);
+    return init != 0 && fin == NULL;
+}
 
 /* The GIL interp runs under, NULL if not set yet.  Only with the interpreter's memory valid
  * (the main one, or any listed one under the runtime's lock). */
@@ -313,10 +330,8 @@ static void rt_unlock(char *mutex)
 #endif
 }
 
-int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
+int vc_compat_subinterps_each(vc_sub_fn fn, void *ctx)
 {
-    *max_id = above;
-    *shared = -1;
     if (_PyRuntime == NULL)
         return -1;
     char *mutex = _PyRuntime + VC_RT_INTERPS;
@@ -325,24 +340,83 @@ int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
     if (main == NULL || *(PyInterpreterState *volatile *)(void *)(mutex + 16) != main ||
         *head == NULL)
         return -1;
+    /* Without the known layout nothing is said shared (nor ready): nothing is entered. */
     void *main_gil = interp_layout_known(main) ? interp_gil(main) : NULL;
     if (rt_lock(mutex) != 0)
         return -1;
-    int n = 0, same = 0;
     for (PyInterpreterState *i = *head; i != NULL; i = PyInterpreterState_Next(i)) {
-        int64_t id = PyInterpreterState_GetID(i);
-        if (i == main || id <= above)
+        if (i == main)
             continue;
-        n++;
-        if (id > *max_id)
-            *max_id = id;
+        int flags = 0;
         if (main_gil != NULL && interp_gil(i) == main_gil)
-            same++;
+            flags |= VC_SUB_SHARED_GIL;
+        /* _initialized is set when it is listed, its GIL later (Py_NewInterpreterFromConfig):
+         * until then it is being made, and whether it shares ours is not known yet */
+        if (main_gil != NULL && interp_ready(i) && interp_gil(i) != NULL)
+            flags |= VC_SUB_READY;
+        fn(i, PyInterpreterState_GetID(i), flags, ctx);
     }
-    if (main_gil != NULL)
-        *shared = same;
     rt_unlock(mutex);
-    return n;
+    return 0;
+}
+
+struct above_ctx {
+    int64_t above, max;
+    int n, same;
+};
+
+static void count_above(PyInterpreterState *interp, int64_t id, int flags, void *ctx)
+{
+    (void)interp;
+    struct above_ctx *c = ctx;
+    if (id <= c->above)
+        return;
+    c->n++;
+    if (id > c->max)
+        c->max = id;
+    if (flags & VC_SUB_SHARED_GIL)
+        c->same++;
+}
+
+int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
+{
+    struct above_ctx c = {above, above, 0, 0};
+    *max_id = above;
+    *shared = -1;
+    PyInterpreterState *main = PyInterpreterState_Main();
+    if (vc_compat_subinterps_each(count_above, &c) != 0)
+        return -1;
+    *max_id = c.max;
+    if (main != NULL && interp_layout_known(main))
+        *shared = c.same;
+    return c.n;
+}
+
+/* Exported by every 3.12+ libpython (PyAPI_FUNC, for _testinternalcapi), with this shape in
+ * each minor (3.12's last argument is `mainthreadonly`, 3.13+'s `flags`: 0 in both means any
+ * thread of the interpreter).  Weak: one that does not export it gets -1. */
+extern int _PyEval_AddPendingCall(PyInterpreterState *interp, int (*func)(void *), void *arg,
+                                  int flags) __attribute__((weak));
+
+int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *arg)
+{
+    if (_PyEval_AddPendingCall == NULL)
+        return -1;
+    return _PyEval_AddPendingCall(interp, fn, arg, 0) == 0 ? 0 : -1;
+}
+
+int vc_compat_current_interp_ending(void)
+{
+    if (vc_compat_is_finalizing())
+        return 1;
+    PyThreadState *ts = vc_compat_current_tstate();
+    if (ts == NULL)
+        return 1;
+    PyInterpreterState *interp = vc_compat_tstate_interp(ts);
+    PyInterpreterState *main = PyInterpreterState_Main();
+    if (interp == main)
+        return 0;
+    return main == NULL || !interp_layout_known(main) || !interp_ready(interp);
 }
 #else
 int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
@@ -350,5 +424,25 @@ int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared)
     *max_id = above;
     *shared = -1;
     return -1;
+}
+
+int vc_compat_subinterps_each(vc_sub_fn fn, void *ctx)
+{
+    (void)fn;
+    (void)ctx;
+    return -1;
+}
+
+int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *arg)
+{
+    (void)interp;
+    (void)fn;
+    (void)arg;
+    return -1;
+}
+
+int vc_compat_current_interp_ending(void)
+{
+    return vc_compat_is_finalizing();
 }
 #endif

@@ -273,4 +273,27 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp);
  * GIL (vc_compat_interp_head), always -1. */
 int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared);
 
+/* 3.12+: fn(interp, id, flags, ctx) for every sub-interpreter in the runtime's list, called
+ * under the runtime's own lock (as above: none is freed meanwhile; fn must not take it again,
+ * nor run Python).  flags: VC_SUB_SHARED_GIL (it runs under the main interpreter's GIL: with
+ * that GIL held by the caller, it cannot be created, run or end meanwhile), VC_SUB_READY
+ * (its GIL set, so the first flag is known, and not finalizing; its modules may still be
+ * being set up).  0, or -1 if the list could not be read this time (nothing
+ * called).  Before 3.12 always -1. */
+#define VC_SUB_SHARED_GIL 1
+#define VC_SUB_READY 2
+typedef void (*vc_sub_fn)(PyInterpreterState *interp, int64_t id, int flags, void *ctx);
+int vc_compat_subinterps_each(vc_sub_fn fn, void *ctx);
+/* 3.12+: schedules fn(arg) to run in interp, on whichever of its threads next runs Python,
+ * with that interpreter's GIL and as its current thread (CPython's pending calls: what a
+ * signal handler uses).  Only on an interpreter handed to a vc_sub_fn with VC_SUB_READY and
+ * VC_SUB_SHARED_GIL, from that fn, with the main GIL held: one that is ending cannot be
+ * reached then (3.12 frees the queue's lock early in PyInterpreterState_Delete, which needs
+ * the GIL we hold to get there).  fn must return 0 (else the interpreter raises).  0, or -1
+ * (the queue is full, or this interpreter does not export the call). */
+int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *arg);
+/* 1 if the calling thread's interpreter has begun to end (Py_EndInterpreter) or the runtime
+ * is finalizing: a pending call or callback of ours must then install nothing. */
+int vc_compat_current_interp_ending(void);
+
 #endif /* VC_COMPAT_H */

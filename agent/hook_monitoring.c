@@ -38,46 +38,72 @@
 typedef struct vc_tls_slot {
     vc_thread *thread;
     uint32_t gen; /* never 0 for a bound slot: g_vc.gen counts from 1 */
+    /* The tag of the callbacks it was bound through: NULL in the main interpreter, an int
+     * object per sub-interpreter (3.12+, install_here).  An OS thread has a thread state, so a
+     * state of ours, per interpreter it enters: a callback with another tag rebinds it. */
+    PyObject *tag;
 } vc_tls_slot;
 static __thread vc_tls_slot vc_tls;
 
 static PyObject *g_missing; /* sys.monitoring.MISSING (borrowed while the session runs) */
 
-static void bind_current(vc_thread *t)
+static void bind_current(vc_thread *t, PyObject *tag)
 {
     vc_tls.thread = t;
     vc_tls.gen = g_vc.gen;
+    vc_tls.tag = tag;
 }
 
-static vc_thread *claim_current(vc_session *s)
+/* 1 if callbacks with this tag belong to the running session: the main interpreter's (NULL),
+ * or a sub-interpreter's hooked by it (its generation).  A sub-interpreter that ran no Python
+ * while the last stop waited still has its callbacks until its queued request removes them
+ * (interps.c): they record nothing. */
+static int tag_current(const vc_session *s, PyObject *tag)
 {
-    PyThreadState *ts = vc_compat_current_tstate();
-    vc_thread *t = vc_thread_for_tstate(s, ts);
-    if (t == NULL)
-        t = vc_thread_new(s, ts);
-    if (t == NULL) {
-        s->threads_untraced++;
-        t = &vc_ignored_thread;
-    } else {
-        t->bound = 1;
+    if (tag == NULL)
+        return 1;
+    unsigned long long v = PyLong_Check(tag) ? PyLong_AsUnsignedLongLong(tag) : 0;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
     }
-    bind_current(t);
+    return (uint32_t)(v >> 16) == s->gen;
+}
+
+static vc_thread *claim_current(vc_session *s, PyObject *tag)
+{
+    vc_thread *t = NULL;
+    /* No state is made once the session is stopping (its backend is gone): its tables are
+     * about to be read without the GIL. */
+    if (s->backend != NULL && tag_current(s, tag)) {
+        PyThreadState *ts = vc_compat_current_tstate();
+        t = vc_thread_for_current(s, ts);
+        if (t == NULL)
+            t = vc_thread_new(s, ts);
+        if (t == NULL)
+            s->threads_untraced++;
+        else
+            t->bound = 1;
+    }
+    if (t == NULL)
+        t = &vc_ignored_thread;
+    bind_current(t, tag);
     return t;
 }
 
-static inline vc_thread *current_thread(vc_session *s)
+static inline vc_thread *current_thread(vc_session *s, PyObject *tag)
 {
-    if (__builtin_expect(vc_tls.gen == s->gen, 1))
+    if (__builtin_expect(vc_tls.gen == s->gen && vc_tls.tag == tag, 1))
         return vc_tls.thread; /* never NULL once gen matches: bind_current is the only writer */
-    return claim_current(s);
+    return claim_current(s, tag);
 }
 
 /* The fast halves of the callbacks: the thread bound in this session and traced (else NULL:
  * the general path binds it or ignores it). */
-static inline vc_thread *bound_thread(vc_session *s)
+static inline vc_thread *bound_thread(vc_session *s, PyObject *tag)
 {
     vc_thread *t = vc_tls.thread;
-    if (__builtin_expect(vc_tls.gen != s->gen || t == &vc_ignored_thread, 0))
+    if (__builtin_expect(vc_tls.gen != s->gen || vc_tls.tag != tag || t == &vc_ignored_thread, 0))
         return NULL;
     return t;
 }
@@ -103,10 +129,10 @@ static inline PyObject *disable(void)
 #define VC_OUT_OF_LINE __attribute__((noinline))
 
 /* PY_START: may be disabled per location. */
-static VC_SLOW PyObject *cb_enter_slow(PyObject *const *args, Py_ssize_t nargs)
+static VC_SLOW PyObject *cb_enter_slow(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread && nargs >= 1) {
         if (vc_record_enter(s, t, args[0], args[0], NULL, 0, 0) == VC_ID_EXCLUDED)
             return disable();
@@ -118,7 +144,7 @@ static VC_SLOW PyObject *cb_enter_slow(PyObject *const *args, Py_ssize_t nargs)
 static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = bound_thread(s);
+    vc_thread *t = bound_thread(s, self);
     if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
         int r = vc_record_enter_fast(s, t, args[0], args[0], NULL, 0, 0);
         if (__builtin_expect(r == VC_FAST_DONE, 1)) {
@@ -128,15 +154,15 @@ static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t narg
         if (r == VC_FAST_EXCLUDED)
             return disable();
     }
-    return cb_enter_slow(args, nargs);
+    return cb_enter_slow(self, args, nargs);
 }
 
 /* PY_RESUME: a suspended generator or coroutine runs again — a new slice of the same call,
  * marked so that the summary counts the call once.  May be disabled per location. */
-static VC_SLOW PyObject *cb_resume_slow(PyObject *const *args, Py_ssize_t nargs)
+static VC_SLOW PyObject *cb_resume_slow(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread && nargs >= 1) {
         if (vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) == VC_ID_EXCLUDED)
             return disable();
@@ -148,7 +174,7 @@ static VC_SLOW PyObject *cb_resume_slow(PyObject *const *args, Py_ssize_t nargs)
 static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = bound_thread(s);
+    vc_thread *t = bound_thread(s, self);
     if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
         int r = vc_record_enter_fast(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME);
         if (__builtin_expect(r == VC_FAST_DONE, 1)) {
@@ -158,7 +184,7 @@ static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (r == VC_FAST_EXCLUDED)
             return disable();
     }
-    return cb_resume_slow(args, nargs);
+    return cb_resume_slow(self, args, nargs);
 }
 
 /* PY_THROW: a resume slice too; cannot be disabled (sys.monitoring raises for it).  Rare: the
@@ -166,7 +192,7 @@ static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread && nargs >= 1 &&
         vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) != VC_ID_EXCLUDED)
         vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
@@ -174,10 +200,10 @@ static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t narg
 }
 
 /* PY_RETURN, PY_YIELD: may be disabled per location. */
-static VC_SLOW PyObject *cb_exit_slow(PyObject *const *args, Py_ssize_t nargs)
+static VC_SLOW PyObject *cb_exit_slow(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread && nargs >= 1 && vc_record_exit_py(s, t, args[0], args[0]))
         return disable();
     Py_RETURN_NONE;
@@ -186,18 +212,18 @@ static VC_SLOW PyObject *cb_exit_slow(PyObject *const *args, Py_ssize_t nargs)
 static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = bound_thread(s);
+    vc_thread *t = bound_thread(s, self);
     if (__builtin_expect(t != NULL && nargs >= 1, 1) &&
         __builtin_expect(vc_record_exit_fast(s, t, args[0], 0) == VC_FAST_DONE, 1))
         Py_RETURN_NONE;
-    return cb_exit_slow(args, nargs);
+    return cb_exit_slow(self, args, nargs);
 }
 
 /* PY_UNWIND: cannot be disabled. */
 static PyObject *cb_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread && nargs >= 1)
         vc_record_exit_py(s, t, args[0], args[0]);
     Py_RETURN_NONE;
@@ -228,19 +254,19 @@ static inline int c_callable_key_fast(PyObject *const *args, Py_ssize_t nargs,
 /* CALL (not subscribed with --no-c-calls).  A call site in excluded code is disabled
  * whatever it calls: its C callees are judged by this caller, its Python callees get their
  * own PY_START. */
-static VC_OUT_OF_LINE PyObject *cb_call_slow(PyObject *const *args, Py_ssize_t nargs)
+static VC_OUT_OF_LINE PyObject *cb_call_slow(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
     PyObject *qual;
     if (s->filter.has_globs && nargs >= 1) {
-        vc_thread *t = current_thread(s);
+        vc_thread *t = current_thread(s, self);
         if (t != &vc_ignored_thread && !vc_record_caller_traced(s, t, args[0], args[0]))
             return disable();
     }
     if (!c_callable_key(args, nargs, &ml, &qual))
         Py_RETURN_NONE;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread)
         vc_record_enter(s, t, ml, ml, qual, 1, 0);
     Py_RETURN_NONE;
@@ -250,27 +276,27 @@ static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 {
     vc_session *s = &g_vc;
     if (__builtin_expect(!s->filter.has_globs, 1)) {
-        const PyMethodDef *ml;
-        PyObject *qual;
+        const PyMethodDef *ml = NULL; /* set when k > 0 (gcc cannot always tell) */
+        PyObject *qual = NULL;
         int k = c_callable_key_fast(args, nargs, &ml, &qual);
         if (k == 0)
             Py_RETURN_NONE; /* a Python callable: its PY_START does the work */
-        vc_thread *t = bound_thread(s);
+        vc_thread *t = bound_thread(s, self);
         if (k > 0 && t != NULL && vc_record_enter_fast(s, t, ml, ml, qual, 1, 0) == VC_FAST_DONE)
             Py_RETURN_NONE;
     }
-    return cb_call_slow(args, nargs);
+    return cb_call_slow(self, args, nargs);
 }
 
 /* C_RETURN, C_RAISE. */
-static VC_OUT_OF_LINE PyObject *cb_c_exit_slow(PyObject *const *args, Py_ssize_t nargs)
+static VC_OUT_OF_LINE PyObject *cb_c_exit_slow(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     const PyMethodDef *ml;
     PyObject *qual;
     if (!c_callable_key(args, nargs, &ml, &qual))
         Py_RETURN_NONE;
-    vc_thread *t = current_thread(s);
+    vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread)
         vc_record_exit_c(s, t, ml, args[0]);
     Py_RETURN_NONE;
@@ -280,16 +306,16 @@ static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nar
 {
     vc_session *s = &g_vc;
     if (__builtin_expect(!s->filter.has_globs, 1)) {
-        const PyMethodDef *ml;
-        PyObject *qual;
+        const PyMethodDef *ml = NULL; /* set when k > 0 (gcc cannot always tell) */
+        PyObject *qual = NULL;
         int k = c_callable_key_fast(args, nargs, &ml, &qual);
         if (k == 0)
             Py_RETURN_NONE;
-        vc_thread *t = bound_thread(s);
+        vc_thread *t = bound_thread(s, self);
         if (k > 0 && t != NULL && vc_record_exit_fast(s, t, ml, 1) == VC_FAST_DONE)
             Py_RETURN_NONE;
     }
-    return cb_c_exit_slow(args, nargs);
+    return cb_c_exit_slow(self, args, nargs);
 }
 
 static PyObject *cb_null(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -388,17 +414,21 @@ static void clear_local(PyObject *code, void *arg)
  * ours remains and the next session instruments every location afresh.  Only our tool's
  * bits are touched: other tools' events and their own DISABLEd locations are kept.
  * restart_events() is never called: it would re-enable every tool's disabled locations.
- * (Call sites disabled in included code do not exist: only excluded code's sites are.) */
-static void teardown(PyObject *mon, PyObject *events)
+ * (Call sites disabled in included code do not exist: only excluded code's sites are.)
+ * owner: the interpreter slot whose excluded code objects are re-instrumented (each
+ * interpreter's own, in it), or -1 for none (a sub-interpreter's hooks left from an ended
+ * session: its pins are gone; its disabled locations come back at its next session's
+ * instrumentation of them, or never if the tool is never used again there). */
+static void teardown(PyObject *mon, PyObject *events, int owner)
 {
     PyObject *r = PyObject_CallMethod(mon, "set_events", "ii", VC_TOOL_ID, 0);
     Py_XDECREF(r);
     PyErr_Clear();
     long py_start = events != NULL ? event_bit(events, "PY_START") : -1;
     PyErr_Clear();
-    if (py_start > 0) {
+    if (py_start > 0 && owner >= 0) {
         struct clear_ctx c = {mon, py_start};
-        vc_pins_each_excluded(&g_vc.pins, clear_local, &c);
+        vc_pins_each_excluded(&g_vc.pins, (uint32_t)owner, clear_local, &c);
     }
     for (size_t i = 0; i < NBINDINGS && events != NULL; i++) {
         long bit = event_bit(events, bindings[i].event);
@@ -413,6 +443,42 @@ static void teardown(PyObject *mon, PyObject *events)
     r = PyObject_CallMethod(mon, "free_tool_id", "i", VC_TOOL_ID);
     Py_XDECREF(r);
     PyErr_Clear();
+}
+
+/* Our callbacks registered for every event we trace, each carrying tag (NULL: the main
+ * interpreter), then the events switched on, in the current interpreter.  -1 with a message
+ * (the caller tears down). */
+static int subscribe(vc_session *s, PyObject *mon, PyObject *events, PyObject *tag, char *err,
+                     size_t errlen)
+{
+    long mask = 0;
+    PyObject *r;
+    for (size_t i = 0; i < NBINDINGS; i++) {
+        if (bindings[i].c_calls && s->filter.no_c_calls)
+            continue; /* not subscribed at all: C calls cost nothing */
+        long bit = event_bit(events, bindings[i].event);
+        if (bit < 0) {
+            set_error_from_python(err, errlen, "sys.monitoring.events lookup failed");
+            return -1;
+        }
+        PyObject *fn = PyCFunction_New(s->null_hook ? &def_null : bindings[i].def, tag);
+        if (fn == NULL)
+            goto fail_py;
+        r = PyObject_CallMethod(mon, "register_callback", "ilO", VC_TOOL_ID, bit, fn);
+        Py_DECREF(fn);
+        if (r == NULL)
+            goto fail_py;
+        Py_DECREF(r);
+        mask |= bit;
+    }
+    r = PyObject_CallMethod(mon, "set_events", "il", VC_TOOL_ID, mask);
+    if (r == NULL)
+        goto fail_py;
+    Py_DECREF(r);
+    return 0;
+fail_py:
+    set_error_from_python(err, errlen, "sys.monitoring registration failed");
+    return -1;
 }
 
 /* Existing threads get a state now (seeded), bound to their TLS on their first event. */
@@ -435,7 +501,7 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
 {
     /* The agent's own thread (this one) is never traced. */
     vc_ignored_thread.gen = s->gen;
-    bind_current(&vc_ignored_thread);
+    bind_current(&vc_ignored_thread, NULL);
     seed_existing_threads(s);
     PyObject *mon = monitoring_module();
     if (mon == NULL) {
@@ -446,7 +512,6 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
     PyObject *missing = PyObject_GetAttrString(mon, "MISSING");
     PyObject *dis = PyObject_GetAttrString(mon, "DISABLE");
     PyObject *r = NULL;
-    long mask = 0;
     if (events == NULL || missing == NULL || dis == NULL) {
         set_error_from_python(err, errlen, "sys.monitoring is incomplete");
         goto fail_nofree;
@@ -460,37 +525,15 @@ static int monitoring_install(vc_session *s, char *err, size_t errlen)
     }
     Py_DECREF(r);
     s->tool_id = VC_TOOL_ID;
-    for (size_t i = 0; i < NBINDINGS; i++) {
-        if (bindings[i].c_calls && s->filter.no_c_calls)
-            continue; /* not subscribed at all: C calls cost nothing */
-        long bit = event_bit(events, bindings[i].event);
-        if (bit < 0) {
-            set_error_from_python(err, errlen, "sys.monitoring.events lookup failed");
-            goto fail;
-        }
-        PyObject *fn = PyCFunction_New(s->null_hook ? &def_null : bindings[i].def, NULL);
-        if (fn == NULL)
-            goto fail_py;
-        r = PyObject_CallMethod(mon, "register_callback", "ilO", VC_TOOL_ID, bit, fn);
-        Py_DECREF(fn);
-        if (r == NULL)
-            goto fail_py;
-        Py_DECREF(r);
-        mask |= bit;
-    }
-    r = PyObject_CallMethod(mon, "set_events", "il", VC_TOOL_ID, mask);
-    if (r == NULL)
-        goto fail_py;
-    Py_DECREF(r);
+    if (subscribe(s, mon, events, NULL, err, errlen) != 0)
+        goto fail;
     Py_DECREF(events);
     Py_DECREF(missing); /* sys.monitoring keeps MISSING alive (a singleton) */
     Py_DECREF(dis);     /* and DISABLE */
     Py_DECREF(mon);
     return 0;
-fail_py:
-    set_error_from_python(err, errlen, "sys.monitoring registration failed");
 fail:
-    teardown(mon, events);
+    teardown(mon, events, 0);
     s->tool_id = -1;
 fail_nofree:
     Py_XDECREF(events);
@@ -511,7 +554,7 @@ static void monitoring_remove(vc_session *s)
     }
     PyObject *events = PyObject_GetAttrString(mon, "events");
     PyErr_Clear();
-    teardown(mon, events);
+    teardown(mon, events, 0);
     Py_XDECREF(events);
     Py_DECREF(mon);
     s->tool_id = -1;
@@ -548,8 +591,69 @@ static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
 {
     /* &g_vc (== s), as the callbacks pass: every caller of claim_current passes the same
      * constant, so the compiler keeps the callbacks' slow path as lean as it was. */
-    vc_thread *t = current_thread(&g_vc);
+    vc_thread *t = current_thread(&g_vc, NULL);
     return t == &vc_ignored_thread ? NULL : t;
+}
+
+/* 1 if our tool name holds PROFILER_ID in the current interpreter (else it is free or
+ * another profiler's). */
+static int tool_is_ours(PyObject *mon)
+{
+    PyObject *name = PyObject_CallMethod(mon, "get_tool", "i", VC_TOOL_ID);
+    int ours = name != NULL && PyUnicode_Check(name) &&
+               PyUnicode_CompareWithASCIIString(name, "vcattach") == 0;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    return ours;
+}
+
+/* A sub-interpreter (3.12+, interps.c: a pending call in it, the main GIL held): sys.monitoring
+ * is per interpreter, so our tool is taken and our callbacks registered in it too, with its
+ * own function objects (tag: the slot, so that a thread's calls go to its state here). */
+static int monitoring_install_here(vc_session *s, uint32_t slot, PyObject *tag)
+{
+    (void)slot;
+    char err[256];
+    PyObject *mon = monitoring_module();
+    PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
+    PyObject *name = mon ? PyObject_CallMethod(mon, "get_tool", "i", VC_TOOL_ID) : NULL;
+    int rc = -1;
+    /* another profiler's in this interpreter: left alone, counted as not traced */
+    if (events == NULL || name == NULL || name != Py_None)
+        goto out;
+    PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", VC_TOOL_ID, "vcattach");
+    if (r == NULL)
+        goto out;
+    Py_DECREF(r);
+    seed_existing_threads(s); /* its threads, this one too: their frames at this moment */
+    if (subscribe(s, mon, events, tag, err, sizeof err) != 0)
+        teardown(mon, events, (int)slot);
+    else
+        rc = 0;
+out:
+    Py_XDECREF(name);
+    Py_XDECREF(events);
+    Py_XDECREF(mon);
+    PyErr_Clear();
+    return rc;
+}
+
+static void monitoring_remove_here(vc_session *s, uint32_t slot)
+{
+    (void)s;
+    PyObject *mon = monitoring_module();
+    if (mon == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (tool_is_ours(mon)) {
+        PyObject *events = PyObject_GetAttrString(mon, "events");
+        PyErr_Clear();
+        teardown(mon, events, slot == 0 ? -1 : (int)slot);
+        Py_XDECREF(events);
+    }
+    Py_DECREF(mon);
+    PyErr_Clear();
 }
 
 const vc_backend_ops vc_backend_monitoring = {
@@ -559,6 +663,8 @@ const vc_backend_ops vc_backend_monitoring = {
     .remove = monitoring_remove,
     .scan_new_threads = vc_backend_scan_nothing, /* one hook serves every thread */
     .on_new_thread = monitoring_on_new_thread,
+    .install_here = monitoring_install_here,
+    .remove_here = monitoring_remove_here,
 };
 
 #else /* !VC_HAVE_MONITORING */

@@ -26,22 +26,41 @@
  * Slots are matched by (address, id): ids only grow, so a new interpreter at a freed address
  * is never taken for the old one.
  *
- * From 3.12 none of this runs: a sub-interpreter may have its own GIL (PEP 684), be created
- * and destroyed on another thread while we hold the main one, and entering one would need a
- * thread state of ours there across PyThreadState_Swap, which from 3.12 releases the GIL and
- * takes it again (_PyEval_ReleaseLock/_PyEval_AcquireLock, seen in 3.12.1's and 3.13.0's
- * code): a Py_EndInterpreter in that window would find a second thread and abort the
- * process, even for an interpreter under the main GIL.  The visits
- * only count the sub-interpreters, apart those under the main GIL (count_untraced), so the
- * trace says what it lacks.
+ * From 3.12 the agent thread never enters a sub-interpreter: a sub-interpreter may have its own
+ * GIL (PEP 684), be created and destroyed on another thread while we hold the main one, and
+ * entering one would need a thread state of ours there across PyThreadState_Swap, which from
+ * 3.12 releases the GIL and takes it again: a Py_EndInterpreter in that window would find a
+ * second thread and abort the process.  Instead (the "pending" section below), the visits
+ * read the runtime's list under the runtime's own lock (compat.h) and ask each new
+ * sub-interpreter that runs under the main GIL (Py_NewInterpreter, the "legacy" config:
+ * mod_wsgi's) to hook itself: a pending call, which CPython runs on whichever of its own
+ * threads next runs Python, with the GIL, as a signal handler would.  There it imports atexit,
+ * registers our end callback and asks the backend to install_here.  At stop each is asked the
+ * same way to unhook itself; the agent thread lets the GIL go for at most 300 ms (agent.c)
+ * while they do.  One that runs no Python in that time keeps its hooks until it next does:
+ * its callbacks see the session over and record nothing, and the queued request unhooks it
+ * then (its keys are named, their references left: never released from another interpreter).
+ * Interpreters with their own GIL are counted, not traced (count_untraced): they would run our
+ * hooks in parallel with the main interpreter's, and the session's tables assume one GIL.
  */
 #include "interps.h"
 #include "backend.h"
 #include "record.h"
 
 #include <stdio.h>
+#include <time.h>
 
-enum { VC_INTERP_FREE = 0, VC_INTERP_LIVE, VC_INTERP_ENDED, VC_INTERP_SKIPPED };
+enum {
+    VC_INTERP_FREE = 0,
+    VC_INTERP_LIVE,
+    VC_INTERP_ENDED,
+    VC_INTERP_SKIPPED,
+    /* 3.12+ only (pending calls): */
+    VC_INTERP_WAITING,   /* listed but not ready (initializing): asked at the next visit */
+    VC_INTERP_ARMING,    /* asked to hook itself (its pending call is queued) */
+    VC_INTERP_DISARMING, /* asked to unhook itself at stop */
+};
+
 
 typedef struct vc_interp {
     PyInterpreterState *interp;
@@ -52,7 +71,8 @@ typedef struct vc_interp {
 
 static vc_interp g_interps[VC_MAX_INTERPS];
 static PyThreadState *g_agent_ts; /* the agent's thread state in a sub-interpreter, if any */
-static int64_t g_max_seen_id;      /* 3.12+: the highest sub-interpreter id counted (below) */
+static int64_t g_max_seen_id;      /* 3.12+: the highest sub-interpreter id seen (below) */
+static const vc_backend_ops *g_sub_backend; /* 3.12+: the backend hooked into sub-interpreters */
 
 int vc_interps_is_agent_tstate(PyThreadState *ts)
 {
@@ -109,18 +129,19 @@ static int free_slot(void)
 
 void vc_interps_begin(vc_session *s)
 {
-    (void)s;
     for (int k = 0; k < VC_MAX_INTERPS; k++)
         g_interps[k] = (vc_interp){0};
     PyInterpreterState *main = vc_compat_tstate_interp(vc_compat_current_tstate());
     g_interps[0] = (vc_interp){main, vc_compat_interp_id(main), VC_INTERP_LIVE, NULL};
     g_max_seen_id = g_interps[0].id;
+    g_sub_backend = s->backend != NULL && s->backend->install_here != NULL ? s->backend : NULL;
 }
 
 uint32_t vc_interps_slot_of(PyInterpreterState *interp, int64_t *id)
 {
     for (int k = 0; k < VC_MAX_INTERPS; k++)
-        if (g_interps[k].state == VC_INTERP_LIVE && g_interps[k].interp == interp) {
+        if ((g_interps[k].state == VC_INTERP_LIVE || g_interps[k].state == VC_INTERP_DISARMING) &&
+            g_interps[k].interp == interp) {
             *id = g_interps[k].id;
             return (uint32_t)k;
         }
@@ -143,8 +164,11 @@ void vc_interps_each(vc_session *s, vc_interp_fn fn, void *ctx)
 static void end_slot(vc_session *s, int k, int alive)
 {
     vc_interp *in = &g_interps[k];
-    if (alive && s->backend != NULL && s->backend->detach_interp != NULL)
+    if (alive == 1 && vc_compat_interps_walkable() && s->backend != NULL &&
+        s->backend->detach_interp != NULL)
         s->backend->detach_interp(s, in->interp);
+    else if (alive == 1 && !vc_compat_interps_walkable() && g_sub_backend != NULL)
+        g_sub_backend->remove_here(s, (uint32_t)k); /* 3.12+: we run in it */
     uint64_t now = vc_clock_now();
     for (uint32_t i = 0; i < s->nthreads; i++) {
         vc_thread *t = &s->threads[i];
@@ -173,9 +197,10 @@ static PyObject *interp_atexit(PyObject *self, PyObject *unused)
     }
     int k = (int)(v & 0xffff);
     PyThreadState *ts = vc_compat_current_tstate();
-    if ((uint32_t)(v >> 16) != s->gen || s->backend == NULL || k <= 0 || k >= VC_MAX_INTERPS ||
-        g_interps[k].state != VC_INTERP_LIVE || ts == NULL ||
-        g_interps[k].interp != vc_compat_tstate_interp(ts))
+    int hooked = vc_compat_interps_walkable() ? s->backend != NULL : g_sub_backend != NULL;
+    if ((uint32_t)(v >> 16) != s->gen || !hooked || k <= 0 || k >= VC_MAX_INTERPS ||
+        (g_interps[k].state != VC_INTERP_LIVE && g_interps[k].state != VC_INTERP_DISARMING) ||
+        ts == NULL || g_interps[k].interp != vc_compat_tstate_interp(ts))
         Py_RETURN_NONE;
     end_slot(s, k, 1);
     g_interps[k].state = VC_INTERP_ENDED; /* until it leaves the runtime's list */
@@ -194,12 +219,20 @@ static PyMethodDef interp_atexit_def = {"_vcattach_interp_end", interp_atexit, M
  * interpreters), never imported here.  Returns 0 (registered), 1 (ready, but atexit not
  * imported: adopted without it; the next visits try again) or -1 (not initialized yet: no
  * __main__; or refused). */
-static int register_in(vc_session *s, int k)
+static int register_in(vc_session *s, int k, int may_import)
 {
     PyObject *modules = PySys_GetObject("modules"); /* borrowed */
     if (modules == NULL || !PyDict_Check(modules) || PyDict_GetItemString(modules, "__main__") == NULL)
         return -1;
     PyObject *mod = PyDict_GetItemString(modules, "atexit"); /* borrowed */
+    if (mod == NULL && may_import) {
+        /* 3.12+, on the interpreter's own thread (a pending call): a thread switch during the
+         * import is harmless there.  The module stays in its sys.modules. */
+        PyObject *imported = PyImport_ImportModule("atexit");
+        Py_XDECREF(imported); /* sys.modules holds it */
+        PyErr_Clear();
+        mod = PyDict_GetItemString(modules, "atexit");
+    }
     if (mod == NULL || !PyModule_Check(mod))
         return 1;
     PyObject *self = PyLong_FromUnsignedLongLong(((unsigned long long)s->gen << 16) | (unsigned)k);
@@ -247,31 +280,245 @@ static void retry_register(vc_session *s, int k)
         PyErr_Clear();
         return;
     }
-    (void)register_in(s, k);
+    (void)register_in(s, k, 0);
     leave(ts, saved);
 }
 
-/* 3.12+: sub-interpreters are not traced (compat.h: any of them may have its own GIL, and
- * entering one needs more than its list entry), but the trace says how many there were: the
- * ids beyond the highest seen so far are new ones (ids only grow, and the list is read whole
- * under the runtime's lock).  One that came and went between two visits is not counted. */
-static void count_untraced(vc_session *s)
+/* ---- 3.12+: sub-interpreters under the main GIL, asked through pending calls -------------
+ * A request's argument is a tag, (session generation << 16) | slot, never a pointer: one that
+ * runs after its session ended (or in a later one) finds another generation and only unhooks
+ * what it finds of ours. */
+
+static const vc_backend_ops *g_armed_backend; /* the last backend that hooked a sub-interpreter */
+
+static uintptr_t tag_of(const vc_session *s, int k)
 {
-    int64_t max = 0;
-    int shared = -1;
-    int n = vc_compat_subinterps_above(g_max_seen_id, &max, &shared);
-    if (n <= 0)
-        return; /* none new, or not read this time (the next visit tries again) */
-    s->interps_untraced += (uint64_t)n;
-    if (shared > 0)
-        s->interps_untraced_shared += (uint64_t)shared;
-    g_max_seen_id = max;
+    return ((uintptr_t)s->gen << 16) | (uintptr_t)k;
+}
+
+/* The slot a tag names in this session, -1 if it is another session's or no slot. */
+static int tag_slot(const vc_session *s, uintptr_t tag)
+{
+    int k = (int)(tag & 0xffff);
+    if ((uint32_t)(tag >> 16) != s->gen || k <= 0 || k >= VC_MAX_INTERPS)
+        return -1;
+    return k;
+}
+
+static int slot_state(int k)
+{
+    return __atomic_load_n(&g_interps[k].state, __ATOMIC_ACQUIRE);
+}
+
+static void set_state(int k, int state)
+{
+    __atomic_store_n(&g_interps[k].state, state, __ATOMIC_RELEASE);
+}
+
+/* 1 if the calling thread runs in slot k's interpreter, and it is not ending. */
+static int running_in(int k)
+{
+    PyThreadState *ts = vc_compat_current_tstate();
+    return ts != NULL && vc_compat_tstate_interp(ts) == g_interps[k].interp &&
+           !vc_compat_current_interp_ending();
+}
+
+static void count_untraced_one(vc_session *s, int shared)
+{
+    s->interps_untraced++;
+    if (shared)
+        s->interps_untraced_shared++;
+}
+
+/* In the sub-interpreter (a pending call, its thread, the main GIL): our end callback
+ * registered (atexit imported if it was not), then the backend's hooks. */
+static int arm_here(void *arg)
+{
+    vc_session *s = &g_vc;
+    int k = tag_slot(s, (uintptr_t)arg);
+    if (k < 0 || slot_state(k) != VC_INTERP_ARMING)
+        return 0;
+    if (g_sub_backend == NULL || !running_in(k)) {
+        set_state(k, VC_INTERP_SKIPPED);
+        count_untraced_one(s, 1);
+        return 0;
+    }
+    vc_exc_saved saved;
+    vc_compat_exc_save(&saved);
+    set_state(k, VC_INTERP_LIVE); /* first: the threads it seeds take this slot */
+    int ok = 0, reg = register_in(s, k, 1);
+    if (reg < 0) {
+        /* Still being set up (its start runs bytecode before it has a __main__): asked again
+         * at the next visit. */
+        set_state(k, VC_INTERP_WAITING);
+        vc_compat_exc_restore(&saved);
+        return 0;
+    }
+    if (reg == 0) {
+        PyObject *tag = PyLong_FromUnsignedLongLong((unsigned long long)tag_of(s, k));
+        ok = tag != NULL && g_sub_backend->install_here(s, (uint32_t)k, tag) == 0;
+        Py_XDECREF(tag); /* the callbacks hold it */
+        if (!ok) {
+            unregister_in(k);
+            Py_CLEAR(g_interps[k].atexit_cb);
+        }
+    }
+    if (ok) {
+        g_armed_backend = g_sub_backend;
+    } else {
+        vc_pins_release_owner(&s->pins, (uint32_t)k, 1); /* what seeding pinned */
+        set_state(k, VC_INTERP_SKIPPED);
+        count_untraced_one(s, 1);
+    }
+    PyErr_Clear();
+    vc_compat_exc_restore(&saved);
+    return 0;
+}
+
+/* In the sub-interpreter, at stop: its hooks, end callback and pins out.  From an ended
+ * session (the interpreter ran no Python while that stop waited): only the hooks of ours it
+ * still has. */
+static int disarm_here(void *arg)
+{
+    vc_session *s = &g_vc;
+    vc_exc_saved saved;
+    vc_compat_exc_save(&saved);
+    int k = tag_slot(s, (uintptr_t)arg);
+    if (k >= 0 && slot_state(k) == VC_INTERP_DISARMING && running_in(k) &&
+        g_sub_backend != NULL) {
+        end_slot(s, k, 1);
+        unregister_in(k);
+        Py_CLEAR(g_interps[k].atexit_cb);
+        set_state(k, VC_INTERP_ENDED);
+    } else if (k < 0 && g_armed_backend != NULL && !vc_compat_current_interp_ending()) {
+        g_armed_backend->remove_here(s, 0);
+    }
+    PyErr_Clear();
+    vc_compat_exc_restore(&saved);
+    return 0;
+}
+
+static void ask(vc_session *s, int k, int (*fn)(void *), int state)
+{
+    if (vc_compat_pending_call(g_interps[k].interp, fn, (void *)tag_of(s, k)) == 0)
+        set_state(k, state);
+}
+
+struct visit {
+    vc_session *s;
+    int stopping;
+    int64_t max_id;
+    unsigned char listed[VC_MAX_INTERPS];
+};
+
+/* Under the runtime's lock, the main GIL held (compat.h: vc_sub_fn).  One caught while it is
+ * being made (not ready: its GIL may not be set yet) waits in a slot until the next visit
+ * tells what it is. */
+static void visit_one(PyInterpreterState *interp, int64_t id, int flags, void *ctx)
+{
+    struct visit *v = ctx;
+    int shared = (flags & VC_SUB_SHARED_GIL) != 0, ready = (flags & VC_SUB_READY) != 0;
+    int k = find(interp, id);
+    if (k >= 0) {
+        v->listed[k] = 1;
+        int st = slot_state(k);
+        if (v->stopping && st == VC_INTERP_LIVE && ready) {
+            ask(v->s, k, disarm_here, VC_INTERP_DISARMING);
+        } else if (!v->stopping && st == VC_INTERP_WAITING && ready) {
+            if (shared && g_sub_backend != NULL) {
+                ask(v->s, k, arm_here, VC_INTERP_ARMING);
+            } else {
+                count_untraced_one(v->s, shared);
+                set_state(k, VC_INTERP_SKIPPED);
+            }
+        }
+        return;
+    }
+    if (id <= g_max_seen_id || v->stopping)
+        return; /* seen at an earlier visit and decided then */
+    if (id > v->max_id)
+        v->max_id = id;
+    if ((ready && (!shared || g_sub_backend == NULL)) || (k = free_slot()) < 0) {
+        count_untraced_one(v->s, shared);
+        return;
+    }
+    g_interps[k] = (vc_interp){interp, id, VC_INTERP_WAITING, NULL};
+    v->listed[k] = 1;
+    if (ready)
+        ask(v->s, k, arm_here, VC_INTERP_ARMING);
+}
+
+/* The visit: new sub-interpreters asked to hook themselves (or counted), slots whose
+ * interpreter left the list freed (one that ended without our atexit: its keys named "?"). */
+static void adopt_pending(vc_session *s)
+{
+    struct visit v = {.s = s, .max_id = g_max_seen_id};
+    if (vc_compat_subinterps_each(visit_one, &v) != 0)
+        return; /* not read this time: the next visit tries again */
+    if (v.max_id > g_max_seen_id)
+        g_max_seen_id = v.max_id;
+    for (int k = 1; k < VC_MAX_INTERPS; k++) {
+        int st = slot_state(k);
+        if (st == VC_INTERP_FREE || v.listed[k])
+            continue;
+        if (st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING)
+            end_slot(s, k, 0);
+        else if (st == VC_INTERP_WAITING)
+            count_untraced_one(s, 0); /* gone before it was ready: its GIL unknown */
+        else if (st == VC_INTERP_ARMING)
+            count_untraced_one(s, 1); /* gone before it ran our request */
+        g_interps[k].atexit_cb = NULL; /* leaked with its interpreter: never touched */
+        set_state(k, VC_INTERP_FREE);
+    }
+}
+
+static int any_disarming(void)
+{
+    for (int k = 1; k < VC_MAX_INTERPS; k++)
+        if (slot_state(k) == VC_INTERP_DISARMING)
+            return 1;
+    return 0;
+}
+
+/* The stop: every hooked sub-interpreter asked to unhook itself, the GIL let go for at most
+ * wait_ms while they do (the agent thread's: a fork child passes 0, it has no other thread);
+ * the rest keep their hooks, inert, until they next run Python (see the top comment). */
+static void end_all_pending(vc_session *s, int wait_ms)
+{
+    struct visit v = {.s = s, .stopping = 1, .max_id = g_max_seen_id};
+    if (g_sub_backend != NULL && vc_compat_subinterps_each(visit_one, &v) == 0 && wait_ms > 0 &&
+        any_disarming()) {
+        PyThreadState *me = PyEval_SaveThread();
+        for (int waited = 0; waited < wait_ms && any_disarming(); waited++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        PyEval_RestoreThread(me);
+    }
+    for (int k = 1; k < VC_MAX_INTERPS; k++) {
+        int st = slot_state(k);
+        if (st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING) {
+            /* Its names read (the GIL is shared), its references left: never released from
+             * another interpreter than theirs. */
+            uint64_t now = vc_clock_now();
+            for (uint32_t i = 0; i < s->nthreads; i++)
+                if (s->threads[i].interp_slot == (uint32_t)k &&
+                    s->threads[i].interp_id == g_interps[k].id)
+                    vc_record_close_thread(s, &s->threads[i], now);
+            vc_pins_release_owner(&s->pins, (uint32_t)k, VC_PINS_NAME_ONLY);
+            g_interps[k].atexit_cb = NULL; /* inert: another generation's */
+        } else if (st == VC_INTERP_WAITING || st == VC_INTERP_ARMING) {
+            count_untraced_one(s, st == VC_INTERP_ARMING);
+        }
+        g_interps[k] = (vc_interp){0};
+    }
+    g_sub_backend = NULL;
 }
 
 void vc_interps_adopt(vc_session *s, int attach)
 {
     if (!vc_compat_interps_walkable()) {
-        count_untraced(s);
+        adopt_pending(s);
         return;
     }
     /* Gone since the last visit: ours ended without our atexit, or an ended one finished. */
@@ -305,7 +552,7 @@ void vc_interps_adopt(vc_session *s, int attach)
             PyErr_Clear();
             continue;
         }
-        int rc = register_in(s, k);
+        int rc = register_in(s, k, 0);
         leave(ts, saved);
         if (rc < 0)
             continue; /* not ready yet: the next visit tries again */
@@ -317,8 +564,12 @@ void vc_interps_adopt(vc_session *s, int attach)
     }
 }
 
-void vc_interps_end_all(vc_session *s)
+void vc_interps_end_all(vc_session *s, int wait_ms)
 {
+    if (!vc_compat_interps_walkable()) {
+        end_all_pending(s, wait_ms);
+        return;
+    }
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
         vc_interp *in = &g_interps[k];
         if (in->state == VC_INTERP_FREE)

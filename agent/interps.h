@@ -16,7 +16,7 @@
 void vc_interps_begin(vc_session *s);
 /* Adopts the sub-interpreters that appeared (reachable, not finalizing, initialized): our
  * atexit callback is registered in each, then (attach) the backend's attach_interp runs for
- * it.  Interpreters that vanished since the last call without our atexit end here (their keys
+ * it (3.12+: each one under the main GIL is asked to do both itself, install_here).  Interpreters that vanished since the last call without our atexit end here (their keys
  * named "?", nothing of theirs touched). */
 void vc_interps_adopt(vc_session *s, int attach);
 /* Calls fn for every interpreter the session traces that still exists (main first). */
@@ -27,7 +27,9 @@ uint32_t vc_interps_slot_of(PyInterpreterState *interp, int64_t *id);
 /* 1 if ts is a thread state the agent made for itself in a sub-interpreter (never traced). */
 int vc_interps_is_agent_tstate(PyThreadState *ts);
 /* Stop, rollback, fork child: every sub-interpreter's atexit callback unregistered and its
- * keys named and released in it (or, if it is gone, dropped untouched).  Idempotent. */
-void vc_interps_end_all(vc_session *s);
+ * keys named and released in it (or, if it is gone, dropped untouched).  3.12+: each is asked
+ * to do it itself, and the GIL is let go for at most wait_ms (0: not at all) while they do.
+ * Idempotent. */
+void vc_interps_end_all(vc_session *s, int wait_ms);
 
 #endif /* VC_AGENT_INTERPS_H */

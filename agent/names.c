@@ -41,13 +41,14 @@ uint32_t vc_pins_judge(vc_pins *pins, const void *code)
     return VC_ID_EXCLUDED;
 }
 
-void vc_pins_each_excluded(vc_pins *pins, void (*fn)(PyObject *code, void *ctx), void *ctx)
+void vc_pins_each_excluded(vc_pins *pins, uint32_t owner, void (*fn)(PyObject *code, void *ctx),
+                           void *ctx)
 {
     if (pins->slots == NULL || pins->excluded == 0)
         return;
     for (uint32_t i = 0; i <= pins->mask; i++)
         if (pins->slots[i].ptr != NULL && pins->slots[i].ptr != VC_PIN_TOMBSTONE &&
-            pins->slots[i].id == VC_ID_EXCLUDED)
+            pins->slots[i].id == VC_ID_EXCLUDED && pins->slots[i].owner == owner)
             fn((PyObject *)pins->slots[i].ptr, ctx);
 }
 
@@ -204,7 +205,7 @@ void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive)
         if (sl->ptr == NULL || sl->ptr == VC_PIN_TOMBSTONE || sl->owner != owner)
             continue;
         if (sl->id == VC_ID_EXCLUDED) {
-            if (alive)
+            if (alive == 1)
                 Py_DECREF((PyObject *)sl->ptr);
         } else if (sl->id < pins->count) {
             vc_pin *p = &pins->by_id[sl->id];
@@ -212,9 +213,10 @@ void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive)
             if (alive) {
                 name = p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
                 PyErr_Clear();
-                if (!p->is_c)
+                if (alive == 1 && !p->is_c)
                     Py_DECREF((PyObject *)p->ptr);
-                Py_XDECREF(p->qual);
+                if (alive == 1)
+                    Py_XDECREF(p->qual);
             } else {
                 name = strdup(gone_name);
             }

@@ -74,6 +74,10 @@ char *vc_pins_name(const vc_pins *pins, uint32_t id);
  * rather than touched), its keys are named "?" — the rare interpreter destroyed without our
  * atexit having run. */
 void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive);
+/* alive: the interpreter lives, under the GIL we hold, but is not the current one (3.12+):
+ * its keys are named, their references left (leaked, never released from another
+ * interpreter). */
+#define VC_PINS_NAME_ONLY 2
 
 static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
 {
@@ -83,9 +87,11 @@ static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
 
 /* Out of line (names.c): the first sight of a Python code object under globs: its verdict. */
 uint32_t vc_pins_judge(vc_pins *pins, const void *code);
-/* The code objects the filters left out, in the order they were first seen (for the
- * monitoring backend's cleanup at stop): calls fn(code, ctx) for each.  GIL held. */
-void vc_pins_each_excluded(vc_pins *pins, void (*fn)(PyObject *code, void *ctx), void *ctx);
+/* The code objects the filters left out that interpreter slot `owner` pinned (for the
+ * monitoring backend's cleanup at stop, in that interpreter): calls fn(code, ctx) for each.
+ * GIL held. */
+void vc_pins_each_excluded(vc_pins *pins, uint32_t owner, void (*fn)(PyObject *code, void *ctx),
+                           void *ctx);
 
 /* Hot path, read only: the id of (ptr, qual) if it is pinned (VC_ID_EXCLUDED for an excluded
  * code object), else VC_ID_NONE (then vc_pins_lookup pins it). */

@@ -80,6 +80,23 @@ vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts)
     return NULL;
 }
 
+vc_thread *vc_thread_for_current(vc_session *s, PyThreadState *ts)
+{
+    vc_thread *t = vc_thread_for_tstate(s, ts);
+    if (t != NULL || ts == NULL)
+        return t;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    int64_t id;
+    uint32_t slot = vc_interps_slot_of(vc_compat_tstate_interp(ts), &id);
+    for (uint32_t i = 0; i < s->nthreads; i++) {
+        t = &s->threads[i];
+        if (t->tstate == ts && t->bound && t->tid == tid && t->interp_slot == slot &&
+            t->interp_id == id)
+            return t;
+    }
+    return NULL;
+}
+
 /* First line of a small procfs file of thread tid, without its newline; "" if unreadable. */
 static void read_task_file(pid_t tid, const char *what, char *buf, size_t len)
 {

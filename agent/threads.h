@@ -8,6 +8,10 @@
 
 vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts);
 vc_thread *vc_thread_for_tstate(vc_session *s, PyThreadState *ts);
+/* The calling thread's state for ts, its current thread state: one not bound yet (seeded at
+ * attach), or the one it was bound to before it entered another interpreter and came back
+ * (same OS thread, same interpreter).  NULL: none yet. */
+vc_thread *vc_thread_for_current(vc_session *s, PyThreadState *ts);
 /* Pushes the frames already running on ts onto t's shadow stack, all started at `now`.
  * by_frame: a running call is matched by its frame object (legacy hook), by what the frame
  * evaluator is given for it (VC_SEED_BY_EVAL), else by its code.  t->seeded: how many. */

@@ -2,9 +2,10 @@
 sub-interpreters (the default config: each with its own GIL) as fast as they can for
 argv[1] seconds (from "ready"), while the agent (holding the main GIL) reads the runtime's interpreter list
 under the runtime's lock; one more, made first with the "legacy" config (the main GIL
-shared, as Py_NewInterpreter and mod_wsgi make them), lives until the end.  Prints "ready" once
-they run, then, at the end, one JSON line: {"made": per-thread counts, "ok": every run's result
-was right}."""
+shared, as Py_NewInterpreter and mod_wsgi make them), lives until the end and runs tick() in it
+from a fifth thread meanwhile (so it is traced: agent/interps.c).  Prints "ready" once they
+run, then, at the end, one JSON line: {"made": per-thread counts, "ok": every run's result was
+right, "legacy": its id, "ticks": tick() calls made in it}."""
 import json
 import sys
 import threading
@@ -41,13 +42,22 @@ def legacy():
         return interpreters.create(isolated=False)
 
 
+def ticker(shared, stop, ticks):
+    while time.monotonic() < stop[0]:
+        interpreters.run_string(shared, "tick()\n")
+        ticks[0] += 1
+        time.sleep(0.001)
+
+
 def main():
     shared = legacy()
-    interpreters.run_string(shared, "y = 1\n")
+    interpreters.run_string(shared, "def tick():\n    return sum(range(10))\n")
+    ticks = [0]
     # the SECONDS count from "ready": making the first interpreters may take seconds on a
     # loaded machine, and the trace must not outlast the target
     stop = [float("inf")]
     threads = [threading.Thread(target=churn, args=(k, stop)) for k in range(4)]
+    threads.append(threading.Thread(target=ticker, args=(shared, stop, ticks)))
     for t in threads:
         t.start()
     while sum(made) < 8:
@@ -57,7 +67,8 @@ def main():
     for t in threads:
         t.join()
     interpreters.destroy(shared)
-    print(json.dumps({"made": made, "ok": not bad}), flush=True)
+    print(json.dumps({"made": made, "ok": not bad, "legacy": int(shared), "ticks": ticks[0]}),
+          flush=True)
 
 
 main()

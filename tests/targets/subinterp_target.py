@@ -13,6 +13,9 @@ own interpreter.  Driven by lines on stdin, answering one line on stdout:
   check    after detach: whether any hook is left in main and A; prints {"hooks": [...]}, exits
            (3.14+: also 5 concurrent.interpreters and an InterpreterPoolExecutor)
   --check N  (argv) prints the checksum of the same work untraced, and exits.
+  --legacy   (argv, 3.12+) A, B and the short-lived ones are made with the "legacy" config:
+             under the main GIL, as Py_NewInterpreter (mod_wsgi) makes them.  The hook
+             looked for is then sys.monitoring's tool, in each interpreter.
 """
 import json
 import os
@@ -41,11 +44,12 @@ WORK_ATEXIT = "import atexit\n" + WORK
 
 # Until the trace's hook is on (and, in an interpreter that imported atexit, the agent's end
 # callback is registered: an interpreter adopted before it imported atexit gets it at the
-# agent's next visit).
+# agent's next visit).  The hook: the legacy profiler, or (3.12+) our sys.monitoring tool.
 HOOKED = """
 import sys, time
 def hooked():
-    if sys.getprofile() is None:
+    mon = getattr(sys, "monitoring", None)
+    if sys.getprofile() is None and (mon is None or mon.get_tool(2) != "vcattach"):
         return False
     atexit = sys.modules.get("atexit")
     return atexit is None or atexit._ncallbacks() > 0
@@ -55,6 +59,24 @@ while not hooked() and time.monotonic() < deadline:
 if not hooked():
     raise SystemExit("never hooked")
 """
+
+LEGACY = "--legacy" in sys.argv
+
+
+def create():
+    """A new sub-interpreter: the default config, or under the main GIL with --legacy."""
+    if not LEGACY:
+        return interpreters.create()
+    try:
+        return interpreters.create("legacy")  # 3.13+
+    except TypeError:
+        return interpreters.create(isolated=False)  # 3.12
+
+
+def main_hooked():
+    mon = getattr(sys, "monitoring", None)
+    return sys.getprofile() is not None or (mon is not None and mon.get_tool(2) == "vcattach")
+
 
 A_RUNS = 1000  # run_string calls into A: the main OS thread switches interpreters 2000 times
 COUNT = 0
@@ -100,7 +122,7 @@ def scenario(n, tmp, a, hooked):
     for _ in range(A_RUNS):
         run_work(a, n // 5, out)
     counts[int(a)] = read_count(a, tmp)
-    b = interpreters.create()
+    b = create()
     interpreters.run_string(b, WORK_ATEXIT)
     if hooked == "profile":
         interpreters.run_string(b, HOOKED)
@@ -110,11 +132,11 @@ def scenario(n, tmp, a, hooked):
     counts[int(b)] = read_count(b, tmp)
     interpreters.destroy(b)
     for _ in range(30):
-        c = interpreters.create()
+        c = create()
         interpreters.run_string(c, WORK)
         run_work(c, 3, out)
         interpreters.destroy(c)
-    bad = interpreters.create()
+    bad = create()
     try:
         failed = interpreters.run_string(bad, "raise ImportError('fails to start')")
     except RunFailed or ():
@@ -143,16 +165,16 @@ def pep734():
 
 
 def new_a():
-    a = interpreters.create()
+    a = create()
     interpreters.run_string(a, WORK_ATEXIT)
     return a
 
 
 def main():
-    if sys.argv[1:2] == ["--check"]:
+    if "--check" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
             a = new_a()
-            print(scenario(int(sys.argv[2]), tmp, a, "")[1])
+            print(scenario(int(sys.argv[sys.argv.index("--check") + 1]), tmp, a, "")[1])
             interpreters.destroy(a)
         return
     tmp = tempfile.mkdtemp(prefix="vc-subinterp-")
@@ -163,17 +185,19 @@ def main():
         if cmd[:1] == ["go"]:
             mode = cmd[2] if len(cmd) > 2 else "profile"
             deadline = time.monotonic() + 20
-            while mode == "profile" and sys.getprofile() is None and time.monotonic() < deadline:
+            while mode == "profile" and not main_hooked() and time.monotonic() < deadline:
                 time.sleep(0.01)
             counts, checksum, b = scenario(int(cmd[1]), tmp, a, mode)
             print(json.dumps({"counts": counts, "checksum": checksum,
                               "ids": {"main": 0, "A": int(a), "B": b}}), flush=True)
         elif cmd[:1] == ["check"]:
             left = os.path.join(tmp, "left")
-            interpreters.run_string(a, "import sys\nwith open(%r, 'w') as f: "
-                                       "f.write(repr(sys.getprofile()))\n" % left)
+            interpreters.run_string(a, "import sys\nmon = getattr(sys, 'monitoring', None)\n"
+                                       "with open(%r, 'w') as f: f.write(repr(["
+                                       "repr(sys.getprofile())] + ([repr(mon.get_tool(i)) "
+                                       "for i in range(6)] if mon else [])))\n" % left)
             with open(left) as f:
-                hooks = [repr(sys.getprofile()), f.read()]
+                hooks = [repr(sys.getprofile())] + eval(f.read())
             mon = getattr(sys, "monitoring", None)  # 3.12+: no tool left either
             if mon is not None:
                 hooks += [repr(mon.get_tool(i)) for i in range(6)]
