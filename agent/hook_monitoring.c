@@ -18,6 +18,7 @@
  * (backend.h); before 3.12 that table's install refuses with a message.
  */
 #include "backend.h"
+#include "interps.h"
 #include "record.h"
 #include "tasks.h"
 #include "threads.h"
@@ -73,9 +74,14 @@ static int tag_current(const vc_session *s, PyObject *tag)
 static vc_thread *claim_current(vc_session *s, PyObject *tag)
 {
     vc_thread *t = NULL;
+    int current = tag_current(s, tag);
+    /* Our callbacks left in a sub-interpreter by an ended session: it is asked to remove them
+     * (once per thread: the thread is bound to the ignored state with this tag below). */
+    if (!current)
+        vc_interps_unhook_current_later(tag);
     /* No state is made once the session is stopping (its backend is gone): its tables are
      * about to be read without the GIL. */
-    if (s->backend != NULL && tag_current(s, tag)) {
+    if (s->backend != NULL && current) {
         PyThreadState *ts = vc_compat_current_tstate();
         t = vc_thread_for_current(s, ts);
         if (t == NULL)
@@ -618,9 +624,15 @@ static int monitoring_install_here(vc_session *s, uint32_t slot, PyObject *tag)
     PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
     PyObject *name = mon ? PyObject_CallMethod(mon, "get_tool", "i", VC_TOOL_ID) : NULL;
     int rc = -1;
-    /* another profiler's in this interpreter: left alone, counted as not traced */
-    if (events == NULL || name == NULL || name != Py_None)
+    if (events == NULL || name == NULL)
         goto out;
+    if (name != Py_None) {
+        /* another profiler's in this interpreter: left alone, counted as not traced */
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "vcattach") != 0)
+            goto out;
+        /* ours, left by an ended session (this one has not hooked it yet): replaced */
+        teardown(mon, events, -1);
+    }
     PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", VC_TOOL_ID, "vcattach");
     if (r == NULL)
         goto out;

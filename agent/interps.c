@@ -375,6 +375,22 @@ static int arm_here(void *arg)
     return 0;
 }
 
+/* 1 if the running session has hooked the current interpreter, or is about to: a request
+ * from an ended session must then leave its hooks alone (install_here replaces what an ended
+ * session left). */
+static int hooked_now(void)
+{
+    PyThreadState *ts = vc_compat_current_tstate();
+    PyInterpreterState *interp = ts != NULL ? vc_compat_tstate_interp(ts) : NULL;
+    for (int k = 1; k < VC_MAX_INTERPS && interp != NULL; k++) {
+        int st = slot_state(k);
+        if ((st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING || st == VC_INTERP_ARMING) &&
+            g_interps[k].interp == interp && g_interps[k].id == vc_compat_interp_id(interp))
+            return 1;
+    }
+    return 0;
+}
+
 /* In the sub-interpreter, at stop: its hooks, end callback and pins out.  From an ended
  * session (the interpreter ran no Python while that stop waited): only the hooks of ours it
  * still has. */
@@ -390,12 +406,24 @@ static int disarm_here(void *arg)
         unregister_in(k);
         Py_CLEAR(g_interps[k].atexit_cb);
         set_state(k, VC_INTERP_ENDED);
-    } else if (k < 0 && g_armed_backend != NULL && !vc_compat_current_interp_ending()) {
+    } else if (k < 0 && g_armed_backend != NULL && !vc_compat_current_interp_ending() &&
+               !hooked_now()) {
         g_armed_backend->remove_here(s, 0);
     }
     PyErr_Clear();
     vc_compat_exc_restore(&saved);
     return 0;
+}
+
+void vc_interps_unhook_current_later(PyObject *tag)
+{
+    PyThreadState *ts = vc_compat_current_tstate();
+    unsigned long long v = tag != NULL && PyLong_Check(tag) ? PyLong_AsUnsignedLongLong(tag) : 0;
+    PyErr_Clear();
+    if (ts == NULL || v == 0 || (uint32_t)(v >> 16) == g_vc.gen)
+        return;
+    /* Its own interpreter, from one of its threads with its GIL: alive while this runs. */
+    (void)vc_compat_pending_call(vc_compat_tstate_interp(ts), disarm_here, (void *)(uintptr_t)v);
 }
 
 static void ask(vc_session *s, int k, int (*fn)(void *), int state)
@@ -485,6 +513,15 @@ static int any_disarming(void)
  * the rest keep their hooks, inert, until they next run Python (see the top comment). */
 static void end_all_pending(vc_session *s, int wait_ms)
 {
+    /* Those not hooked yet stay so: a request of ours still queued in one finds it no longer
+     * ARMING (an interpreter hooked now would get no request to unhook). */
+    for (int k = 1; k < VC_MAX_INTERPS; k++) {
+        int st = slot_state(k);
+        if (st == VC_INTERP_WAITING || st == VC_INTERP_ARMING) {
+            count_untraced_one(s, st == VC_INTERP_ARMING);
+            set_state(k, VC_INTERP_SKIPPED);
+        }
+    }
     struct visit v = {.s = s, .stopping = 1, .max_id = g_max_seen_id};
     if (g_sub_backend != NULL && vc_compat_subinterps_each(visit_one, &v) == 0 && wait_ms > 0 &&
         any_disarming()) {
@@ -507,8 +544,6 @@ static void end_all_pending(vc_session *s, int wait_ms)
                     vc_record_close_thread(s, &s->threads[i], now);
             vc_pins_release_owner(&s->pins, (uint32_t)k, VC_PINS_NAME_ONLY);
             g_interps[k].atexit_cb = NULL; /* inert: another generation's */
-        } else if (st == VC_INTERP_WAITING || st == VC_INTERP_ARMING) {
-            count_untraced_one(s, st == VC_INTERP_ARMING);
         }
         g_interps[k] = (vc_interp){0};
     }

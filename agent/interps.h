@@ -22,6 +22,9 @@ void vc_interps_adopt(vc_session *s, int attach);
 /* Calls fn for every interpreter the session traces that still exists (main first). */
 typedef void (*vc_interp_fn)(vc_session *s, PyInterpreterState *interp, void *ctx);
 void vc_interps_each(vc_session *s, vc_interp_fn fn, void *ctx);
+/* 3.12+, in a sub-interpreter whose callbacks carry `tag` from an ended session: asks it (a
+ * pending call of its own) to remove our hooks once the callback has returned. */
+void vc_interps_unhook_current_later(PyObject *tag);
 /* The slot and id of interp for a new thread state (slot 0 / id 0 if unknown). */
 uint32_t vc_interps_slot_of(PyInterpreterState *interp, int64_t *id);
 /* 1 if ts is a thread state the agent made for itself in a sub-interpreter (never traced). */

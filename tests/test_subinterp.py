@@ -247,6 +247,60 @@ def test_own_gil_sub_interpreters_left_alone_from_3_12(python, tmp_path):
         "trace); %d with their own GIL\n" % (n, plural, n) in r.stdout, r.stdout[:2000]
 
 
+IDLE = os.path.join(os.path.dirname(TARGET), "subinterp_idle.py")
+
+
+def idle_session(t, tmp_path, name, n):
+    """One trace while A calls work() n times, stopped while A runs nothing; the events."""
+    out = str(tmp_path / name)
+    vc = subprocess.Popen([VCATTACH, "--pid", str(t.pid), "-o", out], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        wait_session(t.pid, proc=vc)
+        report = t.ask("work %d" % n)
+        assert report["hooked"], report
+        vc.send_signal(signal.SIGINT)  # A is idle now: it cannot unhook itself in time
+        stdout, stderr = vc.communicate(timeout=120)
+        assert vc.returncode == 0, (stdout, stderr)
+    finally:
+        if vc.poll() is None:
+            vc.kill()
+            vc.wait()
+    return decode(out), report
+
+
+@pytest.mark.parametrize("python", params(OWN_GIL))
+def test_idle_sub_interpreter_unhooks_itself_later(python, tmp_path):
+    """3.12+: a sub-interpreter under the main GIL that runs nothing while the trace stops
+    keeps our hooks, inert, until it next runs Python: then its queued request removes them
+    before its first statement.  A second session attached meanwhile replaces what the first
+    left (the first's request must not unhook the second), and counts A's calls exactly."""
+    argv = [python["path"], IDLE] if not python["root"] else None
+    if argv is None:
+        outside, inside = root_workdir(python, tmp_path, "vc-idle")
+        shutil.copy2(IDLE, os.path.join(outside, "subinterp_idle.py"))
+        argv = python["argv"] + [os.path.join(inside, "subinterp_idle.py")]
+    t = SubinterpTarget(argv)
+    try:
+        first, r1 = idle_session(t, tmp_path, "first.cvf", 300)
+        second, r2 = idle_session(t, tmp_path, "second.cvf", 500)
+        end = t.ask("check")
+        assert t.p.wait(30) == 0
+    finally:
+        t.close()
+    # no tool of ours left in A or main; A's results as untraced (the sum of its work)
+    assert end["tools"] == [[None] * 6, [None] * 6], end
+    expect = sum((i * 7 + 3) % 1009 for i in range(300)) + \
+        sum((i * 7 + 3) % 1009 for i in range(500))
+    assert end["sum"] == expect and end["count"] == 800, end
+    for events, n in ((first, 300), (second, 500)):
+        check_nesting(events)
+        counts, names = work_counts(events)
+        [label] = [v for v in names.values() if v.startswith("MainThread [interp ")]
+        assert counts[label] == n, (counts, names)
+        assert untraced_note(events) == 0
+
+
 CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_churn.py")
 
 
