@@ -43,6 +43,7 @@ typedef struct vc_tls_slot {
      * object per sub-interpreter (3.12+, install_here).  An OS thread has a thread state, so a
      * state of ours, per interpreter it enters: a callback with another tag rebinds it. */
     PyObject *tag;
+    PyObject *stale; /* the last ended session's tag this thread asked to have removed */
 } vc_tls_slot;
 static __thread vc_tls_slot vc_tls;
 
@@ -75,10 +76,15 @@ static vc_thread *claim_current(vc_session *s, PyObject *tag)
 {
     vc_thread *t = NULL;
     int current = tag_current(s, tag);
-    /* Our callbacks left in a sub-interpreter by an ended session: it is asked to remove them
-     * (once per thread: the thread is bound to the ignored state with this tag below). */
-    if (!current)
-        vc_interps_unhook_current_later(tag);
+    if (!current) {
+        /* Our callbacks left in a sub-interpreter by an ended session: it is asked to remove
+         * them (once per thread and tag).  Not bound: that tag's address may be a later
+         * session's tag by the time this thread runs there again. */
+        if (vc_tls.stale != tag)
+            vc_interps_unhook_current_later(tag);
+        vc_tls.stale = tag;
+        return &vc_ignored_thread;
+    }
     /* No state is made once the session is stopping (its backend is gone): its tables are
      * about to be read without the GIL. */
     if (s->backend != NULL && current) {

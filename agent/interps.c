@@ -48,6 +48,7 @@
 #include "record.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 enum {
@@ -291,6 +292,37 @@ static void retry_register(vc_session *s, int k)
 
 static const vc_backend_ops *g_armed_backend; /* the last backend that hooked a sub-interpreter */
 
+/* Every tag handed to install_here in this session, referenced until its end: a thread's
+ * binding is checked by the tag's address (hook_monitoring.c), which must then never be a
+ * later interpreter's tag in the same session.  Released at stop under the main GIL: an int,
+ * made by an interpreter that shares the main one's allocator. */
+static PyObject **g_tags;
+static size_t g_ntags, g_tags_cap;
+
+static int keep_tag(PyObject *tag)
+{
+    if (g_ntags == g_tags_cap) {
+        size_t cap = g_tags_cap ? g_tags_cap * 2 : 64;
+        PyObject **grown = realloc(g_tags, cap * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        g_tags = grown;
+        g_tags_cap = cap;
+    }
+    Py_INCREF(tag);
+    g_tags[g_ntags++] = tag;
+    return 0;
+}
+
+static void release_tags(void)
+{
+    for (size_t i = 0; i < g_ntags; i++)
+        Py_DECREF(g_tags[i]);
+    free(g_tags);
+    g_tags = NULL;
+    g_ntags = g_tags_cap = 0;
+}
+
 static uintptr_t tag_of(const vc_session *s, int k)
 {
     return ((uintptr_t)s->gen << 16) | (uintptr_t)k;
@@ -356,8 +388,8 @@ static int arm_here(void *arg)
     }
     if (reg == 0) {
         PyObject *tag = PyLong_FromUnsignedLongLong((unsigned long long)tag_of(s, k));
-        ok = tag != NULL && g_sub_backend->install_here(s, (uint32_t)k, tag) == 0;
-        Py_XDECREF(tag); /* the callbacks hold it */
+        ok = tag != NULL && keep_tag(tag) == 0 && g_sub_backend->install_here(s, (uint32_t)k, tag) == 0;
+        Py_XDECREF(tag); /* the callbacks hold it, and g_tags */
         if (!ok) {
             unregister_in(k);
             Py_CLEAR(g_interps[k].atexit_cb);
@@ -547,6 +579,7 @@ static void end_all_pending(vc_session *s, int wait_ms)
         }
         g_interps[k] = (vc_interp){0};
     }
+    release_tags();
     g_sub_backend = NULL;
 }
 
