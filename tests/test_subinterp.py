@@ -396,40 +396,71 @@ def test_summary_by_interp(python, tmp_path):
 
 IN_PROCESS = r'''
 import json, sys, time
-import _xxsubinterpreters as I
+try:
+    import _xxsubinterpreters as I  # 3.8-3.12
+except ImportError:
+    import _interpreters as I  # 3.13+
 import vcattach
+
+def create():
+    """3.8-3.11: the only kind; 3.12+: under the main GIL (the kind traced there)."""
+    if sys.version_info < (3, 12):
+        return I.create()
+    try:
+        return I.create("legacy")
+    except TypeError:
+        return I.create(isolated=False)
+
+def run(interp, code):
+    err = I.run_string(interp, code)  # 3.13+ returns the error instead of raising it
+    if err is not None:
+        raise SystemExit(str(err))
+
 WORK = "import atexit\nCOUNT = 0\ndef work(x):\n    global COUNT\n    COUNT += 1\n    return x\n"
-a = I.create()
-I.run_string(a, WORK)
-with vcattach.trace(sys.argv[1]):
-    I.run_string(a, "for i in range(300): work(i)")
-    b = I.create()
-    I.run_string(b, WORK)
-    I.run_string(b, """
+HOOKED = """
 import sys, time
+def hooked():
+    mon = getattr(sys, "monitoring", None)
+    on = sys.getprofile() is not None or (mon is not None and mon.get_tool(2) == "vcattach")
+    return on and atexit._ncallbacks() > 0
 deadline = time.monotonic() + 20
-while (sys.getprofile() is None or atexit._ncallbacks() == 0) and time.monotonic() < deadline:
+while not hooked() and time.monotonic() < deadline:
     time.sleep(0.01)
-for i in range(70): work(i)
-""")
+"""
+UNHOOKED = """
+import sys
+mon = getattr(sys, "monitoring", None)
+assert sys.getprofile() is None and (mon is None or mon.get_tool(2) is None)
+"""
+a = create()
+run(a, WORK)
+with vcattach.trace(sys.argv[1]):
+    run(a, HOOKED + "for i in range(300): work(i)")
+    b = create()
+    run(b, WORK)
+    run(b, HOOKED + "for i in range(70): work(i)")
     I.destroy(b)
-I.run_string(a, "import sys\nassert sys.getprofile() is None")
-print(json.dumps({"A": int(a), "B": int(b), "main_hook": repr(sys.getprofile())}))
+run(a, UNHOOKED)
+mon = getattr(sys, "monitoring", None)
+print(json.dumps({"A": int(a), "B": int(b), "main_hook": repr(sys.getprofile()),
+                  "main_tool": repr(mon and mon.get_tool(2))}))
 '''
 
 
-@pytest.mark.parametrize("python", params(SHARED_GIL[:1] + SHARED_GIL[-1:]))
+@pytest.mark.parametrize("python", params(SHARED_GIL[:1] + SHARED_GIL[-1:] +
+                                           [p for p in OWN_GIL if not p["root"]]))
 def test_in_process_trace_file_output(python, tmp_path):
     """The in-process API writes the .cvf itself (agent/emit.c, not the stream): the same
     tracks per interpreter, exact counts, the interpreter instants, B's names read before it
-    was destroyed."""
+    was destroyed (3.12+: interpreters under the main GIL, hooked through pending calls, A
+    idle when the trace stops and unhooked by its queued request)."""
     from support.paths import python_env
     out = str(tmp_path / "inproc.cvf")
     r = subprocess.run([python["path"], "-c", IN_PROCESS, out], capture_output=True,
                        text=True, timeout=120, env=python_env())
     assert r.returncode == 0, r.stderr
     ids = json.loads(r.stdout)
-    assert ids["main_hook"] == "None"
+    assert ids["main_hook"] == "None" and ids["main_tool"] == "None", ids
     events = decode(out)
     check_nesting(events)
     counts, names = work_counts(events)
