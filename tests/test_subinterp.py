@@ -301,6 +301,53 @@ def test_idle_sub_interpreter_unhooks_itself_later(python, tmp_path):
         assert untraced_note(events) == 0
 
 
+HOST = os.path.join(os.path.dirname(VCATTACH), "tests", "subinterp-host")
+HOST_PYTHONS = [p for p in OWN_GIL if p["kind"] == "shared"]
+
+
+@pytest.mark.skipif(not os.path.exists(HOST),
+                    reason="build/tests/subinterp-host is missing (make test-prereqs)")
+@pytest.mark.parametrize("python", params(HOST_PYTHONS))
+def test_c_host_serving_from_a_sub_interpreter(python, tmp_path):
+    """3.12+: a C host serving requests from a Py_NewInterpreter sub-interpreter the way
+    mod_wsgi's daemons do (tests/targets/subinterp_host.c: worker threads made by C, each
+    with its own thread state there, taken and let go around every request): every work()
+    call on the sub-interpreter's tracks, one per worker, none on the main interpreter's;
+    nothing of ours left in it; the host ends its interpreters and exits cleanly."""
+    threads, requests, calls = 3, 200, 40
+    lib = os.path.join(os.path.dirname(os.path.dirname(python["path"])), "lib",
+                       "libpython3.%d.so.1.0" % (python["minor"] % 100))
+    assert os.path.exists(lib), lib
+    host = SubinterpTarget([HOST, lib, str(threads), str(requests), str(calls)])
+    out = str(tmp_path / "host.cvf")
+    vc = subprocess.Popen([VCATTACH, "--pid", str(host.pid), "-o", out], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        wait_session(host.pid, proc=vc)
+        report = host.ask("go")
+        vc.send_signal(signal.SIGINT)
+        stdout, stderr = vc.communicate(timeout=120)
+        assert vc.returncode == 0, (stdout, stderr)
+        end = host.ask("check")
+        assert host.p.wait(30) == 0
+    finally:
+        if vc.poll() is None:
+            vc.kill()
+            vc.wait()
+        host.close()
+    n = threads * requests * calls
+    assert report == {"count": n, "sum": threads * requests * sum(
+        (i * 7 + 3) % 1009 for i in range(calls))}, report
+    assert end["tools"] == [None] * 6, end
+    events = decode(out)
+    check_nesting(events)
+    counts, names = work_counts(events)
+    sub = {label: c for label, c in counts.items() if label.endswith(" [interp 1]")}
+    assert sum(sub.values()) == n and len(sub) == threads, (counts, names)
+    assert sum(counts.values()) == n  # nothing on the main interpreter's tracks
+    assert untraced_note(events) == 0
+
+
 CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_churn.py")
 
 

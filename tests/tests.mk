@@ -101,6 +101,13 @@ $(BUILD)/tests/late-init: tests/targets/late_init.c
 
 TEST_PREREQS += $(BUILD)/tests/late-init
 
+# ---- a host serving requests from a Py_NewInterpreter sub-interpreter, as mod_wsgi does ------
+$(BUILD)/tests/subinterp-host: tests/targets/subinterp_host.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< -ldl -lpthread
+
+TEST_PREREQS += $(BUILD)/tests/subinterp-host
+
 # ---- cli/ns_pid.c (a container member's META/EVENTS, the agent's bytes), plain and ASan+UBSan ----
 $(BUILD)/tests/ns-pid-check: tests/unit/ns_pid_check.c cli/ns_pid.c cli/ns_pid.h
 	@mkdir -p $(dir $@)
