@@ -299,8 +299,12 @@ static const vc_backend_ops *g_armed_backend; /* the last backend that hooked a 
 static PyObject **g_tags;
 static size_t g_ntags, g_tags_cap;
 
+#define VC_MAX_TAGS 65536 /* interpreters hooked in one session: then the rest are counted */
+
 static int keep_tag(PyObject *tag)
 {
+    if (g_ntags >= VC_MAX_TAGS)
+        return -1; /* the target's memory stays bounded under a churn of interpreters */
     if (g_ntags == g_tags_cap) {
         size_t cap = g_tags_cap ? g_tags_cap * 2 : 64;
         PyObject **grown = realloc(g_tags, cap * sizeof *grown);
@@ -564,9 +568,12 @@ static void end_all_pending(vc_session *s, int wait_ms)
         }
         PyEval_RestoreThread(me);
     }
+    /* Which are still there (a fork child has none: CPython deletes them in it). */
+    struct visit after = {.s = s, .stopping = 1, .max_id = g_max_seen_id};
+    int listed = g_sub_backend != NULL && vc_compat_subinterps_each(visit_one, &after) == 0;
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
         int st = slot_state(k);
-        if (st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING) {
+        if ((st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING) && listed && after.listed[k]) {
             /* Its names read (the GIL is shared), its references left: never released from
              * another interpreter than theirs. */
             uint64_t now = vc_clock_now();
@@ -575,9 +582,10 @@ static void end_all_pending(vc_session *s, int wait_ms)
                     s->threads[i].interp_id == g_interps[k].id)
                     vc_record_close_thread(s, &s->threads[i], now);
             vc_pins_release_owner(&s->pins, (uint32_t)k, VC_PINS_NAME_ONLY);
-            g_interps[k].atexit_cb = NULL; /* inert: another generation's */
+        } else if (st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING) {
+            end_slot(s, k, 0); /* gone, or not known: nothing of it touched, its keys "?" */
         }
-        g_interps[k] = (vc_interp){0};
+        g_interps[k] = (vc_interp){0}; /* its end callback, if any: inert (an ended session's) */
     }
     release_tags();
     g_sub_backend = NULL;
