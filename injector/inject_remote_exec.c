@@ -322,14 +322,33 @@ static int cancel(const struct target *t, struct request *r)
     return 1;
 }
 
+/* wait for up to ms in all, however early each call returns: 1, 0 at the deadline, or -1. */
+static int wait_for(inject_wait_fn wait, void *ctx, int ms)
+{
+    int64_t deadline = vc_monotonic_ms() + ms;
+    for (;;) {
+        int64_t left = deadline - vc_monotonic_ms();
+        int w = wait(ctx, left > 0 ? (int)left : 0);
+        if (w != 0 || left <= 0)
+            return w;
+    }
+}
+
 /* The script was taken: give it time to import ctypes, load the agent and connect. */
 static int await_script(const struct target *t, const struct request *r, inject_wait_fn wait,
                         void *ctx, char *err, size_t errlen)
 {
     if (t->verbose)
         fprintf(stderr, "vcattach: remote-exec: thread %d runs the script\n", (int)r->tid);
-    if (wait(ctx, SCRIPT_RUN_MS) == 1)
+    int w = wait_for(wait, ctx, SCRIPT_RUN_MS);
+    if (w == 1)
         return INJECT_OK;
+    if (w < 0) {
+        inject_set_err(err, errlen, "thread %d of pid %d ran the remote-exec script, then the wait "
+                             "for its agent was interrupted or pid %d exited",
+                (int)r->tid, (int)t->pid, (int)t->pid);
+        return INJECT_FAILED;
+    }
     inject_set_err(err, errlen, "thread %d of pid %d ran the remote-exec script but the agent did "
                          "not connect within %d s (see the target's stderr)",
             (int)r->tid, (int)t->pid, SCRIPT_RUN_MS / 1000);
@@ -397,7 +416,7 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
     pid_t tid = r.tid;
     if (!cancel(&t, &r))
         return await_script(&t, &r, wait_connected, ctx, err, errlen);
-    if (wait_connected(ctx, CANCEL_GRACE_MS) == 1)
+    if (wait_for(wait_connected, ctx, CANCEL_GRACE_MS) == 1)
         return INJECT_OK;
     inject_set_err(err, errlen,
             "no thread of pid %d reached an evaluation breaker within %.1f s (the last one "

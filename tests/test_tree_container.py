@@ -233,8 +233,9 @@ def trace(c, seconds, out, *extra, kill_after=None):
     return stdout, stderr, killed, load
 
 
-def check_trace(c, out, stdout, initial, killed=None):
+def check_trace(c, out, stdout, initial, killed=None, stderr=""):
     events = decode(out)
+    stdout = stdout + stderr  # what vcattach said about a member it lost, beside the summary
     pids = {e["pid"] for e in x_events(events)}
     handlers = handler_pids(events)
     names = process_names(events)
@@ -243,7 +244,7 @@ def check_trace(c, out, stdout, initial, killed=None):
     assert "pid %d (pid 1 in its namespace) and its subprocesses" % c.master in stdout, stdout
     assert "(pid 1 in its namespace)" in names[c.master], names
     for w in initial:
-        assert w in handlers, (w, stdout)
+        assert w in handlers, "worker %d not in the trace:\n%s" % (w, stdout)
         assert "(pid %d in its namespace)" % ns_pid_of(w, names) in names[w], names
     if killed is not None:
         replacements = [p for p in c.workers() if p not in initial]
@@ -269,7 +270,7 @@ def test_gunicorn_in_container_every_worker_and_a_killed_one(minor, container, t
     assert all(own[w] != w for w in initial), own  # really in another pid namespace
     out = str(tmp_path / "svc.cvf")
     stdout, stderr, killed, load = trace(c, 4, out, kill_after=1.5)
-    events = check_trace(c, out, stdout, initial, killed)
+    events = check_trace(c, out, stdout, initial, killed, stderr)
     names = process_names(events)
     for w in initial:  # the container's pid in the trace is the one NSpid gives
         assert ns_pid_of(w, names) == own[w], (w, own, names)
@@ -286,7 +287,7 @@ def test_gunicorn_in_container_remote_exec(container, tmp_path):
     initial = c.workers()
     out = str(tmp_path / "rexec.cvf")
     stdout, stderr, _, load = trace(c, 3, out, "--method", "remote-exec")
-    check_trace(c, out, stdout, initial)
+    check_trace(c, out, stdout, initial, stderr=stderr)
     assert stderr.count("(remote-exec)") >= 1 + len(initial), stderr
     assert "falling back" not in stderr, stderr
     assert load.failed == 0, (load.ok, load.failed)

@@ -149,7 +149,9 @@ enum inject_status {
 };
 
 /* Waits up to wait_ms for the agent to connect back: 1 connected, 0 not yet, -1 give up
- * (interrupted, target gone, a broken connection). */
+ * (interrupted, target gone, a broken connection).  It may return 0 early (a tree's loop
+ * returns after handling any other member's frames): the injector calls it again until its
+ * own deadline. */
 typedef int (*inject_wait_fn)(void *ctx, int wait_ms);
 
 /* What `method` means for this target, reading only: INJECT_AUTO becomes remote-exec on
