@@ -75,8 +75,7 @@ static int tag_current(const vc_session *s, PyObject *tag)
 static vc_thread *claim_current(vc_session *s, PyObject *tag)
 {
     vc_thread *t = NULL;
-    int current = tag_current(s, tag);
-    if (!current) {
+    if (!tag_current(s, tag)) {
         /* Our callbacks left in a sub-interpreter by an ended session: it is asked to remove
          * them (once per thread and tag).  Not bound: that tag's address may be a later
          * session's tag by the time this thread runs there again. */
@@ -87,7 +86,7 @@ static vc_thread *claim_current(vc_session *s, PyObject *tag)
     }
     /* No state is made once the session is stopping (its backend is gone): its tables are
      * about to be read without the GIL. */
-    if (s->backend != NULL && current) {
+    if (s->backend != NULL) {
         PyThreadState *ts = vc_compat_current_tstate();
         t = vc_thread_for_current(s, ts);
         if (t == NULL)
@@ -607,38 +606,35 @@ static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
     return t == &vc_ignored_thread ? NULL : t;
 }
 
-/* 1 if our tool name holds PROFILER_ID in the current interpreter (else it is free or
- * another profiler's). */
-static int tool_is_ours(PyObject *mon)
+/* Who holds PROFILER_ID in the current interpreter: 1 our tool name, 0 nobody, -1 another
+ * profiler (or it could not be read). */
+static int tool_owner(PyObject *mon)
 {
     PyObject *name = PyObject_CallMethod(mon, "get_tool", "i", VC_TOOL_ID);
-    int ours = name != NULL && PyUnicode_Check(name) &&
-               PyUnicode_CompareWithASCIIString(name, "vcattach") == 0;
+    int owner = name == Py_None ? 0
+                : name != NULL && PyUnicode_Check(name) &&
+                        PyUnicode_CompareWithASCIIString(name, "vcattach") == 0
+                    ? 1
+                    : -1;
     Py_XDECREF(name);
     PyErr_Clear();
-    return ours;
+    return owner;
 }
 
 /* A sub-interpreter (3.12+, interps.c: a pending call in it, the main GIL held): sys.monitoring
  * is per interpreter, so our tool is taken and our callbacks registered in it too, with its
- * own function objects (tag: the slot, so that a thread's calls go to its state here). */
+ * own function objects (tag: the session's generation and the slot, so that a thread's calls
+ * go to its state here and an ended session's callbacks are told apart). */
 static int monitoring_install_here(vc_session *s, uint32_t slot, PyObject *tag)
 {
-    (void)slot;
     char err[256];
     PyObject *mon = monitoring_module();
     PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
-    PyObject *name = mon ? PyObject_CallMethod(mon, "get_tool", "i", VC_TOOL_ID) : NULL;
-    int rc = -1;
-    if (events == NULL || name == NULL)
-        goto out;
-    if (name != Py_None) {
-        /* another profiler's in this interpreter: left alone, counted as not traced */
-        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "vcattach") != 0)
-            goto out;
-        /* ours, left by an ended session (this one has not hooked it yet): replaced */
-        teardown(mon, events, -1);
-    }
+    int owner = mon ? tool_owner(mon) : -1, rc = -1;
+    if (events == NULL || owner < 0)
+        goto out; /* another profiler's in this interpreter: left alone, counted as not traced */
+    if (owner == 1)
+        teardown(mon, events, -1); /* ours, left by an ended session (not hooked yet): replaced */
     PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", VC_TOOL_ID, "vcattach");
     if (r == NULL)
         goto out;
@@ -649,7 +645,6 @@ static int monitoring_install_here(vc_session *s, uint32_t slot, PyObject *tag)
     else
         rc = 0;
 out:
-    Py_XDECREF(name);
     Py_XDECREF(events);
     Py_XDECREF(mon);
     PyErr_Clear();
@@ -664,7 +659,7 @@ static void monitoring_remove_here(vc_session *s, uint32_t slot)
         PyErr_Clear();
         return;
     }
-    if (tool_is_ours(mon)) {
+    if (tool_owner(mon) == 1) {
         PyObject *events = PyObject_GetAttrString(mon, "events");
         PyErr_Clear();
         teardown(mon, events, slot == 0 ? -1 : (int)slot);
