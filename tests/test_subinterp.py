@@ -32,6 +32,7 @@ from test_e2e_attach import wait_session
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets",
                       "subinterp_target.py")
+WORK_MODULE = os.path.join(os.path.dirname(TARGET), "subinterp_work.py")
 N = 50
 A_CALLS = 1000 * (N // 5)  # A: 1000 run_string calls of N/5 work() each (the target's A_RUNS)
 
@@ -48,13 +49,19 @@ def params(rows):
     return [pytest.param(p, id=p["id"]) for p in rows]
 
 
+def copy_target(path, outside):
+    """A target and the module it imports (targets/subinterp_work.py) into a test-root dir."""
+    for f in (path, WORK_MODULE):
+        shutil.copy2(f, os.path.join(outside, os.path.basename(f)))
+
+
 def target_argv(python, tmp_path):
     """How to run the target under python: a host one directly, a test-root one (3.14, 3.15)
     chrooted, with a copy of the target under the root."""
     if not python["root"]:
         return [python["path"], TARGET]
     outside, inside = root_workdir(python, tmp_path, "vc-subinterp")
-    shutil.copy2(TARGET, os.path.join(outside, "subinterp_target.py"))
+    copy_target(TARGET, outside)
     return python["argv"] + [os.path.join(inside, "subinterp_target.py")]
 
 
@@ -278,7 +285,7 @@ def test_idle_sub_interpreter_unhooks_itself_later(python, tmp_path):
     argv = [python["path"], IDLE] if not python["root"] else None
     if argv is None:
         outside, inside = root_workdir(python, tmp_path, "vc-idle")
-        shutil.copy2(IDLE, os.path.join(outside, "subinterp_idle.py"))
+        copy_target(IDLE, outside)
         argv = python["argv"] + [os.path.join(inside, "subinterp_idle.py")]
     t = SubinterpTarget(argv)
     try:

@@ -12,6 +12,8 @@ Python).  Driven by lines on stdin, answering one JSON line each:
 import json
 import sys
 
+from subinterp_work import WORK  # beside this file
+
 try:
     import _interpreters as interpreters  # 3.13+
 
@@ -23,13 +25,8 @@ except ImportError:
     def create():
         return interpreters.create(isolated=False)
 
-WORK = """
+WORK += """
 import sys, time
-COUNT = 0
-def work(x):
-    global COUNT
-    COUNT += 1
-    return (x * 7 + 3) % 1009
 def hooked():
     deadline = time.monotonic() + 20
     while sys.monitoring.get_tool(2) != "vcattach" and time.monotonic() < deadline:

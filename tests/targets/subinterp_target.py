@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from subinterp_work import WORK  # beside this file
+
 try:
     import _xxsubinterpreters as interpreters  # 3.8-3.12
     RunFailed = interpreters.RunFailedError
@@ -30,13 +32,6 @@ except ImportError:
     import _interpreters as interpreters  # 3.13+: run_string returns the error instead
     RunFailed = None
 
-WORK = """
-COUNT = 0
-def work(x):
-    global COUNT
-    COUNT += 1
-    return (x * 7 + 3) % 1009
-"""
 
 # A and B import atexit, as mod_wsgi's interpreters do (the agent registers its end there
 # without importing anything); the short-lived ones do not.
