@@ -352,7 +352,9 @@ int vc_compat_subinterps_each(vc_sub_fn fn, void *ctx)
             flags |= VC_SUB_SHARED_GIL;
         /* _initialized is set when it is listed, its GIL later (Py_NewInterpreterFromConfig):
          * until then it is being made, and whether it shares ours is not known yet */
-        if (main_gil != NULL && interp_ready(i) && interp_gil(i) != NULL)
+        if (main_gil != NULL && interp_gil(i) != NULL)
+            flags |= VC_SUB_GIL_KNOWN;
+        if ((flags & VC_SUB_GIL_KNOWN) && interp_ready(i))
             flags |= VC_SUB_READY;
         fn(i, PyInterpreterState_GetID(i), flags, ctx);
     }

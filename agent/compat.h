@@ -278,10 +278,13 @@ int vc_compat_subinterps_above(int64_t above, int64_t *max_id, int *shared);
  * nor run Python).  flags: VC_SUB_SHARED_GIL (it runs under the main interpreter's GIL: with
  * that GIL held by the caller, it cannot be created, run or end meanwhile), VC_SUB_READY
  * (its GIL set, so the first flag is known, and not finalizing; its modules may still be
- * being set up).  0, or -1 if the list could not be read this time (nothing
+ * being set up), VC_SUB_GIL_KNOWN (its GIL set: the first flag is known, ready or not; one
+ * being made may be listed before, even a shared one from 3.13, whose maker lets the main GIL
+ * go meanwhile).  0, or -1 if the list could not be read this time (nothing
  * called).  Before 3.12 always -1. */
 #define VC_SUB_SHARED_GIL 1
 #define VC_SUB_READY 2
+#define VC_SUB_GIL_KNOWN 4
 typedef void (*vc_sub_fn)(PyInterpreterState *interp, int64_t id, int flags, void *ctx);
 int vc_compat_subinterps_each(vc_sub_fn fn, void *ctx);
 /* 3.12+: schedules fn(arg) to run in interp, on whichever of its threads next runs Python,

@@ -68,7 +68,12 @@ typedef struct vc_interp {
     int64_t id;
     int state;
     PyObject *atexit_cb; /* registered in its atexit module (sub-interpreters); owned */
+    int gil;             /* 3.12+, what a visit saw of it: VC_GIL_UNSEEN, _OWN or _SHARED */
 } vc_interp;
+
+/* A sub-interpreter that ends before it was hooked is counted by its GIL as last seen; one
+ * never seen with its GIL set is not counted, as one made and ended between two visits. */
+enum { VC_GIL_UNSEEN = 0, VC_GIL_OWN, VC_GIL_SHARED };
 
 static vc_interp g_interps[VC_MAX_INTERPS];
 static PyThreadState *g_agent_ts; /* the agent's thread state in a sub-interpreter, if any */
@@ -133,7 +138,7 @@ void vc_interps_begin(vc_session *s)
     for (int k = 0; k < VC_MAX_INTERPS; k++)
         g_interps[k] = (vc_interp){0};
     PyInterpreterState *main = vc_compat_tstate_interp(vc_compat_current_tstate());
-    g_interps[0] = (vc_interp){main, vc_compat_interp_id(main), VC_INTERP_LIVE, NULL};
+    g_interps[0] = (vc_interp){main, vc_compat_interp_id(main), VC_INTERP_LIVE, NULL, VC_GIL_UNSEEN};
     g_max_seen_id = g_interps[0].id;
     g_sub_backend = s->backend != NULL && s->backend->install_here != NULL ? s->backend : NULL;
 }
@@ -366,6 +371,13 @@ static void count_untraced_one(vc_session *s, int shared)
         s->interps_untraced_shared++;
 }
 
+/* One that waited (not ready when seen) and is not hooked now. */
+static void count_waiting(vc_session *s, int k)
+{
+    if (g_interps[k].gil != VC_GIL_UNSEEN)
+        count_untraced_one(s, g_interps[k].gil == VC_GIL_SHARED);
+}
+
 /* In the sub-interpreter (a pending call, its thread, the main GIL): our end callback
  * registered (atexit imported if it was not), then the backend's hooks. */
 static int arm_here(void *arg)
@@ -482,9 +494,12 @@ static void visit_one(PyInterpreterState *interp, int64_t id, int flags, void *c
 {
     struct visit *v = ctx;
     int shared = (flags & VC_SUB_SHARED_GIL) != 0, ready = (flags & VC_SUB_READY) != 0;
+    int gil = !(flags & VC_SUB_GIL_KNOWN) ? VC_GIL_UNSEEN : shared ? VC_GIL_SHARED : VC_GIL_OWN;
     int k = find(interp, id);
     if (k >= 0) {
         v->listed[k] = 1;
+        if (gil != VC_GIL_UNSEEN)
+            g_interps[k].gil = gil;
         int st = slot_state(k);
         if (v->stopping && st == VC_INTERP_LIVE && ready) {
             ask(v->s, k, disarm_here, VC_INTERP_DISARMING);
@@ -506,7 +521,7 @@ static void visit_one(PyInterpreterState *interp, int64_t id, int flags, void *c
         count_untraced_one(v->s, shared);
         return;
     }
-    g_interps[k] = (vc_interp){interp, id, VC_INTERP_WAITING, NULL};
+    g_interps[k] = (vc_interp){interp, id, VC_INTERP_WAITING, NULL, gil};
     v->listed[k] = 1;
     if (ready)
         ask(v->s, k, arm_here, VC_INTERP_ARMING);
@@ -528,7 +543,7 @@ static void adopt_pending(vc_session *s)
         if (st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING)
             end_slot(s, k, 0);
         else if (st == VC_INTERP_WAITING)
-            count_untraced_one(s, 0); /* gone before it was ready: its GIL unknown */
+            count_waiting(s, k); /* gone before it was ready (being made, or ending) */
         else if (st == VC_INTERP_ARMING)
             count_untraced_one(s, 1); /* gone before it ran our request */
         g_interps[k].atexit_cb = NULL; /* leaked with its interpreter: never touched */
@@ -554,7 +569,10 @@ static void end_all_pending(vc_session *s, int wait_ms)
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
         int st = slot_state(k);
         if (st == VC_INTERP_WAITING || st == VC_INTERP_ARMING) {
-            count_untraced_one(s, st == VC_INTERP_ARMING);
+            if (st == VC_INTERP_ARMING)
+                count_untraced_one(s, 1);
+            else
+                count_waiting(s, k);
             set_state(k, VC_INTERP_SKIPPED);
         }
     }
@@ -619,7 +637,7 @@ void vc_interps_adopt(vc_session *s, int attach)
         if (k < 0)
             return; /* table full: the rest stay untraced */
         if (!vc_compat_interp_reachable(i) || vc_compat_interp_finalizing(i)) {
-            g_interps[k] = (vc_interp){i, id, VC_INTERP_SKIPPED, NULL};
+            g_interps[k] = (vc_interp){i, id, VC_INTERP_SKIPPED, NULL, VC_GIL_UNSEEN};
             continue;
         }
         PyThreadState *saved = NULL;

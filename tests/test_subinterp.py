@@ -411,6 +411,41 @@ def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
     assert 0 < sum(counts.values()) <= result["ticks"], (counts, result)
 
 
+LEGACY_CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_legacy_churn.py")
+
+
+@pytest.mark.parametrize("python", params([p for p in PYTHONS if p["minor"] >= 312]))
+def test_main_gil_churn_never_counted_as_own_gil(python, tmp_path):
+    """3.12+: main-GIL sub-interpreters made and destroyed back to back.  Those the agent hooked
+    are traced; one it saw being made or ended and could not hook is counted as under the main
+    GIL, never as one with its own (what a visit saw of its GIL is kept until it is gone)."""
+    out = str(tmp_path / "legacy-churn.cvf")
+    t = subprocess.Popen([python["path"], LEGACY_CHURN, "6"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        r, _, _ = select.select([t.stdout], [], [], 30)
+        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
+        vc = run_vcattach("--pid", str(t.pid), "-t", "3s", "-o", out, timeout=120)
+        assert vc.returncode == 0, (vc.stdout, vc.stderr)
+        stdout, stderr = t.communicate(timeout=60)
+        assert t.returncode == 0, stderr
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+    made = json.loads(stdout.strip().splitlines()[-1])["made"]
+    events = decode(out)
+    [detach] = [e for e in events if e.get("name") == "vcattach detach"]
+    untraced = detach["args"].get("interps_untraced", 0)
+    assert detach["args"].get("interps_untraced_shared_gil", 0) == untraced, detach
+    assert "with their own GIL" not in vc.stdout, vc.stdout
+    check_nesting(events)
+    works = [e for e in events if e.get("ph") == "X" and e["name"].startswith("work (")]
+    tracks = {e["tid"] for e in works}
+    assert works and len(tracks) > 1, (len(works), made)  # several interpreters traced
+    assert len(works) <= 2000 * made
+
+
 def by_interp_sections(text):
     """{section title: {function name: calls}} of `vcattach summary --by interp` (working
     tables only)."""
