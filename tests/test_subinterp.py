@@ -358,6 +358,25 @@ def test_c_host_serving_from_a_sub_interpreter(python, tmp_path):
 CHURN = os.path.join(os.path.dirname(TARGET), "subinterp_churn.py")
 
 
+def trace_until_exit(argv, out, duration):
+    """Starts a target that prints "ready", traces it for duration into out, lets it finish:
+    vcattach's result and the target's last line (JSON), both checked for success."""
+    t = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd="/")
+    try:
+        r, _, _ = select.select([t.stdout], [], [], 30)
+        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
+        vc = run_vcattach("--pid", str(t.pid), "-t", duration, "-o", out, timeout=120)
+        assert vc.returncode == 0, (vc.stdout, vc.stderr)
+        stdout, stderr = t.communicate(timeout=60)
+        assert t.returncode == 0, stderr
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+    return vc, json.loads(stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("python", params(OWN_GIL))
 def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
     """3.12+: 4 threads make and destroy own-GIL interpreters nonstop while vcattach traces
@@ -371,20 +390,7 @@ def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
         shutil.copy2(CHURN, os.path.join(outside, "subinterp_churn.py"))
         argv = python["argv"] + [os.path.join(inside, "subinterp_churn.py")]
     out = str(tmp_path / "churn.cvf")
-    t = subprocess.Popen(argv + ["8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd="/")
-    try:
-        r, _, _ = select.select([t.stdout], [], [], 30)
-        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
-        vc = run_vcattach("--pid", str(t.pid), "-t", "2s", "-o", out, timeout=120)
-        assert vc.returncode == 0, (vc.stdout, vc.stderr)
-        stdout, stderr = t.communicate(timeout=60)
-        assert t.returncode == 0, stderr
-    finally:
-        if t.poll() is None:
-            t.kill()
-            t.wait()
-    result = json.loads(stdout.strip().splitlines()[-1])
+    vc, result = trace_until_exit(argv + ["8"], out, "2s")
     assert result["ok"] and all(n > 0 for n in result["made"]), result
     events = decode(out)
     n = untraced_note(events)
@@ -420,20 +426,8 @@ def test_main_gil_churn_never_counted_as_own_gil(python, tmp_path):
     are traced; one it saw being made or ended and could not hook is counted as under the main
     GIL, never as one with its own (what a visit saw of its GIL is kept until it is gone)."""
     out = str(tmp_path / "legacy-churn.cvf")
-    t = subprocess.Popen([python["path"], LEGACY_CHURN, "6"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        r, _, _ = select.select([t.stdout], [], [], 30)
-        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
-        vc = run_vcattach("--pid", str(t.pid), "-t", "3s", "-o", out, timeout=120)
-        assert vc.returncode == 0, (vc.stdout, vc.stderr)
-        stdout, stderr = t.communicate(timeout=60)
-        assert t.returncode == 0, stderr
-    finally:
-        if t.poll() is None:
-            t.kill()
-            t.wait()
-    made = json.loads(stdout.strip().splitlines()[-1])["made"]
+    vc, result = trace_until_exit([python["path"], LEGACY_CHURN, "6"], out, "3s")
+    made = result["made"]
     events = decode(out)
     [detach] = [e for e in events if e.get("name") == "vcattach detach"]
     untraced = detach["args"].get("interps_untraced", 0)

@@ -12,18 +12,9 @@ Python).  Driven by lines on stdin, answering one JSON line each:
 import json
 import sys
 
-from subinterp_work import WORK  # beside this file
+from subinterp_work import WORK, legacy_interpreters  # beside this file
 
-try:
-    import _interpreters as interpreters  # 3.13+
-
-    def create():
-        return interpreters.create("legacy")
-except ImportError:
-    import _xxsubinterpreters as interpreters  # 3.12
-
-    def create():
-        return interpreters.create(isolated=False)
+interpreters, create = legacy_interpreters()
 
 WORK += """
 import sys, time

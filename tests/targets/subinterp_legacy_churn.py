@@ -5,16 +5,9 @@ import json
 import sys
 import time
 
-try:
-    import _interpreters as interpreters  # 3.13+
+from subinterp_work import legacy_interpreters  # beside this file
 
-    def create():
-        return interpreters.create("legacy")
-except ImportError:
-    import _xxsubinterpreters as interpreters  # 3.12
-
-    def create():
-        return interpreters.create(isolated=False)
+interpreters, create = legacy_interpreters()
 
 CODE = "def work(x):\n    return x * 2\ns = sum(work(i) for i in range(2000))\n"
 
