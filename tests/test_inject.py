@@ -388,8 +388,14 @@ def test_ptrace_sigstop_during_call_is_kept(target_factory, tmp_path):
     ref = reference_result(py)
     t = target_factory(py, "--sleep", "3")
     p = subprocess.Popen([INJECT_TEST, "ptrace", str(t.pid), FIXTURE, "hang:x",
-                          "--timeout-ms", "1500"], stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+                          "--timeout-ms", "1500", "-v"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    # stopped once the call runs (not after a fixed sleep: a slow seize would stop it before
+    # the injection, which is refused instead)
+    for line in p.stderr:
+        if "calling on thread" in line:
+            break
+    time.sleep(0.1)
     os.kill(t.pid, signal.SIGSTOP)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 2, out

@@ -539,9 +539,10 @@ def test_uvicorn_fastapi_requests_are_one_unit_each(tmp_path):
             gaps[len(gaps) // 2], gaps[-1], len(gaps)))
         # what the client adds (its thread waits for the GIL of this process's other client
         # threads) and what the server does before the task (h11 parses the request, traced)
-        # is in the gap: most are 1-2 ms.  95% within 5 ms; none beyond 25 (a mismatch: a
-        # request merged with another, or cut short, would be off by its whole length)
-        assert gaps[int(len(gaps) * 0.95)] < 5 and gaps[-1] < 25, gaps[-10:]
+        # is in the gap: most are 1-2 ms, more when the client thread waits to be scheduled on
+        # a loaded machine.  95% within 10 ms; none beyond 60 (a mismatch: a request merged
+        # with another, or cut short, would be off by its whole length, 100 ms or more)
+        assert gaps[int(len(gaps) * 0.95)] < 10 and gaps[-1] < 60, gaps[-10:]
     finally:
         kill_group(u)
 

@@ -436,8 +436,9 @@ def test_real_coroutine_resumes_are_slices_not_calls(py, hook, tmp_path):
     (numbers,) = [r for n, r in rows.items() if n.startswith("numbers (")]
     assert lookup["calls"] == 20, lookup
     assert numbers["calls"] == 1, numbers
-    # 40 awaits of 2 ms each were spent suspended, outside every slice
-    assert lookup["self_ms"] < 40.0, lookup
+    # 40 awaits of 2 ms each (80 ms) were spent suspended, outside every slice; the slices'
+    # own time is wall time (a preemption on a loaded machine counts)
+    assert lookup["self_ms"] < 70.0, lookup
     js = tmp_path / "async.json"
     conv = subprocess.run([VCATTACH, "convert", out, "-o", str(js)], capture_output=True,
                           text=True, timeout=60)

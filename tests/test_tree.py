@@ -90,6 +90,23 @@ def descendants(pid):
     return pids
 
 
+def long_children(pid):
+    """The fork tree's two long-lived children, in fork order: [ping-pong, worker].  Chosen by
+    start time, not by pid: a short-lived child (one every 0.3 s) may be in the listing, and
+    has the highest pid unless pids wrapped."""
+    def started(p):
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                return int(f.read().rsplit(")", 1)[1].split()[19]), p
+        except (OSError, ValueError, IndexError):
+            return None
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                         text=True).stdout.split()
+    kids = sorted(s for s in (started(int(x)) for x in out) if s is not None)
+    assert len(kids) >= 2, kids
+    return [p for _, p in kids[:2]]
+
+
 def check_alive(pids):
     for p in pids:
         if os.path.exists("/proc/%d" % p):
@@ -160,7 +177,7 @@ def test_one_clock_across_processes(py, tmp_path):
     """A pipe ping-pong between the parent and a child bounds the clock offset between their
     traces from both sides: a read cannot return before the matching write started."""
     with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
-        child = descendants(tree.pid)[0]  # the first fork: the ping-pong child
+        child = long_children(tree.pid)[0]  # the first fork: the ping-pong child
         out = str(tmp_path / "clock.cvf")
         r = trace_tree(tree.pid, out, 3)
         assert r.returncode == 0, r.stderr
@@ -269,7 +286,7 @@ def test_mixed_python_versions(tmp_path):
 def test_stopped_process_reported_rest_traced(tmp_path):
     py = pick(312)
     with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
-        stopped = descendants(tree.pid)[-1]  # the long-lived worker child (not the ping-pong)
+        stopped = long_children(tree.pid)[1]  # the long-lived worker (not the ping-pong)
         os.kill(stopped, signal.SIGSTOP)
         try:
             out = str(tmp_path / "stopped.cvf")
@@ -330,7 +347,7 @@ def test_summary_and_convert_take_several_files(tmp_path):
     """Traces of two processes taken separately are read as one trace."""
     py = pick(312)
     with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
-        child = descendants(tree.pid)[-1]
+        child = long_children(tree.pid)[1]
         a, b = str(tmp_path / "a.cvf"), str(tmp_path / "b.cvf")
         for pid, out in ((tree.pid, a), (child, b)):
             r = subprocess.run([VCATTACH, "--pid", str(pid), "-t", "0.5", "-o", out],
