@@ -16,16 +16,23 @@
  * breaker.  So the request goes to the thread most likely to run Python soon (the GIL holder,
  * else a thread that runs or was scheduled since the last look, i.e. wakes up and returns to
  * the interpreter, else the main thread), is moved when another thread becomes a better
- * choice, and is cancelled at the deadline: pending flag cleared, path buffer restored.  The
- * interpreter clears the flag itself when it takes a request, which tells taken from not.
+ * choice, and is cancelled at the deadline: path buffer set to /dev/null, then pending flag
+ * cleared.  The interpreter clears the flag itself when it takes a request, which tells taken
+ * from not.
  *
  * Races, all of them also present in CPython's own sys.remote_exec: the eval_breaker word is
  * read, or-ed and written back, so a bit the thread changes in between could be lost or
  * revived; vcattach writes only its lowest byte, and only when bit 5 is not set yet, to narrow
  * that to the signal/GIL-request bits, which the interpreter re-checks and re-requests (a
  * revived bit costs one spurious check, a lost GIL drop request is re-sent by the waiter
- * after its interval).  A cancel that crosses the thread taking the request leaves the script
- * running: the caller keeps the script file and keeps waiting a little after every cancel.
+ * after its interval).  The interpreter checks the flag, clears it, and only then (after an
+ * allocation) copies the path: a cancel that reads the flag still set can cross a take.  So
+ * the cancel first points the path at /dev/null (an empty script: nothing runs), then checks
+ * the flag again, then clears it; a take that crosses it copies /dev/null, never our script
+ * (which the caller deletes) nor what the buffer held before (an earlier attach's deleted
+ * script: CI once saw "Can't open debugger script" in a target's stderr from that).  The
+ * buffer keeps /dev/null, inert while the flag is clear.  Left: a take between the cancel's
+ * two writes copies either path; it is waited for as taken (await_script).
  */
 #include "inject.h"
 #include "monotonic.h"
@@ -231,9 +238,8 @@ static int pick_thread(const struct target *t, struct candidate *best, uint64_t 
 struct request {
     uint64_t tstate;
     pid_t tid;
-    size_t len;             /* bytes of the path buffer written (path + NUL) */
-    unsigned char saved[4096];
     int posted;
+    int crossed;            /* taken while being withdrawn: our script or /dev/null runs */
 };
 
 static uint64_t support(const struct target *t, uint64_t tstate)
@@ -247,13 +253,10 @@ static int post(const struct target *t, struct request *r, const struct candidat
     const struct py_debug_offsets *o = &t->o;
     r->tstate = c->addr;
     r->tid = c->tid;
-    r->len = strlen(path) + 1;
     uint64_t path_addr = support(t, c->addr) + o->script_path;
     uint64_t breaker = 0;
     int32_t one = 1;
-    int rc = dbg_read(t->pid, path_addr, r->saved, r->len);
-    if (rc == 0)
-        rc = dbg_write(t->pid, path_addr, path, r->len);
+    int rc = dbg_write(t->pid, path_addr, path, strlen(path) + 1);
     if (rc == 0)
         r->posted = 1;
     if (rc == 0)
@@ -302,8 +305,9 @@ static int still_listed(const struct target *t, uint64_t tstate)
     return 0;
 }
 
-/* Withdraws a posted request: 1 if it was withdrawn before anyone took it (or its thread is
- * gone), 0 if it had been taken already (the script runs). */
+/* Withdraws a posted request (see the top comment for the order of the writes): 1 if it was
+ * withdrawn before anyone took it (or its thread is gone), 0 if it had been taken (the script
+ * runs; r->crossed when that may be /dev/null). */
 static int cancel(const struct target *t, struct request *r)
 {
     if (!r->posted)
@@ -311,12 +315,17 @@ static int cancel(const struct target *t, struct request *r)
     r->posted = 0;
     if (!still_listed(t, r->tstate))
         return 1;
+    static const char inert[] = "/dev/null";
     int was = taken(t, r);
+    if (was == 0 &&
+        dbg_write(t->pid, support(t, r->tstate) + t->o.script_path, inert, sizeof inert) == 0) {
+        was = taken(t, r);
+        r->crossed = was == 1;
+    }
     if (was != 0)
         return was < 0 ? 1 : 0;
     int32_t zero = 0;
     dbg_write(t->pid, support(t, r->tstate) + t->o.pending_call, &zero, sizeof zero);
-    dbg_write(t->pid, support(t, r->tstate) + t->o.script_path, r->saved, r->len);
     if (t->verbose)
         fprintf(stderr, "vcattach: remote-exec: request on thread %d withdrawn\n", (int)r->tid);
     return 1;
@@ -349,9 +358,15 @@ static int await_script(const struct target *t, const struct request *r, inject_
                 (int)r->tid, (int)t->pid, (int)t->pid);
         return INJECT_FAILED;
     }
-    inject_set_err(err, errlen, "thread %d of pid %d ran the remote-exec script but the agent did "
-                         "not connect within %d s (see the target's stderr)",
-            (int)r->tid, (int)t->pid, SCRIPT_RUN_MS / 1000);
+    if (r->crossed)
+        inject_set_err(err, errlen, "thread %d of pid %d took the remote-exec request while it was "
+                             "being withdrawn, and no agent connected within %d s (it ran either "
+                             "the script or /dev/null, which does nothing); try again",
+                (int)r->tid, (int)t->pid, SCRIPT_RUN_MS / 1000);
+    else
+        inject_set_err(err, errlen, "thread %d of pid %d ran the remote-exec script but the agent "
+                             "did not connect within %d s (see the target's stderr)",
+                (int)r->tid, (int)t->pid, SCRIPT_RUN_MS / 1000);
     return INJECT_FAILED;
 }
 
@@ -367,7 +382,7 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
                 script_path, (int)req->pid, (unsigned long long)t.o.script_path_size);
         return INJECT_UNTOUCHED;
     }
-    static struct request r; /* 4 KiB of saved path: not on the stack */
+    struct request r;
     memset(&r, 0, sizeof r);
     struct candidate first;
     int unused;
