@@ -20,6 +20,7 @@
 #include "control.h"
 #include "emit.h"
 #include "follow.h"
+#include "hooklock.h"
 #include "interps.h"
 #include "lifecycle.h"
 #include "record.h"
@@ -104,9 +105,17 @@ static void atexit_unregister(vc_session *s, int from_atexit)
 
 static void uninstall_under_gil(vc_session *s, int from_atexit, int interps_wait_ms)
 {
+    /* Parallel (hooklock.h): the main interpreter's teardown reads the key table, which an
+     * own-GIL interpreter's hooks may be adding to; it calls sys.monitoring's C functions
+     * only. */
+    int parallel = s->parallel;
+    if (parallel)
+        vc_hooklock_acquire();
     if (s->backend != NULL)
         s->backend->remove(s);
     s->backend = NULL;
+    if (parallel)
+        vc_hooklock_release();
     vc_tasks_stop(s); /* no hook left to mark a step */
     vc_threading_restore(s);
     /* Before our atexit goes: 3.12+ sub-interpreters unhook themselves while the GIL is let go
@@ -115,7 +124,12 @@ static void uninstall_under_gil(vc_session *s, int from_atexit, int interps_wait
     atexit_unregister(s, from_atexit);
     /* A hook of ours still in a 3.12+ sub-interpreter (one that ran no Python meanwhile) finds
      * another generation from here on and records nothing. */
+    if (parallel)
+        vc_hooklock_acquire();
     s->gen = ++g_gen;
+    s->closed = 0; /* the generation says it from now on */
+    if (parallel)
+        vc_hooklock_release();
 }
 
 /* Rollback and fork child: the interned names are released and dropped unread. */
@@ -244,7 +258,14 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
     snprintf(s->backend_name, sizeof s->backend_name, "%s", backend->name);
     vc_interps_begin(s);
     vc_interps_adopt(s, 0); /* install hooks every interpreter adopted here */
-    if (backend->install(s, err, errlen) != 0)
+    /* An own-GIL sub-interpreter asked just now may be hooking itself already: the main
+     * interpreter's threads join the tables under the lock among GILs (C calls only). */
+    if (s->parallel)
+        vc_hooklock_acquire();
+    int rc = backend->install(s, err, errlen);
+    if (s->parallel)
+        vc_hooklock_release();
+    if (rc != 0)
         return -1;
     if (vc_threading_patch(s) != 0)
         PyErr_Clear(); /* new threads are still found by the periodic scan */
@@ -257,8 +278,14 @@ static int install_under_gil(vc_session *s, char *err, size_t errlen)
 
 static void periodic_under_gil(vc_session *s)
 {
+    /* The key table grows under the lock among GILs once an own-GIL interpreter's hooks may
+     * be reading it (hooklock.h); vc_interps_adopt takes it itself (it may go parallel). */
+    if (s->parallel)
+        vc_hooklock_acquire();
     if (vc_pins_maybe_grow(&s->pins) != 0)
         PyErr_Clear();
+    if (s->parallel)
+        vc_hooklock_release();
     vc_interps_adopt(s, 1);
     s->backend->scan_new_threads(s);
     vc_threads_capture_names(s);
@@ -432,8 +459,14 @@ static int wait_for_stop(vc_session *s, PyThreadState **mine)
                 continue; /* taking the GIL now could end this thread */
             PyEval_RestoreThread(*mine);
             periodic_under_gil(s);
-            if (vc_stream_on(s))
+            if (vc_stream_on(s)) {
+                /* C only: it flushes the threads' chunks and names the new keys */
+                if (s->parallel)
+                    vc_hooklock_acquire();
                 vc_stream_collect(s);
+                if (s->parallel)
+                    vc_hooklock_release();
+            }
             *mine = PyEval_SaveThread();
             if (vc_stream_on(s))
                 (void)vc_stream_send_pending(s);
@@ -589,6 +622,8 @@ static int copy_filters(vc_filter *f, const struct vc_config *cfg)
 static int launch(void)
 {
     g_vc.gen = ++g_gen;
+    g_vc.parallel = 0;
+    g_vc.closed = 0;
     g_vc.tool_id = -1;
     g_vc.status_fd = g_vc.status_client_fd = -1;
     g_vc.threads_untraced = 0;

@@ -34,7 +34,8 @@ typedef struct vc_backend_ops {
     void (*attach_interp)(vc_session *s, PyInterpreterState *interp);
     /* Its end (our atexit in it, with its GIL): every hook of ours out of it.  NULL: none. */
     void (*detach_interp)(vc_session *s, PyInterpreterState *interp);
-    /* 3.12+ (interps.c), run *in* a sub-interpreter under the main GIL, as its current thread
+    /* 3.12+ (interps.c), run *in* a sub-interpreter with its GIL (the main one, or its own
+     * and then the lock among GILs too, hooklock.h), as its current thread
      * (a pending call): hooks it (its existing threads seeded), its callbacks carrying `tag`
      * (an int object made in it: the session and slot) so that a thread's calls go to its
      * state in this interpreter.  -1 (nothing left installed) if it cannot.  NULL: this

@@ -18,6 +18,7 @@
  * (backend.h); before 3.12 that table's install refuses with a message.
  */
 #include "backend.h"
+#include "hooklock.h"
 #include "interps.h"
 #include "record.h"
 #include "tasks.h"
@@ -139,6 +140,36 @@ static inline PyObject *disable(void)
 #define VC_SLOW __attribute__((noinline, cold))
 #define VC_OUT_OF_LINE __attribute__((noinline))
 
+/* A parallel session (hooklock.h: an own-GIL sub-interpreter is hooked): every callback runs
+ * its general half under the lock among GILs, and records nothing once the stop has begun
+ * taking the tables (closed).  A thread bound to a state whose interpreter has ended (its
+ * tstate cleared by interps.c) is bound again: the tag it was bound through may have been
+ * freed with that interpreter and its address be a new interpreter's tag now. */
+typedef PyObject *(*vc_callback)(PyObject *, PyObject *const *, Py_ssize_t);
+
+static VC_SLOW PyObject *locked(vc_callback general, PyObject *self, PyObject *const *args,
+                                Py_ssize_t nargs)
+{
+    vc_hooklock_acquire();
+    PyObject *r = Py_None;
+    if (!g_vc.closed) {
+        if (vc_tls.gen == g_vc.gen && vc_tls.thread != &vc_ignored_thread &&
+            vc_tls.thread->tstate != vc_compat_current_tstate())
+            vc_tls.gen = 0;
+        r = general(self, args, nargs);
+    } else {
+        Py_INCREF(r);
+    }
+    vc_hooklock_release();
+    return r;
+}
+
+#define VC_IF_PARALLEL(general)                                                                \
+    do {                                                                                      \
+        if (__builtin_expect(g_vc.parallel, 0))                                               \
+            return locked((general), self, args, nargs);                                      \
+    } while (0)
+
 /* PY_START: may be disabled per location. */
 static VC_SLOW PyObject *cb_enter_slow(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -154,6 +185,7 @@ static VC_SLOW PyObject *cb_enter_slow(PyObject *self, PyObject *const *args, Py
 
 static PyObject *cb_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    VC_IF_PARALLEL(cb_enter_slow);
     vc_session *s = &g_vc;
     vc_thread *t = bound_thread(s, self);
     if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
@@ -184,6 +216,7 @@ static VC_SLOW PyObject *cb_resume_slow(PyObject *self, PyObject *const *args, P
 
 static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    VC_IF_PARALLEL(cb_resume_slow);
     vc_session *s = &g_vc;
     vc_thread *t = bound_thread(s, self);
     if (__builtin_expect(t != NULL && nargs >= 1, 1)) {
@@ -200,7 +233,7 @@ static PyObject *cb_resume(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 /* PY_THROW: a resume slice too; cannot be disabled (sys.monitoring raises for it).  Rare: the
  * general path only. */
-static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *cb_throw_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s, self);
@@ -208,6 +241,12 @@ static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t narg
         vc_record_enter(s, t, args[0], args[0], NULL, 0, VC_REC_RESUME) != VC_ID_EXCLUDED)
         vc_tasks_enter(s, t, (PyCodeObject *)args[0]);
     Py_RETURN_NONE;
+}
+
+static PyObject *cb_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    VC_IF_PARALLEL(cb_throw_general);
+    return cb_throw_general(self, args, nargs);
 }
 
 /* PY_RETURN, PY_YIELD: may be disabled per location. */
@@ -222,6 +261,7 @@ static VC_SLOW PyObject *cb_exit_slow(PyObject *self, PyObject *const *args, Py_
 
 static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    VC_IF_PARALLEL(cb_exit_slow);
     vc_session *s = &g_vc;
     vc_thread *t = bound_thread(s, self);
     if (__builtin_expect(t != NULL && nargs >= 1, 1) &&
@@ -231,13 +271,19 @@ static PyObject *cb_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 }
 
 /* PY_UNWIND: cannot be disabled. */
-static PyObject *cb_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *cb_unwind_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s, self);
     if (t != &vc_ignored_thread && nargs >= 1)
         vc_record_exit_py(s, t, args[0], args[0]);
     Py_RETURN_NONE;
+}
+
+static PyObject *cb_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    VC_IF_PARALLEL(cb_unwind_general);
+    return cb_unwind_general(self, args, nargs);
 }
 
 /* CALL, C_RETURN and C_RAISE all get (code, offset, callable, arg0): the key of the callable
@@ -285,6 +331,7 @@ static VC_OUT_OF_LINE PyObject *cb_call_slow(PyObject *self, PyObject *const *ar
 
 static PyObject *cb_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    VC_IF_PARALLEL(cb_call_slow);
     vc_session *s = &g_vc;
     if (__builtin_expect(!s->filter.has_globs, 1)) {
         const PyMethodDef *ml = NULL; /* set when k > 0 (gcc cannot always tell) */
@@ -315,6 +362,7 @@ static VC_OUT_OF_LINE PyObject *cb_c_exit_slow(PyObject *self, PyObject *const *
 
 static PyObject *cb_c_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    VC_IF_PARALLEL(cb_c_exit_slow);
     vc_session *s = &g_vc;
     if (__builtin_expect(!s->filter.has_globs, 1)) {
         const PyMethodDef *ml = NULL; /* set when k > 0 (gcc cannot always tell) */
@@ -356,13 +404,17 @@ static const struct event_binding bindings[] = {
 };
 #define NBINDINGS (sizeof bindings / sizeof bindings[0])
 
+/* sys.monitoring, read from sys's dict: no import (builtins.__import__ may be Python code,
+ * which must never run under the lock among GILs, hooklock.h). */
 static PyObject *monitoring_module(void)
 {
-    PyObject *sys = PyImport_ImportModule("sys");
-    if (sys == NULL)
+    PyObject *mon = PySys_GetObject("monitoring"); /* borrowed */
+    if (mon == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_AttributeError, "sys.monitoring");
         return NULL;
-    PyObject *mon = PyObject_GetAttrString(sys, "monitoring");
-    Py_DECREF(sys);
+    }
+    Py_INCREF(mon);
     return mon;
 }
 
@@ -602,7 +654,12 @@ static vc_thread *monitoring_on_new_thread(vc_session *s, PyThreadState *ts)
 {
     /* &g_vc (== s), as the callbacks pass: every caller of claim_current passes the same
      * constant, so the compiler keeps the callbacks' slow path as lean as it was. */
+    int parallel = g_vc.parallel;
+    if (parallel)
+        vc_hooklock_acquire(); /* it may make a state (hooklock.h) */
     vc_thread *t = current_thread(&g_vc, NULL);
+    if (parallel)
+        vc_hooklock_release();
     return t == &vc_ignored_thread ? NULL : t;
 }
 
@@ -621,7 +678,8 @@ static int tool_owner(PyObject *mon)
     return owner;
 }
 
-/* A sub-interpreter (3.12+, interps.c: a pending call in it, the main GIL held): sys.monitoring
+/* A sub-interpreter (3.12+, interps.c: a pending call in it, its GIL held; an own-GIL one
+ * under the lock among GILs too, so nothing here runs bytecode, hooklock.h): sys.monitoring
  * is per interpreter, so our tool is taken and our callbacks registered in it too, with its
  * own function objects (tag: the session's generation and the slot, so that a thread's calls
  * go to its state here and an ended session's callbacks are told apart). */

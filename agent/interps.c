@@ -32,23 +32,28 @@
  * 3.12 releases the GIL and takes it again: a Py_EndInterpreter in that window would find a
  * second thread and abort the process.  Instead (the "pending" section below), the visits
  * read the runtime's list under the runtime's own lock (compat.h) and ask each new
- * sub-interpreter that runs under the main GIL (Py_NewInterpreter, the "legacy" config:
- * mod_wsgi's) to hook itself: a pending call, which CPython runs on whichever of its own
- * threads next runs Python, with the GIL, as a signal handler would.  There it imports atexit,
- * registers our end callback and asks the backend to install_here.  At stop each is asked the
- * same way to unhook itself; the agent thread lets the GIL go for at most 300 ms (agent.c)
- * while they do.  One that runs no Python in that time keeps its hooks until it next does:
- * its callbacks see the session over and record nothing, and the queued request unhooks it
- * then (its keys are named, their references left: never released from another interpreter).
- * Interpreters with their own GIL are counted, not traced (count_untraced): they would run our
- * hooks in parallel with the main interpreter's, and the session's tables assume one GIL.
+ * sub-interpreter to hook itself: a pending call, which CPython runs on whichever of its own
+ * threads next runs Python, with its GIL, as a signal handler would.  There it imports
+ * atexit, registers our end callback and asks the backend to install_here.  At stop each is
+ * asked the same way to unhook itself; the agent thread lets the GIL go for at most 300 ms
+ * (agent.c) while they do.  One that runs no Python in that time keeps its hooks until it
+ * next does: its callbacks see the session over and record nothing, and the queued request
+ * unhooks it then (its keys are named, their references left: never released from another
+ * interpreter).
+ * One with its own GIL (the default config, concurrent.interpreters) runs its hooks in
+ * parallel with the main interpreter's: before the first is asked, the session goes parallel
+ * (hooklock.h) and from then every hook, this file's work in such an interpreter (arming,
+ * its end, its unhooking) and the agent thread's table work take the lock among GILs; its
+ * keys are named from the agent thread by their characters only (names.c, own_gil).
  */
 #include "interps.h"
 #include "backend.h"
+#include "hooklock.h"
 #include "record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 enum {
@@ -79,6 +84,10 @@ static vc_interp g_interps[VC_MAX_INTERPS];
 static PyThreadState *g_agent_ts; /* the agent's thread state in a sub-interpreter, if any */
 static int64_t g_max_seen_id;      /* 3.12+: the highest sub-interpreter id seen (below) */
 static const vc_backend_ops *g_sub_backend; /* 3.12+: the backend hooked into sub-interpreters */
+/* [slot] = 1: its interpreter has its own GIL (armed under the lock among GILs): how its keys
+ * are named from the agent thread (names.h, own_gil). */
+static unsigned char g_own_gil[VC_MAX_INTERPS];
+_Static_assert(VC_MAX_INTERPS == VC_PINS_OWNERS, "names.h's own_gil covers every slot");
 
 int vc_interps_is_agent_tstate(PyThreadState *ts)
 {
@@ -141,6 +150,8 @@ void vc_interps_begin(vc_session *s)
     g_interps[0] = (vc_interp){main, vc_compat_interp_id(main), VC_INTERP_LIVE, NULL, VC_GIL_UNSEEN};
     g_max_seen_id = g_interps[0].id;
     g_sub_backend = s->backend != NULL && s->backend->install_here != NULL ? s->backend : NULL;
+    memset(g_own_gil, 0, sizeof g_own_gil);
+    s->pins.own_gil = g_own_gil;
 }
 
 uint32_t vc_interps_slot_of(PyInterpreterState *interp, int64_t *id)
@@ -203,42 +214,56 @@ static PyObject *interp_atexit(PyObject *self, PyObject *unused)
     }
     int k = (int)(v & 0xffff);
     PyThreadState *ts = vc_compat_current_tstate();
+    /* An own-GIL interpreter ends on its own thread while the agent may be at its tables. */
+    int parallel = s->parallel;
+    if (parallel)
+        vc_hooklock_acquire();
     int hooked = vc_compat_interps_walkable() ? s->backend != NULL : g_sub_backend != NULL;
-    if ((uint32_t)(v >> 16) != s->gen || !hooked || k <= 0 || k >= VC_MAX_INTERPS ||
-        (g_interps[k].state != VC_INTERP_LIVE && g_interps[k].state != VC_INTERP_DISARMING) ||
-        ts == NULL || g_interps[k].interp != vc_compat_tstate_interp(ts))
-        Py_RETURN_NONE;
-    end_slot(s, k, 1);
-    g_interps[k].state = VC_INTERP_ENDED; /* until it leaves the runtime's list */
-    Py_CLEAR(g_interps[k].atexit_cb); /* atexit holds its own reference while it runs us */
+    if ((uint32_t)(v >> 16) == s->gen && hooked && k > 0 && k < VC_MAX_INTERPS &&
+        (g_interps[k].state == VC_INTERP_LIVE || g_interps[k].state == VC_INTERP_DISARMING) &&
+        ts != NULL && g_interps[k].interp == vc_compat_tstate_interp(ts)) {
+        end_slot(s, k, 1);
+        g_interps[k].state = VC_INTERP_ENDED; /* until it leaves the runtime's list */
+        Py_CLEAR(g_interps[k].atexit_cb); /* atexit holds its own reference while it runs us */
+    }
+    if (parallel)
+        vc_hooklock_release();
     Py_RETURN_NONE;
 }
 
 static PyMethodDef interp_atexit_def = {"_vcattach_interp_end", interp_atexit, METH_NOARGS,
                                         "vcattach: unhooks this sub-interpreter before it ends"};
 
+/* 3.12+, on the interpreter's own thread (a pending call): atexit imported if it was not, once
+ * the interpreter has a __main__ (a thread switch during the import is harmless there; the
+ * module stays in its sys.modules).  Never under the lock among GILs: an import runs
+ * bytecode (hooklock.h). */
+static void import_atexit(void)
+{
+    PyObject *modules = PySys_GetObject("modules"); /* borrowed */
+    if (modules == NULL || !PyDict_Check(modules) || PyDict_GetItemString(modules, "__main__") == NULL ||
+        PyDict_GetItemString(modules, "atexit") != NULL)
+        return;
+    PyObject *imported = PyImport_ImportModule("atexit");
+    Py_XDECREF(imported); /* sys.modules holds it */
+    PyErr_Clear();
+}
+
 /* In interp (entered): registers our callback for slot k in its atexit module.  Nothing here
  * may run Python code: bytecode lets the GIL go to another thread, which would find our
  * thread state in the interpreter (_xxsubinterpreters refuses to run in an interpreter with
  * two threads; Py_EndInterpreter aborts the process if it is not the last one).  So the
  * module is taken only if the interpreter imported it already (mod_wsgi does, in each of its
- * interpreters), never imported here.  Returns 0 (registered), 1 (ready, but atexit not
+ * interpreters; 3.12+: arm_here imports it first, on the interpreter's own thread), never
+ * imported here.  Returns 0 (registered), 1 (ready, but atexit not
  * imported: adopted without it; the next visits try again) or -1 (not initialized yet: no
  * __main__; or refused). */
-static int register_in(vc_session *s, int k, int may_import)
+static int register_in(vc_session *s, int k)
 {
     PyObject *modules = PySys_GetObject("modules"); /* borrowed */
     if (modules == NULL || !PyDict_Check(modules) || PyDict_GetItemString(modules, "__main__") == NULL)
         return -1;
     PyObject *mod = PyDict_GetItemString(modules, "atexit"); /* borrowed */
-    if (mod == NULL && may_import) {
-        /* 3.12+, on the interpreter's own thread (a pending call): a thread switch during the
-         * import is harmless there.  The module stays in its sys.modules. */
-        PyObject *imported = PyImport_ImportModule("atexit");
-        Py_XDECREF(imported); /* sys.modules holds it */
-        PyErr_Clear();
-        mod = PyDict_GetItemString(modules, "atexit");
-    }
     if (mod == NULL || !PyModule_Check(mod))
         return 1;
     PyObject *self = PyLong_FromUnsignedLongLong(((unsigned long long)s->gen << 16) | (unsigned)k);
@@ -260,14 +285,16 @@ static int register_in(vc_session *s, int k, int may_import)
     return rc;
 }
 
-/* In interp (entered), with no Python code either (register_in). */
-static void unregister_in(int k)
+/* In interp (entered, or its own thread): our callback cb out of its atexit module.  Never
+ * under the lock among GILs: atexit.unregister compares cb with every registered callable,
+ * and a callable of the application's may compare in Python (hooklock.h). */
+static void unregister_in(PyObject *cb)
 {
     PyObject *modules = PySys_GetObject("modules"); /* borrowed */
     PyObject *mod = modules && PyDict_Check(modules) ? PyDict_GetItemString(modules, "atexit") : NULL;
     PyObject *unreg = mod ? PyObject_GetAttrString(mod, "unregister") : NULL;
     PyObject *r = unreg && PyCFunction_Check(unreg)
-                      ? PyObject_CallFunctionObjArgs(unreg, g_interps[k].atexit_cb, NULL)
+                      ? PyObject_CallFunctionObjArgs(unreg, cb, NULL)
                       : NULL;
     Py_XDECREF(r);
     Py_XDECREF(unreg);
@@ -286,7 +313,7 @@ static void retry_register(vc_session *s, int k)
         PyErr_Clear();
         return;
     }
-    (void)register_in(s, k, 0);
+    (void)register_in(s, k);
     leave(ts, saved);
 }
 
@@ -378,37 +405,32 @@ static void count_waiting(vc_session *s, int k)
         count_untraced_one(s, g_interps[k].gil == VC_GIL_SHARED);
 }
 
-/* In the sub-interpreter (a pending call, its thread, the main GIL): our end callback
- * registered (atexit imported if it was not), then the backend's hooks. */
-static int arm_here(void *arg)
+/* arm_here's work, in the sub-interpreter (own: its own GIL; in a parallel session the lock
+ * among GILs held).  Nothing here runs bytecode: a callback registered in its atexit that
+ * must come out again (the hooks could not be installed) is left in *unreg for the caller. */
+static void arm_slot(vc_session *s, int k, int own, PyObject **unreg)
 {
-    vc_session *s = &g_vc;
-    int k = tag_slot(s, (uintptr_t)arg);
-    if (k < 0 || slot_state(k) != VC_INTERP_ARMING)
-        return 0;
-    if (g_sub_backend == NULL || !running_in(k)) {
-        set_state(k, VC_INTERP_SKIPPED);
-        count_untraced_one(s, 1);
-        return 0;
-    }
-    vc_exc_saved saved;
-    vc_compat_exc_save(&saved);
+    g_own_gil[k] = (unsigned char)own; /* before anything of it is pinned */
     set_state(k, VC_INTERP_LIVE); /* first: the threads it seeds take this slot */
-    int ok = 0, reg = register_in(s, k, 1);
+    int ok = 0, reg = register_in(s, k); /* 3.12+: atexit imported already (arm_here) */
     if (reg < 0) {
         /* Still being set up (its start runs bytecode before it has a __main__): asked again
          * at the next visit. */
         set_state(k, VC_INTERP_WAITING);
-        vc_compat_exc_restore(&saved);
-        return 0;
+        return;
     }
     if (reg == 0) {
+        /* An own-GIL one's tag is not kept in g_tags (released from the main GIL at stop, an
+         * object of another allocator): its callbacks hold it while it is hooked, and a
+         * thread bound through it is bound again once its interpreter ended (the parallel
+         * callbacks compare the thread state, hook_monitoring.c). */
         PyObject *tag = PyLong_FromUnsignedLongLong((unsigned long long)tag_of(s, k));
-        ok = tag != NULL && keep_tag(tag) == 0 && g_sub_backend->install_here(s, (uint32_t)k, tag) == 0;
-        Py_XDECREF(tag); /* the callbacks hold it, and g_tags */
+        ok = tag != NULL && (own || keep_tag(tag) == 0) &&
+             g_sub_backend->install_here(s, (uint32_t)k, tag) == 0;
+        Py_XDECREF(tag); /* the callbacks hold it (and g_tags) */
         if (!ok) {
-            unregister_in(k);
-            Py_CLEAR(g_interps[k].atexit_cb);
+            *unreg = g_interps[k].atexit_cb; /* owned */
+            g_interps[k].atexit_cb = NULL;
         }
     }
     if (ok) {
@@ -416,9 +438,50 @@ static int arm_here(void *arg)
     } else {
         vc_pins_release_owner(&s->pins, (uint32_t)k, 1); /* what seeding pinned */
         set_state(k, VC_INTERP_SKIPPED);
-        count_untraced_one(s, 1);
+        count_untraced_one(s, !own);
     }
-    PyErr_Clear();
+}
+
+/* In the sub-interpreter (a pending call, its thread, its GIL): our end callback registered
+ * (atexit imported if it was not), then the backend's hooks.  In a parallel session (one
+ * with its own GIL is, hooklock.h) it does so under the lock among GILs, its atexit imported
+ * before (an import runs bytecode, which may also let the main GIL go: the session may have
+ * gone parallel meanwhile, so it is read after), and checks again under the lock that it is
+ * still asked (the stop may have withdrawn the request meanwhile). */
+static int arm_here(void *arg)
+{
+    vc_session *s = &g_vc;
+    int k = tag_slot(s, (uintptr_t)arg);
+    if (k < 0 || slot_state(k) != VC_INTERP_ARMING)
+        return 0;
+    vc_exc_saved saved;
+    vc_compat_exc_save(&saved);
+    if (running_in(k))
+        import_atexit();
+    int parallel = s->parallel, own = parallel && g_interps[k].gil != VC_GIL_SHARED;
+    if (parallel) {
+        vc_hooklock_acquire();
+        if (tag_slot(s, (uintptr_t)arg) != k || slot_state(k) != VC_INTERP_ARMING) {
+            vc_hooklock_release();
+            PyErr_Clear();
+            vc_compat_exc_restore(&saved);
+            return 0;
+        }
+    }
+    PyObject *unreg = NULL;
+    if (g_sub_backend == NULL || !running_in(k)) {
+        set_state(k, VC_INTERP_SKIPPED);
+        count_untraced_one(s, !own);
+    } else {
+        arm_slot(s, k, own, &unreg);
+        PyErr_Clear();
+    }
+    if (parallel)
+        vc_hooklock_release();
+    if (unreg != NULL) {
+        unregister_in(unreg);
+        Py_DECREF(unreg);
+    }
     vc_compat_exc_restore(&saved);
     return 0;
 }
@@ -447,16 +510,26 @@ static int disarm_here(void *arg)
     vc_session *s = &g_vc;
     vc_exc_saved saved;
     vc_compat_exc_save(&saved);
+    int parallel = s->parallel; /* an own-GIL one runs this beside the agent's stop */
+    if (parallel)
+        vc_hooklock_acquire();
     int k = tag_slot(s, (uintptr_t)arg);
+    PyObject *unreg = NULL;
     if (k >= 0 && slot_state(k) == VC_INTERP_DISARMING && running_in(k) &&
         g_sub_backend != NULL) {
         end_slot(s, k, 1);
-        unregister_in(k);
-        Py_CLEAR(g_interps[k].atexit_cb);
+        unreg = g_interps[k].atexit_cb; /* owned: unregistered once the lock is let go */
+        g_interps[k].atexit_cb = NULL;
         set_state(k, VC_INTERP_ENDED);
     } else if (k < 0 && g_armed_backend != NULL && !vc_compat_current_interp_ending() &&
                !hooked_now()) {
         g_armed_backend->remove_here(s, 0);
+    }
+    if (parallel)
+        vc_hooklock_release();
+    if (unreg != NULL) {
+        unregister_in(unreg);
+        Py_DECREF(unreg);
     }
     PyErr_Clear();
     vc_compat_exc_restore(&saved);
@@ -483,9 +556,23 @@ static void ask(vc_session *s, int k, int (*fn)(void *), int state)
 struct visit {
     vc_session *s;
     int stopping;
+    int locks; /* levels of the lock among GILs this visit took */
     int64_t max_id;
     unsigned char listed[VC_MAX_INTERPS];
 };
+
+/* Before the first own-GIL interpreter is asked to hook itself: the session goes parallel
+ * (hooklock.h), the agent thread holding the lock for the rest of the visit.  No hook of the
+ * main GIL runs while it switches (we hold that GIL), and the own-GIL one's first hook comes
+ * after our request, which it receives through CPython's pending-call lock. */
+static void go_parallel(struct visit *v)
+{
+    if (v->s->parallel)
+        return;
+    vc_hooklock_acquire();
+    v->locks++;
+    v->s->parallel = 1;
+}
 
 /* Under the runtime's lock, the main GIL held (compat.h: vc_sub_fn).  One caught while it is
  * being made (not ready: its GIL may not be set yet) waits in a slot until the next visit
@@ -504,7 +591,9 @@ static void visit_one(PyInterpreterState *interp, int64_t id, int flags, void *c
         if (v->stopping && st == VC_INTERP_LIVE && ready) {
             ask(v->s, k, disarm_here, VC_INTERP_DISARMING);
         } else if (!v->stopping && st == VC_INTERP_WAITING && ready) {
-            if (shared && g_sub_backend != NULL) {
+            if (g_sub_backend != NULL) {
+                if (!shared)
+                    go_parallel(v);
                 ask(v->s, k, arm_here, VC_INTERP_ARMING);
             } else {
                 count_untraced_one(v->s, shared);
@@ -517,14 +606,24 @@ static void visit_one(PyInterpreterState *interp, int64_t id, int flags, void *c
         return; /* seen at an earlier visit and decided then */
     if (id > v->max_id)
         v->max_id = id;
-    if ((ready && (!shared || g_sub_backend == NULL)) || (k = free_slot()) < 0) {
+    if ((ready && g_sub_backend == NULL) || (k = free_slot()) < 0) {
         count_untraced_one(v->s, shared);
         return;
     }
     g_interps[k] = (vc_interp){interp, id, VC_INTERP_WAITING, NULL, gil};
+    g_own_gil[k] = 0;
     v->listed[k] = 1;
-    if (ready)
+    if (ready) {
+        if (!shared)
+            go_parallel(v);
         ask(v->s, k, arm_here, VC_INTERP_ARMING);
+    }
+}
+
+static void visit_unlock(struct visit *v)
+{
+    for (; v->locks > 0; v->locks--)
+        vc_hooklock_release();
 }
 
 /* The visit: new sub-interpreters asked to hook themselves (or counted), slots whose
@@ -532,8 +631,14 @@ static void visit_one(PyInterpreterState *interp, int64_t id, int flags, void *c
 static void adopt_pending(vc_session *s)
 {
     struct visit v = {.s = s, .max_id = g_max_seen_id};
-    if (vc_compat_subinterps_each(visit_one, &v) != 0)
+    if (s->parallel) {
+        vc_hooklock_acquire();
+        v.locks++;
+    }
+    if (vc_compat_subinterps_each(visit_one, &v) != 0) {
+        visit_unlock(&v);
         return; /* not read this time: the next visit tries again */
+    }
     if (v.max_id > g_max_seen_id)
         g_max_seen_id = v.max_id;
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
@@ -544,11 +649,12 @@ static void adopt_pending(vc_session *s)
             end_slot(s, k, 0);
         else if (st == VC_INTERP_WAITING)
             count_waiting(s, k); /* gone before it was ready (being made, or ending) */
-        else if (st == VC_INTERP_ARMING)
-            count_untraced_one(s, 1); /* gone before it ran our request */
+        else if (st == VC_INTERP_ARMING) /* gone before it ran our request */
+            count_untraced_one(s, g_interps[k].gil == VC_GIL_SHARED);
         g_interps[k].atexit_cb = NULL; /* leaked with its interpreter: never touched */
         set_state(k, VC_INTERP_FREE);
     }
+    visit_unlock(&v);
 }
 
 static int any_disarming(void)
@@ -564,13 +670,18 @@ static int any_disarming(void)
  * the rest keep their hooks, inert, until they next run Python (see the top comment). */
 static void end_all_pending(vc_session *s, int wait_ms)
 {
+    /* Parallel (hooklock.h): own-GIL ones arm, disarm and end on their own threads meanwhile;
+     * the lock is let go only while the GIL is. */
+    int parallel = s->parallel;
+    if (parallel)
+        vc_hooklock_acquire();
     /* Those not hooked yet stay so: a request of ours still queued in one finds it no longer
      * ARMING (an interpreter hooked now would get no request to unhook). */
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
         int st = slot_state(k);
         if (st == VC_INTERP_WAITING || st == VC_INTERP_ARMING) {
             if (st == VC_INTERP_ARMING)
-                count_untraced_one(s, 1);
+                count_untraced_one(s, g_interps[k].gil == VC_GIL_SHARED);
             else
                 count_waiting(s, k);
             set_state(k, VC_INTERP_SKIPPED);
@@ -579,21 +690,29 @@ static void end_all_pending(vc_session *s, int wait_ms)
     struct visit v = {.s = s, .stopping = 1, .max_id = g_max_seen_id};
     if (g_sub_backend != NULL && vc_compat_subinterps_each(visit_one, &v) == 0 && wait_ms > 0 &&
         any_disarming()) {
+        int depth = vc_hooklock_release_all();
         PyThreadState *me = PyEval_SaveThread();
         for (int waited = 0; waited < wait_ms && any_disarming(); waited++) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
         PyEval_RestoreThread(me);
+        vc_hooklock_reacquire(depth);
     }
+    /* Own-GIL ones that did not unhook in time keep their hooks for now: from here they
+     * record nothing (their threads are closed and their keys named below, the tables then
+     * read by the stop); the generation's switch (agent.c) makes that permanent. */
+    if (parallel)
+        s->closed = 1;
     /* Which are still there (a fork child has none: CPython deletes them in it). */
     struct visit after = {.s = s, .stopping = 1, .max_id = g_max_seen_id};
     int listed = g_sub_backend != NULL && vc_compat_subinterps_each(visit_one, &after) == 0;
     for (int k = 1; k < VC_MAX_INTERPS; k++) {
         int st = slot_state(k);
         if ((st == VC_INTERP_LIVE || st == VC_INTERP_DISARMING) && listed && after.listed[k]) {
-            /* Its names read (the GIL is shared), its references left: never released from
-             * another interpreter than theirs. */
+            /* Its names read (the GIL is shared; an own-GIL one's from their characters
+             * only, names.c), its references left: never released from another interpreter
+             * than theirs. */
             uint64_t now = vc_clock_now();
             for (uint32_t i = 0; i < s->nthreads; i++)
                 if (s->threads[i].interp_slot == (uint32_t)k &&
@@ -607,6 +726,8 @@ static void end_all_pending(vc_session *s, int wait_ms)
     }
     release_tags();
     g_sub_backend = NULL;
+    if (parallel)
+        vc_hooklock_release();
 }
 
 void vc_interps_adopt(vc_session *s, int attach)
@@ -646,7 +767,7 @@ void vc_interps_adopt(vc_session *s, int attach)
             PyErr_Clear();
             continue;
         }
-        int rc = register_in(s, k, 0);
+        int rc = register_in(s, k);
         leave(ts, saved);
         if (rc < 0)
             continue; /* not ready yet: the next visit tries again */
@@ -675,7 +796,7 @@ void vc_interps_end_all(vc_session *s, int wait_ms)
                 PyThreadState *saved = NULL;
                 PyThreadState *ts = enter(in->interp, &saved);
                 if (ts != NULL) {
-                    unregister_in(k);
+                    unregister_in(in->atexit_cb);
                     Py_CLEAR(in->atexit_cb);
                     vc_pins_release_owner(&s->pins, (uint32_t)k, 1);
                     leave(ts, saved);

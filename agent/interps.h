@@ -16,7 +16,9 @@
 void vc_interps_begin(vc_session *s);
 /* Adopts the sub-interpreters that appeared (reachable, not finalizing, initialized): our
  * atexit callback is registered in each, then (attach) the backend's attach_interp runs for
- * it (3.12+: each one under the main GIL is asked to do both itself, install_here).  Interpreters that vanished since the last call without our atexit end here (their keys
+ * it (3.12+: each one is asked to do both itself, install_here; the first with its own GIL
+ * makes the session parallel, hooklock.h).  Interpreters that vanished since the last call
+ * without our atexit end here (their keys
  * named "?", nothing of theirs touched). */
 void vc_interps_adopt(vc_session *s, int attach);
 /* Calls fn for every interpreter the session traces that still exists (main first). */

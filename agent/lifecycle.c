@@ -6,6 +6,7 @@
  * bounded; nothing here touches Python.
  */
 #include "lifecycle.h"
+#include "hooklock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -314,6 +315,7 @@ static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
 static void atfork_child(void)
 {
     pthread_mutex_init(&g_lock, NULL);
+    vc_hooklock_reset_in_child(); /* its holder, if any, is not in the child */
     g_cond_ready_reset = 1;
     if (g_state != VC_IDLE)
         g_fork_cleanup = 1;

@@ -76,6 +76,7 @@ int vc_pins_maybe_grow(vc_pins *pins)
     bigger.excluded = excluded;
     bigger.unnamed = pins->unnamed;
     bigger.filter = pins->filter;
+    bigger.own_gil = pins->own_gil;
     free(pins->slots);
     free(pins->by_id);
     *pins = bigger;
@@ -94,10 +95,53 @@ static char *dup_utf8(PyObject *s)
     return strdup(u);
 }
 
-static char *python_name(PyCodeObject *co)
+/* The UTF-8 of a str from its characters alone, without asking the interpreter it belongs to:
+ * PyUnicode_AsUTF8 may allocate (with the *current* interpreter's allocator) and cache the
+ * result in the object, which an interpreter with its own GIL may be doing at the same
+ * moment.  A str's characters never change.  3.12+ only (every str is "ready" there, and only
+ * there do interpreters have their own GIL).  Surrogates read "?", as PyUnicode_AsUTF8's
+ * failure does. */
+static char *dup_utf8_readonly(PyObject *s)
 {
-    char *name = dup_utf8(vc_compat_code_name(co));
-    char *file = dup_utf8(co->co_filename);
+    if (s == NULL || !PyUnicode_Check(s))
+        return strdup("?");
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    char *out = n >= 0 && n < (1 << 24) ? malloc((size_t)n * 4 + 1) : NULL;
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 0x80) {
+            out[o++] = (char)c;
+        } else if (c < 0x800) {
+            out[o++] = (char)(0xc0 | (c >> 6));
+            out[o++] = (char)(0x80 | (c & 0x3f));
+        } else if (c >= 0xd800 && c <= 0xdfff) {
+            free(out);
+            return strdup("?");
+        } else if (c < 0x10000) {
+            out[o++] = (char)(0xe0 | (c >> 12));
+            out[o++] = (char)(0x80 | ((c >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (c & 0x3f));
+        } else {
+            out[o++] = (char)(0xf0 | (c >> 18));
+            out[o++] = (char)(0x80 | ((c >> 12) & 0x3f));
+            out[o++] = (char)(0x80 | ((c >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (c & 0x3f));
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static char *python_name(PyCodeObject *co, int foreign)
+{
+    char *(*dup)(PyObject *) = foreign ? dup_utf8_readonly : dup_utf8;
+    char *name = dup(vc_compat_code_name(co));
+    char *file = dup(co->co_filename);
     char *out = NULL;
     if (name != NULL && file != NULL &&
         asprintf(&out, "%s (%s:%d)", name, file, co->co_firstlineno) < 0)
@@ -127,7 +171,10 @@ static PyTypeObject *defining_type(PyTypeObject *type, const PyMethodDef *ml)
     return type;
 }
 
-static char *c_name(const PyMethodDef *ml, PyObject *qual)
+/* foreign: the key's interpreter has its own GIL and is not the current one: only what never
+ * changes is read (the type's own name: the sys.monitoring backend, the only one that traces
+ * such interpreters, qualifies a method by its defining type already; the module's C name). */
+static char *c_name(const PyMethodDef *ml, PyObject *qual, int foreign)
 {
     const char *fname = ml->ml_name ? ml->ml_name : "?";
     char *out = NULL;
@@ -135,14 +182,18 @@ static char *c_name(const PyMethodDef *ml, PyObject *qual)
         return strdup(fname);
     char *prefix = NULL;
     if (PyType_Check(qual)) {
-        prefix = strdup(defining_type((PyTypeObject *)qual, ml)->tp_name);
+        PyTypeObject *type = (PyTypeObject *)qual;
+        prefix = strdup((foreign ? type : defining_type(type, ml))->tp_name);
+    } else if (PyModule_Check(qual) && foreign) {
+        PyModuleDef *def = PyModule_GetDef(qual);
+        prefix = strdup(def != NULL && def->m_name != NULL ? def->m_name : "?");
     } else if (PyModule_Check(qual)) {
         const char *m = PyModule_GetName(qual);
         if (m == NULL)
             PyErr_Clear();
         prefix = strdup(m ? m : "?");
     } else {
-        prefix = dup_utf8(qual);
+        prefix = foreign ? dup_utf8_readonly(qual) : dup_utf8(qual);
     }
     if (prefix != NULL && asprintf(&out, "%s.%s", prefix, fname) < 0)
         out = NULL;
@@ -153,6 +204,17 @@ static char *c_name(const PyMethodDef *ml, PyObject *qual)
 /* The name given to the keys of an interpreter that went without our atexit (names.h). */
 static const char gone_name[] = "? (its sub-interpreter ended before its names were read)";
 
+static int foreign(const vc_pins *pins, uint32_t owner)
+{
+    return pins->own_gil != NULL && owner > 0 && owner < VC_PINS_OWNERS && pins->own_gil[owner];
+}
+
+static char *pin_name(const vc_pins *pins, const vc_pin *p)
+{
+    int f = foreign(pins, p->owner);
+    return p->is_c ? c_name(p->ptr, p->qual, f) : python_name((PyCodeObject *)p->ptr, f);
+}
+
 char *vc_pins_name(const vc_pins *pins, uint32_t id)
 {
     if (id >= pins->count || pins->by_id == NULL)
@@ -160,7 +222,7 @@ char *vc_pins_name(const vc_pins *pins, uint32_t id)
     const vc_pin *p = &pins->by_id[id];
     if (p->is_c == VC_PIN_NAMED)
         return p->ptr ? strdup(p->ptr) : NULL;
-    return p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
+    return pin_name(pins, p);
 }
 
 char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
@@ -177,14 +239,16 @@ char **vc_pins_resolve_and_release(vc_pins *pins, uint32_t *count_out)
             continue;
         }
         if (names != NULL)
-            names[id] = p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
+            names[id] = pin_name(pins, p);
+        if (foreign(pins, p->owner))
+            continue; /* another GIL's objects: their references are left, never released */
         if (!p->is_c)
             Py_DECREF((PyObject *)p->ptr);
         Py_XDECREF(p->qual);
     }
     for (uint32_t i = 0; pins->excluded && pins->slots && i <= pins->mask; i++)
         if (pins->slots[i].ptr != NULL && pins->slots[i].ptr != VC_PIN_TOMBSTONE &&
-            pins->slots[i].id == VC_ID_EXCLUDED)
+            pins->slots[i].id == VC_ID_EXCLUDED && !foreign(pins, pins->slots[i].owner))
             Py_DECREF((PyObject *)pins->slots[i].ptr);
     free(pins->slots);
     free(pins->by_id);
@@ -211,7 +275,8 @@ void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive)
             vc_pin *p = &pins->by_id[sl->id];
             char *name = NULL;
             if (alive) {
-                name = p->is_c ? c_name(p->ptr, p->qual) : python_name((PyCodeObject *)p->ptr);
+                int f = alive == VC_PINS_NAME_ONLY && foreign(pins, owner);
+                name = p->is_c ? c_name(p->ptr, p->qual, f) : python_name((PyCodeObject *)p->ptr, f);
                 PyErr_Clear();
                 if (alive == 1 && !p->is_c)
                     Py_DECREF((PyObject *)p->ptr);
@@ -221,7 +286,7 @@ void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive)
                 name = strdup(gone_name);
             }
             /* NULL (out of memory) reads as an unnamed key, as a failed resolution does */
-            *p = (vc_pin){name, NULL, VC_PIN_NAMED};
+            *p = (vc_pin){name, NULL, VC_PIN_NAMED, 0};
         }
         sl->ptr = VC_PIN_TOMBSTONE;
         sl->qual = NULL;

@@ -44,6 +44,7 @@ typedef struct vc_pin {
     const void *ptr;   /* VC_PIN_NAMED: the malloc'd name (its interpreter is gone) */
     PyObject *qual;
     int is_c;
+    uint32_t owner;    /* interpreter slot it was pinned in (as its table slot's) */
 } vc_pin;
 #define VC_PIN_NAMED 2 /* vc_pin.is_c of a key named and released with its interpreter */
 
@@ -56,7 +57,12 @@ typedef struct vc_pins {
     uint32_t excluded;  /* slots holding an excluded code object (no id) */
     uint64_t unnamed;   /* calls not recorded because the table was full */
     const vc_filter *filter; /* verdicts taken on first sight of a code object; NULL: none */
+    /* [owner] != 0: that interpreter slot has its own GIL (interps.c): its keys are named
+     * from the agent thread by reading their immutable strings only (names.c), never by
+     * asking that interpreter (which could allocate in it, or cache into its objects). */
+    const unsigned char *own_gil; /* [VC_PINS_OWNERS] */
 } vc_pins;
+#define VC_PINS_OWNERS 256 /* interps.h's VC_MAX_INTERPS */
 
 int vc_pins_init(vc_pins *pins, uint32_t capacity);
 /* Grows when more than half full.  GIL held, hooks idle (agent thread).  0 or -ENOMEM. */
@@ -69,7 +75,8 @@ void vc_names_free(char **names, uint32_t count);
  * (streaming names new keys while it traces). */
 char *vc_pins_name(const vc_pins *pins, uint32_t id);
 /* Before interpreter `owner` goes: names its keys (alive: with its GIL held and that
- * interpreter current or sharing it), releases their references and tombstones their slots.
+ * interpreter current or sharing it; VC_PINS_NAME_ONLY: from the agent thread, an own-GIL
+ * one's read as own_gil says), releases their references and tombstones their slots.
  * alive = 0 (it is gone already): nothing of it is read or released (its objects are leaked
  * rather than touched), its keys are named "?" — the rare interpreter destroyed without our
  * atexit having run. */
@@ -141,7 +148,7 @@ static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *
             if (!is_c)
                 Py_INCREF((PyObject *)ptr);
             Py_XINCREF(qual);
-            pins->by_id[id] = (vc_pin){ptr, qual, is_c};
+            pins->by_id[id] = (vc_pin){ptr, qual, is_c, owner};
             return id;
         }
         i = (i + 1) & pins->mask;

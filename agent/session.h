@@ -3,7 +3,8 @@
  * header (threads.h, starthook.h, emit.h, follow.h, control.h).
  *
  * There is at most one session per process (g_vc, defined in session.c).  Its fields are
- * written either by the agent thread or by the hooks, always under the GIL.  The life-cycle
+ * written either by the agent thread or by the hooks, always under the GIL (and, once the
+ * session is `parallel`, under the lock among GILs too: hooklock.h).  The life-cycle
  * state (state, stop request, result, wake pipe) is not here: lifecycle.h owns it, behind its
  * own lock.  (Include guard VC_AGENT_SESSION_H: the CLI's control client once used
  * VC_SESSION_H for a header of the same file name.)
@@ -90,6 +91,14 @@ typedef struct vc_session {
 
     /* hook state, under the GIL */
     uint32_t gen;
+    /* 3.12+: a sub-interpreter with its own GIL was asked to hook itself: from then until the
+     * next session's start every hook and the agent's table work run under vc_hooklock
+     * (hooklock.h), the GIL alone no longer excluding the other hooks.  Set by the agent
+     * thread under the main GIL (no hook of the main GIL runs then). */
+    int parallel;
+    /* parallel: the stop has begun taking the threads and keys (set under the lock, cleared
+     * with the generation's switch): a hook that runs meanwhile records nothing. */
+    int closed;
     const struct vc_backend_ops *backend; /* installed backend, NULL when none */
     char backend_name[16];    /* the backend that ran (kept after stop, for the trace) */
     int tool_id;              /* monitoring tool id, -1 if none */

@@ -58,7 +58,7 @@ vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts)
     vc_thread *t = &s->threads[s->nthreads];
     /* Only the header is cleared: the stack is written before it is read. */
     memset(t, 0, offsetof(vc_thread, stack));
-    t->index = s->nthreads++;
+    t->index = s->nthreads;
     t->gen = s->gen;
     t->tstate = ts;
     t->ident = ts ? (unsigned long)ts->thread_id : 0;
@@ -67,6 +67,9 @@ vc_thread *vc_thread_new(vc_session *s, PyThreadState *ts)
         t->tid = (pid_t)syscall(SYS_gettid);
     else
         t->tid = ts ? own_tid(vc_compat_native_tid(ts)) : 0;
+    /* Published whole: the agent thread reads the table for names without the lock among
+     * GILs (hooklock.h), while a hook of an own-GIL interpreter may be adding a thread. */
+    __atomic_store_n(&s->nthreads, t->index + 1, __ATOMIC_RELEASE);
     return t;
 }
 

@@ -97,3 +97,13 @@ BENCH_TARGETS += bench-cpu
 bench-asyncio: all
 	bench/asyncio/run $(BENCH_ASYNCIO_ARGS)
 BENCH_TARGETS += bench-asyncio
+
+# --- own-GIL sub-interpreters (bench/subinterp; issue 19) ---
+# Prints, per host interpreter 3.12+: 1M calls on the main thread traced alone, beside an idle
+# own-GIL sub-interpreter (the session parallel, agent/hooklock.h) and beside a busy one (the
+# lock contended), as ratios to untraced, and the busy one's speed traced/untraced.  Not
+# asserted.  BENCH_SUBINTERP_ARGS: e.g. --reps 9, --only 3.13.
+.PHONY: bench-subinterp
+bench-subinterp: all
+	bench/subinterp/run $(BENCH_SUBINTERP_ARGS)
+BENCH_TARGETS += bench-subinterp

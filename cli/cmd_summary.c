@@ -404,13 +404,13 @@ static void print_header(const char *path, const vct_trace *t)
     if (t->interps_untraced) {
         uint64_t shared = t->interps_untraced_shared < t->interps_untraced
                               ? t->interps_untraced_shared : t->interps_untraced;
-        printf("%" PRIu64 " sub-interpreter%s not traced (CPython 3.12+: their calls are not in "
-               "this trace)", t->interps_untraced, t->interps_untraced == 1 ? "" : "s");
+        printf("%" PRIu64 " sub-interpreter%s not traced (CPython 3.12+, ended before they ran "
+               "Python hooked, or --hook profile: their calls are not in this trace)",
+               t->interps_untraced, t->interps_untraced == 1 ? "" : "s");
         if (shared < t->interps_untraced)
             printf("; %" PRIu64 " with their own GIL", t->interps_untraced - shared);
         if (shared)
-            printf("; %" PRIu64 " under the main GIL not hooked (ended before they ran Python, "
-                   "or --hook profile)", shared);
+            printf("; %" PRIu64 " under the main GIL", shared);
         putchar('\n');
     }
     if (t->filters)

@@ -70,23 +70,25 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
     char fl[900];
     if (vc_kv_get(end_text, "filters", fl, sizeof fl) > 0)
         snprintf(filters, sizeof filters, " [filtered: %s]", fl);
-    /* 3.12+ sub-interpreters with their own GIL are left alone, and one under the main GIL
-     * may end before it runs Python hooked (agent/interps.c): said, never silently missing. */
+    /* 3.12+ sub-interpreters that end before they run Python hooked, or every one with
+     * --hook profile (agent/interps.c): said, never silently missing. */
     char interps[160] = "", shared[64] = "";
     unsigned long long untraced = report_u64(end_text, "interps_untraced");
     unsigned long long nshared = report_u64(end_text, "interps_untraced_shared");
     if (nshared > untraced)
         nshared = untraced;
     if (nshared)
-        snprintf(shared, sizeof shared, "%s%llu under the main GIL not hooked",
+        snprintf(shared, sizeof shared, "%s%llu under the main GIL",
                  nshared < untraced ? ", " : "", nshared);
     if (untraced && nshared < untraced)
         snprintf(interps, sizeof interps,
-                 "; %llu sub-interpreter%s not traced (CPython 3.12+: %llu with their own GIL%s)",
+                 "; %llu sub-interpreter%s not traced (CPython 3.12+, ended before hooked or "
+                 "--hook profile: %llu with their own GIL%s)",
                  untraced, untraced == 1 ? "" : "s", untraced - nshared, shared);
     else if (untraced)
-        snprintf(interps, sizeof interps, "; %llu sub-interpreter%s not traced (CPython 3.12+: %s)",
-                 untraced, untraced == 1 ? "" : "s", shared);
+        snprintf(interps, sizeof interps, "; %llu sub-interpreter%s not traced (CPython 3.12+, "
+                 "ended before hooked or --hook profile: %s)", untraced, untraced == 1 ? "" : "s",
+                 shared);
     /* The note goes before ", SIZE -> OUT": what follows the arrow is where the trace is. */
     printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s%s, %s -> %s%s%s\n",
            (int)pid, dur, report_u64(end_text, "events"), report_u64(end_text, "threads"), drops,

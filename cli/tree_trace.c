@@ -1002,8 +1002,8 @@ static void print_result(struct tree_run *r, const struct trace_sink *sink, int6
         printf(": %llu events, %llu threads, %llu dropped%s", events, threads, drops,
                drops ? " (vcattach did not keep up: see the \"vcattach dropped\" instants)" : "");
         if (interps) /* before ", SIZE -> OUT": what follows the arrow is where the trace is */
-            printf("; %llu sub-interpreter%s not traced (CPython 3.12+: their own GIL, or not "
-                   "hooked)", interps, interps == 1 ? "" : "s");
+            printf("; %llu sub-interpreter%s not traced (CPython 3.12+: ended before hooked, or "
+                   "--hook profile)", interps, interps == 1 ? "" : "s");
         printf(", %s -> %s\n", size, sink->path);
     }
     for (size_t i = 0; i < r->n; i++) {

@@ -4,10 +4,12 @@ existing at attach or created during the trace, each (OS thread, interpreter) on
 its own named "NAME [interp N]"; their keys never mix with another interpreter's; one
 destroyed during the trace keeps its events and names; a thread switching interpreters 2000
 times, 30 interpreters created and destroyed in a tight loop and one that fails to start leave
-the target correct.  From 3.12 the sub-interpreters under the main GIL (the "legacy" config:
-Py_NewInterpreter, mod_wsgi's) are traced the same way, each asked to hook itself through a
-pending call (agent/interps.c); those with their own GIL are left alone, and the trace, the
-CLI's line and `summary` say how many were.
+the target correct.  From 3.12 every sub-interpreter is traced the same way, each asked to hook
+itself through a pending call (agent/interps.c): those under the main GIL (the "legacy" config:
+Py_NewInterpreter, mod_wsgi's) and those with their own GIL (the default, PEP 734's
+concurrent.interpreters and InterpreterPoolExecutor), whose hooks then run in parallel with the
+main interpreter's under the lock among GILs (agent/hooklock.h); those that end before they
+are hooked are counted, and the trace, the CLI's line and `summary` say how many were.
 
 The target (targets/subinterp_target.py) counts its own calls of work() per interpreter; the
 trace read by the independent Python reader (support.traces.decode) must hold exactly as many
@@ -170,9 +172,10 @@ def test_main_gil_sub_interpreters_traced_from_3_12(python, tmp_path):
     ones made under the main GIL (what mod_wsgi's Py_NewInterpreter makes).  Each hooks itself
     through a pending call (agent/interps.c): exact counts per interpreter, a track each, our
     sys.monitoring tool and end callback gone from every interpreter after the detach.  On
-    3.14+ the PEP 734 interpreters (own GIL) are counted as not traced."""
+    3.14+ the PEP 734 interpreters (own GIL) are traced beside them, exactly too."""
     report, events, hooks = trace_scenario(python, tmp_path, "profile", legacy=True)
     check_exact_counts(python, report, events, hooks)
+    pep734_counts(python, report, events)  # own GIL: traced beside the legacy ones
     [detach] = [e for e in events if e.get("name") == "vcattach detach"]
     n, shared = untraced_note(events), detach["args"].get("interps_untraced_shared_gil", 0)
     # the short-lived and failing ones may end before they run Python hooked: counted, shared
@@ -180,8 +183,28 @@ def test_main_gil_sub_interpreters_traced_from_3_12(python, tmp_path):
     assert shared <= n <= 31 + (0 if python["minor"] < 314 else 5 + 64), detach
 
 
+def pep734_counts(python, report, events):
+    """3.14+: the 5 concurrent.interpreters ones and the pool's workers (own GIL, made during
+    the trace, each waiting for the hook first) have exactly the work() calls they counted."""
+    pep = report["pep734"]
+    ci = {int(k): v for k, v in pep.get("ci", {}).items()}
+    pool = {int(k): v for k, v in pep.get("pool", {}).items()}
+    # (the pool starts its second worker only if the first is busy when a call comes)
+    assert (len(ci), min(len(pool), 1), sum(pool.values())) == (
+        (5, 1, 200) if python["minor"] >= 314 else (0, 0, 0)), pep
+    counts, names = work_counts(events)
+    for i, n in ci.items():
+        assert counts["MainThread [interp %d]" % i] == n == N // 10, (i, counts)
+    for i, n in pool.items():
+        [label] = [v for v in names.values() if v.startswith("InterpreterPoolExecutor") and
+                   v.endswith(" [interp %d]" % i)]
+        assert counts[label] == n, (label, n, counts)
+
+
 def check_exact_counts(python, report, events, hooks):
     check_common(python, report, events, hooks)
+    # 3.14+: the PEP 734 interpreters' tracks (their counts: pep734_counts)
+    more = tuple("MainThread [interp %s]" % i for i in report.get("pep734", {}).get("ci", {}))
     counts, names = work_counts(events)
     ids = report["ids"]
     want = {int(k): v for k, v in report["counts"].items()}
@@ -202,12 +225,13 @@ def check_exact_counts(python, report, events, hooks):
     # their 3 calls each, on their own tracks, never on main's, A's or B's
     for label, n in counts.items():
         if label not in ("MainThread", "MainThread [interp %d]" % ids["A"],
-                         "MainThread [interp %d]" % ids["B"]):
+                         "MainThread [interp %d]" % ids["B"]) + more and \
+                not label.startswith("InterpreterPoolExecutor"):
             assert label.startswith("MainThread [interp ") and n <= 3, (label, n)
     # the sub-interpreters' work() is its own key (defined in run_string's code), main's is
     # the file's
     subs = {e["name"] for e in events if e.get("ph") == "X" and e["name"].startswith("work (")
-            and names.get(e["tid"]) != "MainThread"}
+            and names.get(e["tid"], "").startswith("MainThread [interp ")}
     # (run_string's code is "<string>", "<script>" from 3.14)
     assert subs and all("<string>" in s or "<script>" in s for s in subs), subs
 
@@ -227,31 +251,22 @@ def test_eval_backend_every_interpreter(python, tmp_path):
 
 
 @pytest.mark.parametrize("python", params(OWN_GIL))
-def test_own_gil_sub_interpreters_left_alone_from_3_12(python, tmp_path):
-    """3.12+: sub-interpreters with their own GIL (the default config) are not entered: the
-    main interpreter is traced exactly, the target's results are unchanged (on 3.14+ with
-    PEP 734's interpreters and pool made and ended during the trace), no track of another
-    interpreter."""
-    report, events, hooks = trace_scenario(python, tmp_path, "none")
-    check_common(python, report, events, hooks)
-    counts, names = work_counts(events)
-    assert counts["MainThread"] == N, counts
-    assert not [n for n in names.values() if "[interp" in n], names
-    # ... and the trace says so: the interpreters seen at the agent's visits (walked under the
-    # runtime's own lock), A at least (it exists at attach); never more than the target made
-    # (A, B, 30 short ones, the failing one; on 3.14+ 5 PEP 734 ones and the pool's workers)
-    n = untraced_note(events)
-    assert 1 <= n <= 33 + (0 if python["minor"] < 314 else 5 + 64), n
-    # all of them made with the default config: their own GIL
+def test_own_gil_sub_interpreters_traced_from_3_12(python, tmp_path):
+    """3.12+, sys.monitoring: the same scenario with A, B and the short-lived ones made with
+    their own GIL (the default config, PEP 684), their hooks running in parallel with the main
+    interpreter's: the session goes parallel (agent/hooklock.h).  Exact counts per
+    interpreter, a track each, nothing of ours left in any interpreter after the detach, the
+    target's results unchanged.  On 3.14+ also the interpreters that concurrent.interpreters
+    and an InterpreterPoolExecutor make during the trace: each has exactly the work() calls it
+    counted itself, on its own track (the pool's on its worker thread's)."""
+    report, events, hooks = trace_scenario(python, tmp_path, "profile")
+    check_exact_counts(python, report, events, hooks)
+    pep734_counts(python, report, events)
+    # none shares the main GIL; the short-lived ones may end before a visit hooks them: counted
     [detach] = [e for e in events if e.get("name") == "vcattach detach"]
-    assert detach["args"]["interps_untraced_shared_gil"] == 0, detach
-    plural = "" if n == 1 else "s"
-    assert "; %d sub-interpreter%s not traced (CPython 3.12+: %d with their own GIL)" % (
-        n, plural, n) in report["vc_stdout"], report["vc_stdout"]
-    r = run_vcattach("summary", tmp_path / "sub.cvf", "--top", "5")
-    assert r.returncode == 0, r.stderr
-    assert "\n%d sub-interpreter%s not traced (CPython 3.12+: their calls are not in this " \
-        "trace); %d with their own GIL\n" % (n, plural, n) in r.stdout, r.stdout[:2000]
+    n = untraced_note(events)
+    assert detach["args"].get("interps_untraced_shared_gil", 0) == 0, detach
+    assert n <= 31 + (0 if python["minor"] < 314 else 5 + 64), detach
 
 
 IDLE = os.path.join(os.path.dirname(TARGET), "subinterp_idle.py")
@@ -276,17 +291,21 @@ def idle_session(t, tmp_path, name, n):
     return decode(out), report
 
 
+@pytest.mark.parametrize("gil", ["main", "own"])
 @pytest.mark.parametrize("python", params(OWN_GIL))
-def test_idle_sub_interpreter_unhooks_itself_later(python, tmp_path):
-    """3.12+: a sub-interpreter under the main GIL that runs nothing while the trace stops
-    keeps our hooks, inert, until it next runs Python: then its queued request removes them
-    before its first statement.  A second session attached meanwhile replaces what the first
-    left (the first's request must not unhook the second), and counts A's calls exactly."""
+def test_idle_sub_interpreter_unhooks_itself_later(python, gil, tmp_path):
+    """3.12+: a sub-interpreter (under the main GIL, or with its own) that runs nothing while
+    the trace stops keeps our hooks, inert, until it next runs Python: then its queued request
+    removes them before its first statement.  Its keys are named at the stop all the same (an
+    own-GIL one's from their characters only, agent/names.c).  A second session attached
+    meanwhile replaces what the first left (the first's request must not unhook the second),
+    and counts A's calls exactly."""
     argv = [python["path"], IDLE] if not python["root"] else None
     if argv is None:
         outside, inside = root_workdir(python, tmp_path, "vc-idle")
         copy_target(IDLE, outside)
         argv = python["argv"] + [os.path.join(inside, "subinterp_idle.py")]
+    argv += ["--own"] if gil == "own" else []
     t = SubinterpTarget(argv)
     try:
         first, r1 = idle_session(t, tmp_path, "first.cvf", 300)
@@ -366,7 +385,11 @@ def trace_until_exit(argv, out, duration):
     try:
         r, _, _ = select.select([t.stdout], [], [], 30)
         assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
-        vc = run_vcattach("--pid", str(t.pid), "-t", duration, "-o", out, timeout=120)
+        vc = run_vcattach("-v", "--pid", str(t.pid), "-t", duration, "-o", out, timeout=120)
+        if vc.returncode != 0 and t.poll() is not None:  # the target's own end, said
+            raise AssertionError("the target ended (%s) before vcattach could trace it: %s\n"
+                                 "vcattach: %s" % (t.returncode, t.stderr.read()[-3000:],
+                                                   vc.stderr[-3000:]))
         assert vc.returncode == 0, (vc.stdout, vc.stderr)
         stdout, stderr = t.communicate(timeout=60)
         assert t.returncode == 0, stderr
@@ -378,12 +401,14 @@ def trace_until_exit(argv, out, duration):
 
 
 @pytest.mark.parametrize("python", params(OWN_GIL))
-def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
+def test_own_gil_churn_target_unharmed(python, tmp_path):
     """3.12+: 4 threads make and destroy own-GIL interpreters nonstop while vcattach traces
-    (the agent walks the runtime's list under its lock at every visit) and a "legacy" one
-    (main GIL) lives throughout, running tick() from a fifth thread: the target keeps working
-    and exits cleanly, the legacy one is traced (its own track), and the trace counts the
-    own-GIL interpreters it saw, as such."""
+    (the agent walks the runtime's list under its lock at every visit, asks each new one to
+    hook itself, and each that did unhooks itself in its atexit, on its own thread, beside
+    the others) and a "legacy" one (main GIL) lives throughout, running tick() from a fifth
+    thread: the target keeps working and exits cleanly, the legacy one is traced (its own
+    track), every other track is a churning thread's in one of its interpreters, and the
+    own-GIL interpreters the trace saw but did not hook are counted as such."""
     argv = [python["path"], CHURN] if not python["root"] else None
     if argv is None:
         outside, inside = root_workdir(python, tmp_path, "vc-churn")
@@ -393,25 +418,37 @@ def test_own_gil_churn_counted_target_unharmed(python, tmp_path):
     vc, result = trace_until_exit(argv + ["8"], out, "2s")
     assert result["ok"] and all(n > 0 for n in result["made"]), result
     events = decode(out)
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    churned = {v for v in names.values()
+               if "(churn) [interp " in v}  # own-GIL ones hooked in time: a track each
     n = untraced_note(events)
-    assert 1 <= n <= sum(result["made"]), (n, result)
+    assert len(churned) + n <= sum(result["made"]), (len(churned), n, result)
+    assert churned or n, (names, n)  # every visit saw some
     # none of them shares the main GIL: the "legacy" one is traced (agent/compat.c tells them
     # apart by the GIL each runs under)
     [detach] = [e for e in events if e.get("name") == "vcattach detach"]
-    assert detach["args"]["interps_untraced_shared_gil"] == 0, detach
-    assert "; %d sub-interpreters not traced (CPython 3.12+: %d with their own GIL)" % (n, n) \
-        in vc.stdout, vc.stdout
+    assert detach["args"].get("interps_untraced_shared_gil", 0) == 0, detach
     r = run_vcattach("summary", out, "--top", "3")
     assert r.returncode == 0, r.stderr
-    assert "\n%d sub-interpreters not traced (CPython 3.12+: their calls are not in this " \
-        "trace); %d with their own GIL\n" % (n, n) in r.stdout, r.stdout[:2000]
+    if n:
+        plural = "" if n == 1 else "s"
+        assert "; %d sub-interpreter%s not traced (CPython 3.12+, ended before hooked or " \
+            "--hook profile: %d with their own GIL)" % (n, plural, n) in vc.stdout, vc.stdout
+        assert "\n%d sub-interpreter%s not traced (CPython 3.12+, ended before they ran Python " \
+            "hooked, or --hook profile: their calls are not in this trace); %d with their own " \
+            "GIL\n" % (n, plural, n) in r.stdout, r.stdout[:2000]
+    # what the hooked ones ran (their start's imports, seeded, then their module code), on
+    # their churning thread's track, every key named
+    ran = collections.Counter(e["name"] for e in events if e.get("ph") == "X" and
+                              "(churn) [interp " in names.get(e["tid"], ""))
+    assert not churned or ran["<module> (<string>:1)"] + ran["<module> (<script>:1)"] >= 1, ran
+    assert not [k for k in ran if not k or k.startswith("?")], ran
     # the legacy one's calls, on a track of its own (the ticker thread in it), never more
     # than it made
     check_nesting(events)
     counts = collections.Counter(e["tid"] for e in events
                                  if e.get("ph") == "X" and e["name"].startswith("tick ("))
-    names = {e["tid"]: e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
     assert counts and all(names[tid].endswith("[interp %d]" % result["legacy"])
                           for tid in counts), (counts, names)
     assert 0 < sum(counts.values()) <= result["ticks"], (counts, result)

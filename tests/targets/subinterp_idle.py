@@ -1,7 +1,8 @@
 """A target for tests/test_subinterp.py (3.12+): one sub-interpreter under the main GIL (the
-"legacy" config, as mod_wsgi's Py_NewInterpreter makes them) that runs nothing while a trace
-stops, so it cannot unhook itself then (agent/interps.c: its request waits until it next runs
-Python).  Driven by lines on stdin, answering one JSON line each:
+"legacy" config, as mod_wsgi's Py_NewInterpreter makes them; with --own, its own GIL, the
+default config) that runs nothing while a trace stops, so it cannot unhook itself then
+(agent/interps.c: its request waits until it next runs Python).  Driven by lines on stdin,
+answering one JSON line each:
 
   (start)  creates A and prints "ready"
   work N   waits (at most 20 s) until A is hooked (our sys.monitoring tool in it), then calls
@@ -15,6 +16,8 @@ import sys
 from subinterp_work import WORK, legacy_interpreters  # beside this file
 
 interpreters, create = legacy_interpreters()
+if "--own" in sys.argv:
+    create = interpreters.create  # noqa: F811 (the default config: its own GIL)
 
 WORK += """
 import sys, time

@@ -11,7 +11,9 @@ own interpreter.  Driven by lines on stdin, answering one line on stdout:
            interpreter fails to start (a failing run_string) and is destroyed.  Prints
            {"counts": {interp id: work() calls}, "checksum": ..., "ids": {...}}
   check    after detach: whether any hook is left in main and A; prints {"hooks": [...]}, exits
-           (3.14+: also 5 concurrent.interpreters and an InterpreterPoolExecutor)
+           (3.14+: also 5 concurrent.interpreters calling work() N/10 times each, and an
+           InterpreterPoolExecutor of 2 mapping work() over 200 numbers: its workers load
+           this file's functions, so main() runs only as __main__)
   --check N  (argv) prints the checksum of the same work untraced, and exits.
   --legacy   (argv, 3.12+) A, B and the short-lived ones are made with the "legacy" config:
              under the main GIL, as Py_NewInterpreter (mod_wsgi) makes them.  The hook
@@ -73,6 +75,7 @@ def main_hooked():
     return sys.getprofile() is not None or (mon is not None and mon.get_tool(2) == "vcattach")
 
 
+PEP734 = {}  # 3.14+: the work() calls of the PEP 734 interpreters (pep734), for the report
 A_RUNS = 1000  # run_string calls into A: the main OS thread switches interpreters 2000 times
 COUNT = 0
 
@@ -138,25 +141,55 @@ def scenario(n, tmp, a, hooked):
         failed = True
     assert failed
     interpreters.destroy(bad)
-    return counts, total + sums(out) + pep734(), int(b)
+    pep_total, pep_counts = pep734(n, tmp, hooked)
+    PEP734.update(pep_counts)
+    return counts, total + sums(out) + pep_total, int(b)
 
 
-def pep734():
+def pool_init(hooked):
+    """An InterpreterPoolExecutor worker's start (in its interpreter): waits for the hook."""
+    if hooked == "profile":
+        exec(HOOKED, {})
+
+
+def count_here(_):
+    """In a pool worker: (its interpreter's id, its work() calls so far)."""
+    from concurrent import interpreters as ci
+    return ci.get_current().id, COUNT
+
+
+def pep734(n, tmp, hooked):
     """3.14+: concurrent.interpreters and InterpreterPoolExecutor make and end interpreters
-    (own GIL) during the trace; returns their results' sum (0 before 3.14)."""
+    (own GIL) during the trace, and call work() there.  Returns their results' sum and
+    {"ci": {interp id: work() calls}, "pool": {worker interp id: work() calls}} (0 and {}
+    before 3.14)."""
     try:
         from concurrent import interpreters as ci
         from concurrent.futures import InterpreterPoolExecutor
     except ImportError:
-        return 0
-    total = 0
+        return 0, {}
+    total, made = 0, {}
     for _ in range(5):
         interp = ci.create()
+        interp.exec(WORK_ATEXIT + (HOOKED if hooked == "profile" else ""))
+        interp.exec("for i in range(%d): work(i)\n" % (n // 10))
+        path = os.path.join(tmp, "count-%d" % interp.id)
+        interp.exec("with open(%r, 'w') as f: f.write(str(COUNT))\n" % path)
+        with open(path) as f:
+            made[interp.id] = int(f.read())
         total += interp.call(pow, 7, 3)
         interp.close()
-    with InterpreterPoolExecutor(2) as ex:
+    pool = {}
+    with InterpreterPoolExecutor(2, initializer=pool_init, initargs=(hooked,)) as ex:
         total += sum(ex.map(pow, range(200), [2] * 200))
-    return total
+        total += sum(ex.map(work, range(200)))
+        # which worker answers is not ours to choose: ask until both have (or 200 times)
+        for k in range(200):
+            for wid, c in ex.map(count_here, range(2)):
+                pool[wid] = c
+            if sum(pool.values()) == 200:
+                break
+    return total, {"ci": made, "pool": pool}
 
 
 def new_a():
@@ -183,7 +216,7 @@ def main():
             while mode == "profile" and not main_hooked() and time.monotonic() < deadline:
                 time.sleep(0.01)
             counts, checksum, b = scenario(int(cmd[1]), tmp, a, mode)
-            print(json.dumps({"counts": counts, "checksum": checksum,
+            print(json.dumps({"counts": counts, "checksum": checksum, "pep734": PEP734,
                               "ids": {"main": 0, "A": int(a), "B": b}}), flush=True)
         elif cmd[:1] == ["check"]:
             left = os.path.join(tmp, "left")
@@ -201,4 +234,5 @@ def main():
             return
 
 
-main()
+if __name__ == "__main__":  # not when a pool worker loads this file (pep734)
+    main()
