@@ -589,3 +589,52 @@ def test_in_process_trace_file_output(python, tmp_path):
     marks = {e["args"]["interp"] for e in events if e.get("name") == "vcattach interpreter"}
     assert {ids["A"], ids["B"]} <= marks
     assert not [e for e in events if e.get("ph") == "X" and e["name"].startswith("?")]
+
+
+PARALLEL = os.path.join(os.path.dirname(TARGET), "subinterp_parallel.py")
+
+
+@pytest.mark.parametrize("python", params(OWN_GIL))
+def test_parallel_sessions_back_to_back(python, tmp_path):
+    """3.12+: the main thread and two own-GIL sub-interpreters call work() nonstop, in
+    parallel, while four sessions attach and detach one after the other (plain, without C
+    calls, with a file filter in force, with a depth limit): each session's trace pairs
+    every call on every track and has the sub-interpreters' calls on their own tracks, every
+    key named; the target's results stay right, no thread of it stalls for good, it exits
+    cleanly, and nothing of ours is left (the next session finds everything free)."""
+    argv = [python["path"], PARALLEL] if not python["root"] else None
+    if argv is None:
+        outside, inside = root_workdir(python, tmp_path, "vc-parallel")
+        shutil.copy2(PARALLEL, os.path.join(outside, "subinterp_parallel.py"))
+        argv = python["argv"] + [os.path.join(inside, "subinterp_parallel.py")]
+    t = subprocess.Popen(argv + ["120"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd="/")
+    outs = []
+    try:
+        r, _, _ = select.select([t.stdout], [], [], 60)
+        assert r and t.stdout.readline().strip() == "ready", t.stderr.read()
+        for k, extra in enumerate([[], ["--no-c-calls"], ["--exclude", "*/no-such-dir/*"],
+                                   ["--max-depth", "100"]]):
+            out = str(tmp_path / ("p%d.cvf" % k))
+            vc = run_vcattach("--pid", str(t.pid), "-t", "1s", "-o", out, *extra, timeout=120)
+            assert vc.returncode == 0, (extra, vc.stdout, vc.stderr)
+            outs.append((extra, out))
+        stdout, stderr = t.communicate(timeout=60)  # stdin closed: the target ends
+        assert t.returncode == 0, stderr
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["ok"] and all(n > 0 for n in result["calls"]), result
+    for extra, out in outs:
+        events = decode(out)
+        check_nesting(events)
+        counts, names = work_counts(events)
+        for i in result["ids"]:
+            [label] = [v for v in names.values() if v.endswith(" [interp %d]" % i)]
+            assert counts[label] > 0, (extra, label, counts)
+        assert counts["MainThread"] > 0, (extra, counts)
+        assert not [e for e in events if e.get("ph") == "X" and
+                    (not e["name"] or e["name"].startswith("?"))], extra
+        assert untraced_note(events) == 0, extra
