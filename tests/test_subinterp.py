@@ -594,6 +594,7 @@ def test_in_process_trace_file_output(python, tmp_path):
 PARALLEL = os.path.join(os.path.dirname(TARGET), "subinterp_parallel.py")
 
 
+@pytest.mark.slow  # a minute in all: the slow group, which CI runs once after `make test`
 @pytest.mark.parametrize("python", params(OWN_GIL))
 def test_parallel_sessions_back_to_back(python, tmp_path):
     """3.12+: the main thread and two own-GIL sub-interpreters call work() nonstop, in
