@@ -75,11 +75,6 @@ void vc_hooklock_reacquire(int depth)
     tl_depth += depth;
 }
 
-int vc_hooklock_held(void)
-{
-    return tl_depth > 0;
-}
-
 void vc_hooklock_reset_in_child(void)
 {
     g_hooklock = 0;

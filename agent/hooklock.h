@@ -26,8 +26,6 @@ void vc_hooklock_release(void);
 /* Lets go of every level this thread holds; returns how many (for vc_hooklock_reacquire). */
 int vc_hooklock_release_all(void);
 void vc_hooklock_reacquire(int depth);
-/* 1 if the calling thread holds it. */
-int vc_hooklock_held(void);
 /* In a fork child (pthread_atfork): usable again, held by nobody. */
 void vc_hooklock_reset_in_child(void);
 
