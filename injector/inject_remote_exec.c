@@ -20,6 +20,13 @@
  * cleared.  The interpreter clears the flag itself when it takes a request, which tells taken
  * from not.
  *
+ * The thread list is read while it changes: threads come and go, and CPython makes and frees
+ * short-lived thread states in the main interpreter (a process that makes subinterpreters
+ * nonstop does so all the time).  So a walk that meets a freed state (another interpreter,
+ * unreadable, a cycle) is done again, and a request goes only to a state that two looks
+ * ACTIVITY_SAMPLE_MS apart both saw, bound to a live thread: a thread's own, not one that may
+ * be freed under the write.
+ *
  * Races, all of them also present in CPython's own sys.remote_exec: the eval_breaker word is
  * read, or-ed and written back, so a bit the thread changes in between could be lost or
  * revived; vcattach writes only its lowest byte, and only when bit 5 is not set yet, to narrow
@@ -54,6 +61,9 @@
 #define SLICE_MS 50               /* how often the choice of thread is revisited */
 #define CANCEL_GRACE_MS 200       /* after a cancel: a request taken meanwhile still connects */
 #define SCRIPT_RUN_MS 10000       /* taken: import ctypes + dlopen + connect, on a busy target */
+#define WALK_TRIES 20             /* walks of the thread list before it is called unreadable */
+#define WALK_RETRY_US 2000        /* between two of them */
+#define TSTATE_SPAN_MAX 512       /* a thread state's fields read at once up to this far apart */
 
 struct target {
     pid_t pid;
@@ -61,6 +71,16 @@ struct target {
     uint64_t interp;
     int verbose;
 };
+
+/* 1 if the interpreter at addr has id 0 and is the last in the list: the main one. */
+static int is_main_interp(const struct target *t, uint64_t addr)
+{
+    int64_t id = -1;
+    uint64_t next = 1;
+    return dbg_read(t->pid, addr + t->o.interp_id, &id, sizeof id) == 0 &&
+           dbg_read(t->pid, addr + t->o.interp_next, &next, sizeof next) == 0 && id == 0 &&
+           next == 0;
+}
 
 /* The debug offsets, the main interpreter, and whether it accepts remote execution. */
 static int open_target(pid_t pid, int verbose, struct target *t, char *err, size_t errlen)
@@ -70,21 +90,27 @@ static int open_target(pid_t pid, int verbose, struct target *t, char *err, size
     t->verbose = verbose;
     if (debug_offsets_read(pid, &t->o, err, errlen) < 0)
         return INJECT_UNTOUCHED;
-    /* The list starts with the newest interpreter: a subinterpreter while one exists (ctypes
-     * cannot be imported there, and the agent traces the main one).  The main interpreter
-     * has id 0 and is the oldest, at the end. */
+    /* The main interpreter (id 0, the oldest: last in the runtime's list, whose head is the
+     * newest, a subinterpreter while one exists; ctypes cannot be imported there, and the
+     * agent traces the main one).  Read first through _PyRuntime.interpreters.main, the
+     * pointer after .head in struct pyinterpreters (3.14, 3.15; the debug offsets name only
+     * the head): the list changes under us while subinterpreters come and go, and a walk
+     * can step onto one being freed, whose id may well read 0 (a process that made and
+     * destroyed interpreters nonstop had its remote-exec picking a freed one's threads).
+     * The walk remains for a layout where that pointer is elsewhere; either way an
+     * interpreter is taken only with id 0 and no next one. */
     uint64_t interp = 0;
-    int rc = dbg_read(pid, t->o.runtime + t->o.interpreters_head, &interp, sizeof interp);
-    for (int n = 0; rc == 0 && interp && n < 1024; n++) {
-        int64_t id = -1;
+    int rc = dbg_read(pid, t->o.runtime + t->o.interpreters_head + 8, &interp, sizeof interp);
+    if (rc == 0 && interp && is_main_interp(t, interp))
+        t->interp = interp;
+    if (rc == 0 && !t->interp)
+        rc = dbg_read(pid, t->o.runtime + t->o.interpreters_head, &interp, sizeof interp);
+    for (int n = 0; rc == 0 && !t->interp && interp && n < 1024; n++) {
         uint64_t next = 0;
-        rc = dbg_read(pid, interp + t->o.interp_id, &id, sizeof id);
-        if (rc == 0)
-            rc = dbg_read(pid, interp + t->o.interp_next, &next, sizeof next);
-        if (rc == 0 && id == 0) {
+        if (is_main_interp(t, interp))
             t->interp = interp;
-            break;
-        }
+        else
+            rc = dbg_read(pid, interp + t->o.interp_next, &next, sizeof next);
         interp = next;
     }
     if (rc < 0 || !t->interp) {
@@ -177,59 +203,170 @@ struct candidate {
     int score;
 };
 
-/* The thread state most likely to reach an evaluation breaker soon.  Every thread state must
- * belong to the interpreter and name a thread of the process: a check that the thread-state
- * offsets are right before anything is written there.  0, or -1 with err. */
-static int pick_thread(const struct target *t, struct candidate *best, uint64_t current,
-                       int *current_score, char *err, size_t errlen)
+/* The main interpreter's thread states as one walk of its list saw them. */
+struct tstate_list {
+    uint64_t addr[MAX_THREADS], native[MAX_THREADS];
+    size_t n;
+    uint64_t main_ts, holder;
+    int32_t locked;
+};
+
+enum walk { WALK_OK, WALK_TORN, WALK_GONE };
+
+/* A thread state's interpreter, native thread id and next: one read when the three fields
+ * lie close together (they do, in 3.14 and 3.15), since every read costs a fork
+ * (bounded_read.c). */
+static int read_tstate(const struct target *t, uint64_t ts, uint64_t *interp, uint64_t *native,
+                       uint64_t *next)
 {
     const struct py_debug_offsets *o = &t->o;
-    uint64_t head = 0, main_ts = 0, holder = 0;
-    int32_t locked = 0;
-    if (dbg_read(t->pid, t->interp + o->threads_head, &head, 8) < 0 ||
-        dbg_read(t->pid, t->interp + o->threads_main, &main_ts, 8) < 0 ||
-        dbg_read(t->pid, t->interp + o->gil_locked, &locked, 4) < 0 ||
-        dbg_read(t->pid, t->interp + o->gil_holder, &holder, 8) < 0) {
-        inject_set_err(err, errlen, "cannot read pid %d's interpreter state", (int)t->pid);
-        return -1;
+    uint64_t lo = o->tstate_interp, hi = o->tstate_interp;
+    uint64_t fields[3] = {o->tstate_interp, o->tstate_native_id, o->tstate_next};
+    for (int i = 1; i < 3; i++) {
+        lo = fields[i] < lo ? fields[i] : lo;
+        hi = fields[i] > hi ? fields[i] : hi;
     }
-    memset(best, 0, sizeof *best);
-    best->score = -1;
-    static struct task_ids prev, ids;
-    prev = ids;
-    list_task_ids(t->pid, &ids);
-    int n = 0, foreign = 0;
-    for (uint64_t ts = head; ts && n < MAX_THREADS; n++) {
-        uint64_t interp = 0, native = 0, next = 0;
-        if (dbg_read(t->pid, ts + o->tstate_interp, &interp, 8) < 0 ||
-            dbg_read(t->pid, ts + o->tstate_native_id, &native, 8) < 0 ||
-            dbg_read(t->pid, ts + o->tstate_next, &next, 8) < 0) {
-            inject_set_err(err, errlen, "cannot read a thread state of pid %d", (int)t->pid);
+    uint64_t *out[3] = {interp, native, next};
+    unsigned char span[TSTATE_SPAN_MAX];
+    if (hi + 8 - lo <= sizeof span) {
+        if (dbg_read(t->pid, ts + lo, span, (size_t)(hi + 8 - lo)) < 0)
             return -1;
-        }
-        size_t at = 0;
-        pid_t tid = outer_tid(&ids, native, &at);
-        char state = tid ? proc_task_state(t->pid, tid) : 0;
-        if (interp != t->interp || !state) {
-            foreign++; /* a thread that just exited, or offsets that are wrong */
-        } else {
-            int active = state == 'R' || was_active(&prev, &ids, at);
-            int score = (locked && ts == holder ? 4 : 0) + (active ? 2 : 0) +
-                        (ts == main_ts ? 1 : 0);
-            if (ts == current)
-                *current_score = score;
-            if (score > best->score) {
-                best->addr = ts;
-                best->tid = tid;
-                best->score = score;
-            }
-        }
+        for (int i = 0; i < 3; i++)
+            memcpy(out[i], span + (fields[i] - lo), 8);
+        return 0;
+    }
+    for (int i = 0; i < 3; i++)
+        if (dbg_read(t->pid, ts + fields[i], out[i], 8) < 0)
+            return -1;
+    return 0;
+}
+
+/* One walk of the main interpreter's thread states, without stopping anything: so the list
+ * may change under it.  Threads come and go, and CPython makes short-lived thread states in
+ * the main interpreter too (a process that made and destroyed subinterpreters nonstop had
+ * one at the head, freed before its fields were read: garbage, once a "next" pointing at
+ * itself, which an unchecked walk followed for seconds).  A walk that meets a thread state
+ * of another interpreter, an unreadable one, or one seen before is torn: WALK_TORN, look
+ * again.  WALK_GONE when even the interpreter is unreadable (the process exited). */
+static enum walk walk_threads(const struct target *t, struct tstate_list *l)
+{
+    const struct py_debug_offsets *o = &t->o;
+    uint64_t ts = 0;
+    l->n = 0;
+    if (dbg_read(t->pid, t->interp + o->threads_head, &ts, 8) < 0 ||
+        dbg_read(t->pid, t->interp + o->threads_main, &l->main_ts, 8) < 0 ||
+        dbg_read(t->pid, t->interp + o->gil_locked, &l->locked, 4) < 0 ||
+        dbg_read(t->pid, t->interp + o->gil_holder, &l->holder, 8) < 0)
+        return WALK_GONE;
+    while (ts) {
+        if (l->n == MAX_THREADS)
+            return WALK_TORN;
+        for (size_t i = 0; i < l->n; i++)
+            if (l->addr[i] == ts)
+                return WALK_TORN; /* a cycle */
+        uint64_t interp = 0, native = 0, next = 0;
+        if (read_tstate(t, ts, &interp, &native, &next) < 0 || interp != t->interp)
+            return WALK_TORN;
+        l->addr[l->n] = ts;
+        l->native[l->n++] = native;
         ts = next;
     }
-    if (best->score < 0 || foreign > n / 2) {
-        inject_set_err(err, errlen, "pid %d's thread states do not match its threads (%d of %d "
+    return WALK_OK;
+}
+
+/* walk_threads until a walk is whole, a few times over a few milliseconds: the short-lived
+ * thread states live for microseconds.  Still torn after that: the thread-state offsets are
+ * wrong (every walk meets a "foreign" interpreter). */
+static enum walk look(const struct target *t, struct tstate_list *l)
+{
+    struct timespec pause = {0, WALK_RETRY_US * 1000L};
+    enum walk w = WALK_TORN;
+    for (int i = 0; i < WALK_TRIES && w == WALK_TORN; i++) {
+        if (i > 0)
+            nanosleep(&pause, NULL);
+        w = walk_threads(t, l);
+    }
+    return w;
+}
+
+static void walk_err(const struct target *t, enum walk w, char *err, size_t errlen)
+{
+    if (w == WALK_GONE)
+        inject_set_err(err, errlen, "cannot read pid %d's interpreter state (it exited?)",
+                (int)t->pid);
+    else
+        inject_set_err(err, errlen, "pid %d's thread list never read whole in %d tries: its "
+                             "debug offsets are not usable; use --method ptrace",
+                (int)t->pid, WALK_TRIES);
+}
+
+static int listed_in(const struct tstate_list *l, uint64_t ts)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->addr[i] == ts)
+            return 1;
+    return 0;
+}
+
+/* Two looks at the target: the thread states and the threads' activity, the one before and
+ * the one now. */
+struct looks {
+    struct tstate_list lists[2];
+    struct task_ids ids[2];
+    int now; /* index of the latest */
+};
+
+/* A new look; 0, or -1 with err. */
+static int sample(const struct target *t, struct looks *k, char *err, size_t errlen)
+{
+    k->now ^= 1;
+    enum walk w = look(t, &k->lists[k->now]);
+    if (w != WALK_OK) {
+        walk_err(t, w, err, errlen);
+        return -1;
+    }
+    list_task_ids(t->pid, &k->ids[k->now]);
+    return 0;
+}
+
+/* After a new sample: the thread state most likely to reach an evaluation breaker soon.  A
+ * candidate names a thread of the process and was in the previous sample too, ACTIVITY_SAMPLE_MS
+ * or more before: a thread's own state, not a short-lived one that could be freed under our
+ * write.  0, or -1 with err. */
+static int pick_thread(const struct target *t, struct looks *k, struct candidate *best,
+                       uint64_t current, int *current_score, char *err, size_t errlen)
+{
+    const struct tstate_list *l = &k->lists[k->now], *before = &k->lists[k->now ^ 1];
+    const struct task_ids *ids = &k->ids[k->now], *prev = &k->ids[k->now ^ 1];
+    memset(best, 0, sizeof *best);
+    best->score = -1;
+    size_t unknown = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        uint64_t ts = l->addr[i];
+        size_t at = 0;
+        pid_t tid = outer_tid(ids, l->native[i], &at);
+        char state = tid ? proc_task_state(t->pid, tid) : 0;
+        if (!state) {
+            unknown++; /* a thread that just exited, or offsets that are wrong */
+            continue;
+        }
+        if (!listed_in(before, ts))
+            continue; /* new since the last look: not yet known to last */
+        int active = state == 'R' || was_active(prev, ids, at);
+        int score = (l->locked && ts == l->holder ? 4 : 0) + (active ? 2 : 0) +
+                    (ts == l->main_ts ? 1 : 0);
+        if (ts == current)
+            *current_score = score;
+        if (score > best->score) {
+            best->addr = ts;
+            best->tid = tid;
+            best->score = score;
+        }
+    }
+    if (best->score < 0 || unknown > l->n / 2) {
+        inject_set_err(err, errlen, "pid %d's thread states do not match its threads (%zu of %zu "
                              "unknown): its debug offsets are not usable; use --method ptrace",
-                (int)t->pid, foreign, n);
+                (int)t->pid, unknown, l->n);
         return -1;
     }
     return 0;
@@ -289,20 +426,15 @@ static int taken(const struct target *t, const struct request *r)
     return pending == 0;
 }
 
-/* 1 while tstate is still one of the interpreter's thread states (a thread that exited has
- * its state freed: its memory must not be written any more). */
+/* 1 while tstate is still one of the interpreter's thread states, 0 when it is not (a thread
+ * that exited has its state freed: its memory must not be written any more), -1 when that
+ * cannot be told (the process exited, or no whole walk). */
 static int still_listed(const struct target *t, uint64_t tstate)
 {
-    uint64_t ts = 0;
-    if (dbg_read(t->pid, t->interp + t->o.threads_head, &ts, 8) < 0)
-        return 0;
-    for (int n = 0; ts && n < MAX_THREADS; n++) {
-        if (ts == tstate)
-            return 1;
-        if (dbg_read(t->pid, ts + t->o.tstate_next, &ts, 8) < 0)
-            return 0;
-    }
-    return 0;
+    static struct tstate_list l;
+    if (look(t, &l) != WALK_OK)
+        return -1;
+    return listed_in(&l, tstate);
 }
 
 /* Withdraws a posted request (see the top comment for the order of the writes): 1 if it was
@@ -313,8 +445,8 @@ static int cancel(const struct target *t, struct request *r)
     if (!r->posted)
         return 1;
     r->posted = 0;
-    if (!still_listed(t, r->tstate))
-        return 1;
+    if (still_listed(t, r->tstate) != 1)
+        return 1; /* gone, or unknowable: nothing is written to a state that may be freed */
     static const char inert[] = "/dev/null";
     int was = taken(t, r);
     if (was == 0 &&
@@ -384,18 +516,18 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
     }
     struct request r;
     memset(&r, 0, sizeof r);
-    struct candidate first;
-    int unused;
-    if (pick_thread(&t, &first, 0, &unused, err, errlen) < 0) /* a first sample of activity */
+    static struct looks k; /* large: not on the stack */
+    memset(&k, 0, sizeof k);
+    if (sample(&t, &k, err, errlen) < 0) /* the first: which threads run, which states last */
         return INJECT_UNTOUCHED;
     struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
-    if (first.score < 4) /* no GIL holder to ask: see which threads get scheduled */
-        nanosleep(&gap, NULL);
+    nanosleep(&gap, NULL);
     int64_t deadline = vc_monotonic_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
     for (;;) {
         struct candidate c;
         int current_score = -1;
-        if (pick_thread(&t, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
+        if (sample(&t, &k, err, errlen) < 0 ||
+            pick_thread(&t, &k, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
             if (cancel(&t, &r))
                 return INJECT_UNTOUCHED;
             return await_script(&t, &r, wait_connected, ctx, err, errlen);
@@ -413,7 +545,8 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
         int w = wait_connected(ctx, SLICE_MS);
         if (w == 1)
             return INJECT_OK;
-        int took = still_listed(&t, r.tstate) ? taken(&t, &r) : -1;
+        int listed = still_listed(&t, r.tstate);
+        int took = listed == 1 ? taken(&t, &r) : listed == 0 ? -1 : 0; /* unknowable: pending */
         if (took < 0)
             r.posted = 0; /* its thread exited: post again to another one */
         if (w < 0) {

@@ -227,6 +227,52 @@ def test_request_goes_to_the_main_interpreter(python, tmp_path):
     assert "debugger script" not in stderr and "Traceback" not in stderr, stderr
 
 
+# Four threads make, use and destroy subinterpreters nonstop: CPython makes short-lived
+# thread states in the main interpreter meanwhile, so its thread list changes under the
+# injector's walk, and a state it read may be freed (once one with a "next" pointing at itself
+# kept vcattach walking until the target had ended, seconds later).  The main thread wakes
+# every 10 ms, in Python: a request that reaches the right thread is taken at once.
+CHURNER = """import sys, threading, time
+import _interpreters
+bad = []
+def churn():
+    while True:
+        i = _interpreters.create()
+        try:
+            r = _interpreters.run_string(i, "assert sum(range(100)) == 4950")
+            if r is not None:
+                bad.append(str(r))
+        finally:
+            _interpreters.destroy(i)
+for _ in range(4):
+    threading.Thread(target=churn, daemon=True).start()
+print("ready", flush=True)
+while not bad:
+    time.sleep(0.01)
+print("a subinterpreter's run failed:", bad[0], file=sys.stderr, flush=True)
+"""
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_request_lands_while_interpreters_churn(python, tmp_path):
+    t = RootTarget(python, tmp_path, CHURNER)
+    try:
+        for k in range(5):
+            out = tmp_path / ("churn%d.cvf" % k)
+            r = run_vcattach("--pid", t.pid, "-t", "300ms", "-o", out, "--method", "remote-exec",
+                             "-v", timeout=60)
+            check_summary(r, out)
+            assert "remote-exec: request posted to thread" in r.stderr, r.stderr
+            assert any("time.sleep" in e["name"] for e in x_events(cvf.load(str(out))))
+            assert rx_leftovers(t.pid) == []
+        assert_running_untraced(t.pid)
+        assert t.proc.poll() is None
+    finally:
+        stderr = t.close()
+    assert "debugger script" not in stderr and "Traceback" not in stderr, stderr
+    assert "failed" not in stderr, stderr
+
+
 # Every thread blocked in C: the only thread waits in accept() on a Unix socket, and proves
 # afterwards, in Python, that it ran on normally.
 ACCEPTOR = """import os, socket, sys
