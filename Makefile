@@ -131,7 +131,8 @@ test-prereqs: all $(TEST_PREREQS)
 # built (a make of its own, which reads the new root's interpreters), then the suite in one
 # pytest run (targets are started with each interpreter of the matrix explicitly), but the
 # `slow` group: real services under load for seconds each (Apache/mod_wsgi, uWSGI, gunicorn,
-# uvicorn, Celery under wrk), which `make test-slow` runs and CI runs once after it.
+# uvicorn, Celery under wrk), the soaks and the clang build, which `make test-slow` runs and CI
+# runs once after it.
 test:
 	$(call setup_packages,make test)
 	$(call setup_test_root,make test)

@@ -100,6 +100,7 @@ def test_make_test_sets_up_then_builds_then_runs_pytest_once(tmp_path, no_instal
     assert text.count("-m pytest") == 1 and "-x test_cli.py" in text
 
 
+@pytest.mark.slow  # a whole second build: 1.5 minutes of the 30 make test may take
 def test_tree_builds_with_clang(no_installers):
     if not shutil.which("clang"):
         pytest.skip("clang is not installed (scripts/install-deps.sh installs it)")
