@@ -332,7 +332,8 @@ static int sample(const struct target *t, struct looks *k, char *err, size_t err
 /* After a new sample: the thread state most likely to reach an evaluation breaker soon.  A
  * candidate names a thread of the process and was in the previous sample too, ACTIVITY_SAMPLE_MS
  * or more before: a thread's own state, not a short-lived one that could be freed under our
- * write.  0, or -1 with err. */
+ * write.  0 (best->score -1 when every state that names a thread is new: none yet), or -1
+ * with err. */
 static int pick_thread(const struct target *t, struct looks *k, struct candidate *best,
                        uint64_t current, int *current_score, char *err, size_t errlen)
 {
@@ -340,7 +341,7 @@ static int pick_thread(const struct target *t, struct looks *k, struct candidate
     const struct task_ids *ids = &k->ids[k->now], *prev = &k->ids[k->now ^ 1];
     memset(best, 0, sizeof *best);
     best->score = -1;
-    size_t unknown = 0;
+    size_t unknown = 0, fresh = 0;
     for (size_t i = 0; i < l->n; i++) {
         uint64_t ts = l->addr[i];
         size_t at = 0;
@@ -350,8 +351,10 @@ static int pick_thread(const struct target *t, struct looks *k, struct candidate
             unknown++; /* a thread that just exited, or offsets that are wrong */
             continue;
         }
-        if (!listed_in(before, ts))
-            continue; /* new since the last look: not yet known to last */
+        if (!listed_in(before, ts)) {
+            fresh++; /* new since the last look: not yet known to last */
+            continue;
+        }
         int active = state == 'R' || was_active(prev, ids, at);
         int score = (l->locked && ts == l->holder ? 4 : 0) + (active ? 2 : 0) +
                     (ts == l->main_ts ? 1 : 0);
@@ -363,6 +366,8 @@ static int pick_thread(const struct target *t, struct looks *k, struct candidate
             best->score = score;
         }
     }
+    if (best->score < 0 && fresh > 0 && unknown <= l->n / 2)
+        return 0; /* only new ones (the main thread gone): the next look may tell */
     if (best->score < 0 || unknown > l->n / 2) {
         inject_set_err(err, errlen, "pid %d's thread states do not match its threads (%zu of %zu "
                              "unknown): its debug offsets are not usable; use --method ptrace",
@@ -534,7 +539,8 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
         }
         /* Moved only when the thread asked no longer looks like it runs Python soon and
          * another one does: each move is a withdrawal and a new request. */
-        if (!r.posted || (c.addr != r.tstate && current_score < 2 && c.score >= 2)) {
+        if (c.score >= 0 &&
+            (!r.posted || (c.addr != r.tstate && current_score < 2 && c.score >= 2))) {
             if (!cancel(&t, &r))
                 return await_script(&t, &r, wait_connected, ctx, err, errlen);
             if (post(&t, &r, &c, script_path, err, errlen) < 0) {
@@ -545,7 +551,7 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
         int w = wait_connected(ctx, SLICE_MS);
         if (w == 1)
             return INJECT_OK;
-        int listed = still_listed(&t, r.tstate);
+        int listed = r.posted ? still_listed(&t, r.tstate) : 0;
         int took = listed == 1 ? taken(&t, &r) : listed == 0 ? -1 : 0; /* unknowable: pending */
         if (took < 0)
             r.posted = 0; /* its thread exited: post again to another one */
@@ -566,6 +572,12 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
         return await_script(&t, &r, wait_connected, ctx, err, errlen);
     if (wait_for(wait_connected, ctx, CANCEL_GRACE_MS) == 1)
         return INJECT_OK;
+    if (tid == 0) {
+        inject_set_err(err, errlen, "pid %d's thread states changed at every look for %.1f s: no "
+                             "request was posted; use --method ptrace",
+                (int)req->pid, (double)req->timeout_ms / 1000.0);
+        return INJECT_UNTOUCHED;
+    }
     inject_set_err(err, errlen,
             "no thread of pid %d reached an evaluation breaker within %.1f s (the last one "
             "asked, thread %d, is blocked in C code: accept(), a long sleep, a lock); the "
