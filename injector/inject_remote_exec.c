@@ -528,10 +528,11 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
     struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
     nanosleep(&gap, NULL);
     int64_t deadline = vc_monotonic_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
+    int sampled = sample(&t, &k, err, errlen);
     for (;;) {
         struct candidate c;
         int current_score = -1;
-        if (sample(&t, &k, err, errlen) < 0 ||
+        if (sampled < 0 ||
             pick_thread(&t, &k, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
             if (cancel(&t, &r))
                 return INJECT_UNTOUCHED;
@@ -551,7 +552,10 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
         int w = wait_connected(ctx, SLICE_MS);
         if (w == 1)
             return INJECT_OK;
-        int listed = r.posted ? still_listed(&t, r.tstate) : 0;
+        /* One look a slice: it tells whether the request's state is still there (only then
+         * is its flag read), and the next round picks from it. */
+        sampled = sample(&t, &k, err, errlen);
+        int listed = !r.posted ? 0 : sampled < 0 ? -1 : listed_in(&k.lists[k.now], r.tstate);
         int took = listed == 1 ? taken(&t, &r) : listed == 0 ? -1 : 0; /* unknowable: pending */
         if (took < 0)
             r.posted = 0; /* its thread exited: post again to another one */
