@@ -463,7 +463,9 @@ def test_main_gil_churn_never_counted_as_own_gil(python, tmp_path):
     are traced; one it saw being made or ended and could not hook is counted as under the main
     GIL, never as one with its own (what a visit saw of its GIL is kept until it is gone)."""
     out = str(tmp_path / "legacy-churn.cvf")
-    vc, result = trace_until_exit([python["path"], LEGACY_CHURN, "6"], out, "3s")
+    # 6 s of visits: each hooks an interpreter only if it lives on until its next statement,
+    # and CI once saw a 3 s trace hook a single one (its visits starved on a loaded machine)
+    vc, result = trace_until_exit([python["path"], LEGACY_CHURN, "10"], out, "6s")
     made = result["made"]
     events = decode(out)
     [detach] = [e for e in events if e.get("name") == "vcattach detach"]
