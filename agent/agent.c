@@ -3,10 +3,10 @@
  * Entry points (vcagent.h) only copy the config and start the agent thread: they may run on a
  * thread hijacked by ptrace, so they never touch Python.  The agent thread then:
  *   1. (control sessions) connects to the injector, HELLO → CONFIG;
- *   2. takes the GIL (PyGILState_Ensure), refuses if another profiler owns a hook, adopts
- *      every sub-interpreter it may enter (interps.c), installs the backend's hook on every
- *      thread of each (backend.h), patches threading._profile_hook (starthook.c), registers
- *      an atexit stop, releases the GIL;
+ *   2. takes the GIL (gilwait.c: a thread that keeps it is asked to yield it), refuses if
+ *      another profiler owns a hook, adopts every sub-interpreter it may enter (interps.c),
+ *      installs the backend's hook on every thread of each (backend.h), patches
+ *      threading._profile_hook (starthook.c), registers an atexit stop, releases the GIL;
  *   3. waits for the deadline / vc_agent_stop / STOP / EOF / atexit, visiting the GIL every
  *      ~100 ms to adopt new interpreters, hook threads created outside threading, grow the
  *      key table and read names;
@@ -20,6 +20,7 @@
 #include "control.h"
 #include "emit.h"
 #include "follow.h"
+#include "gilwait.h"
 #include "hooklock.h"
 #include "interps.h"
 #include "lifecycle.h"
@@ -405,7 +406,7 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
 static int start_tracing(vc_session *s, PyGILState_STATE *gstate, PyThreadState **mine, char *err,
                          size_t errlen)
 {
-    *gstate = PyGILState_Ensure();
+    *gstate = vc_gil_ensure();
     if (install_under_gil(s, err, errlen) != 0) {
         uninstall_under_gil(s, 0, VC_INTERPS_WAIT_MS);
         discard_names_under_gil(s);
@@ -457,7 +458,7 @@ static int wait_for_stop(vc_session *s, PyThreadState **mine)
             vc_pool_prefault(&s->pool);
             if (vc_compat_is_finalizing())
                 continue; /* taking the GIL now could end this thread */
-            PyEval_RestoreThread(*mine);
+            vc_gil_restore(*mine);
             periodic_under_gil(s);
             if (vc_stream_on(s)) {
                 /* C only: it flushes the threads' chunks and names the new keys */
@@ -481,7 +482,7 @@ static int wait_for_stop(vc_session *s, PyThreadState **mine)
 static void stop_tracing(vc_session *s, int reason, PyGILState_STATE gstate, PyThreadState *mine,
                          struct vc_result *res)
 {
-    PyEval_RestoreThread(mine);
+    vc_gil_restore(mine);
     uint64_t t0 = vc_clock_mono_ns();
     stop_under_gil(s, reason);
     uint64_t hold_ns = vc_clock_mono_ns() - t0;

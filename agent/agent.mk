@@ -23,6 +23,7 @@
 #   record.h/.c    the hot path (inline) and its out-of-line halves
 #   interps.c      every interpreter: adoption, entering one, its end (atexit), their keys
 #   threads.c      per-thread states (a leaf)     lifecycle.c  state, stop request, wake fd, result
+#   gilwait.c      the agent thread's every GIL wait: a pending call asks the holder to yield
 #   session.h/.c   the session's data (g_vc) only; each file declares its own functions in its
 #                  header (threads.h, starthook.h, emit.h, follow.h, control.h, ...)
 #   tasks.c        asyncio task steps: a marker record per step, the task names (tasks.h)

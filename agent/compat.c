@@ -407,6 +407,14 @@ int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *
     return _PyEval_AddPendingCall(interp, fn, arg, 0) == 0 ? 0 : -1;
 }
 
+int vc_compat_gil_holder_call(int (*fn)(void *), void *arg)
+{
+    PyInterpreterState *main = PyInterpreterState_Main();
+    if (_PyEval_AddPendingCall != NULL && main != NULL)
+        return _PyEval_AddPendingCall(main, fn, arg, 0) == 0 ? 0 : -1;
+    return Py_AddPendingCall(fn, arg) == 0 ? 0 : -1;
+}
+
 int vc_compat_current_interp_ending(void)
 {
     if (vc_compat_is_finalizing())
@@ -441,6 +449,11 @@ int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *
     (void)fn;
     (void)arg;
     return -1;
+}
+
+int vc_compat_gil_holder_call(int (*fn)(void *), void *arg)
+{
+    return Py_AddPendingCall(fn, arg) == 0 ? 0 : -1;
 }
 
 int vc_compat_current_interp_ending(void)

@@ -295,6 +295,11 @@ int vc_compat_subinterps_each(vc_sub_fn fn, void *ctx);
  * the GIL we hold to get there).  fn must return 0 (else the interpreter raises).  0, or -1
  * (the queue is full, or this interpreter does not export the call). */
 int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *arg);
+/* Schedules fn(arg) in the main interpreter, from any thread and without the GIL: on 3.12+ it
+ * runs on whichever of its threads holds the GIL when the call is queued (CPython sets the
+ * holder's eval breaker), before 3.12 on the main thread only, at its next bytecode boundary
+ * (Py_AddPendingCall).  0, or -1 (the queue is full). */
+int vc_compat_gil_holder_call(int (*fn)(void *), void *arg);
 /* 1 if the calling thread's interpreter has begun to end (Py_EndInterpreter) or the runtime
  * is finalizing: a pending call or callback of ours must then install nothing. */
 int vc_compat_current_interp_ending(void);

@@ -48,6 +48,7 @@
  */
 #include "interps.h"
 #include "backend.h"
+#include "gilwait.h"
 #include "hooklock.h"
 #include "record.h"
 
@@ -696,7 +697,7 @@ static void end_all_pending(vc_session *s, int wait_ms)
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
-        PyEval_RestoreThread(me);
+        vc_gil_restore(me);
         vc_hooklock_reacquire(depth);
     }
     /* Own-GIL ones that did not unhook in time keep their hooks for now: from here they
