@@ -298,7 +298,8 @@ int vc_compat_pending_call(PyInterpreterState *interp, int (*fn)(void *), void *
 /* Schedules fn(arg) in the main interpreter, from any thread and without the GIL: on 3.12+ it
  * runs on whichever of its threads holds the GIL when the call is queued (CPython sets the
  * holder's eval breaker), before 3.12 on the main thread only, at its next bytecode boundary
- * (Py_AddPendingCall).  0, or -1 (the queue is full). */
+ * (Py_AddPendingCall); never on 3.8 (whose Py_AddPendingCall crashes a process that has
+ * begun to exit).  0, or -1 (the queue is full, or 3.8). */
 int vc_compat_gil_holder_call(int (*fn)(void *), void *arg);
 /* 1 if the calling thread's interpreter has begun to end (Py_EndInterpreter) or the runtime
  * is finalizing: a pending call or callback of ours must then install nothing. */

@@ -85,8 +85,10 @@ static void wait_begins(void)
     pthread_mutex_lock(&g_lock);
     g_waiting = 1;
     g_pid = getpid();
-    /* Queue full (-1): we wait as any thread would. */
-    if (!g_queued && vc_compat_gil_holder_call(yield_to_agent, NULL) == 0)
+    /* Queue full, or 3.8 (-1): we wait as any thread would.  Finalizing: CPython frees the
+     * queue's lock at the end (the atexit stop runs before that, with no need of a yield). */
+    if (!g_queued && !vc_compat_is_finalizing() &&
+        vc_compat_gil_holder_call(yield_to_agent, NULL) == 0)
         g_queued = 1;
     pthread_mutex_unlock(&g_lock);
 }

@@ -16,6 +16,8 @@
  * VC_GIL_YIELD_MAX_MS and without the GIL, until the agent thread has taken it; then it takes
  * the GIL back in turn.  It does nothing when nobody waits any more (the GIL came on its own),
  * in a fork child, and once the interpreter is finalizing.  One call is queued at a time.
+ * Not on 3.8 (compat.h: its Py_AddPendingCall crashes a process that has begun to exit): the
+ * agent thread waits there as before.
  */
 #ifndef VC_AGENT_GILWAIT_H
 #define VC_AGENT_GILWAIT_H

@@ -183,6 +183,27 @@ def wrong_library():
     return None
 
 
+# gdb before 14 reads and writes the XSAVE area with a size of its own (2696 bytes), which a
+# kernel whose area is larger refuses to take back (EFAULT: AMX's tile configuration on Xeon
+# Sapphire Rapids and later makes it 2816).  A call then fails half-way, after gdb has set the
+# thread's pc, stack and orig_rax, and gdb cannot put them back: a sleeping thread returned
+# ERESTART_RESTARTBLOCK (516) to its program.  So before any call one register of the XSAVE
+# area is written: xmm0's lowest bit flipped, then flipped back.  A refused write changes
+# nothing (the kernel checks the size first); gdb skips a write of an unchanged value, hence
+# the flip.  None, or gdb's message.
+def registers_unwritable():
+    try:
+        v = int(gdb.parse_and_eval('$xmm0.v2_int64[0]'))
+        gdb.execute('set var $xmm0.v2_int64[0] = %d' % (v ^ 1), to_string=True)
+    except gdb.error as e:
+        return str(e).replace('\n', ' ')
+    try:
+        gdb.execute('set var $xmm0.v2_int64[0] = %d' % v, to_string=True)
+    except gdb.error as e:
+        return 'xmm0 changed and not restored: ' + str(e).replace('\n', ' ')
+    return None
+
+
 def main():
     chosen = choose_thread()
     if chosen is None:
@@ -193,6 +214,10 @@ def main():
     wrong = wrong_library()
     if wrong:
         print('VC_WRONGLIB ' + wrong)
+        return
+    unwritable = registers_unwritable()
+    if unwritable:
+        print('VC_REGSFAIL ' + unwritable)
         return
     print('VC_CHOSEN %d %s' % (th.ptid[1], chosen[1]))
     # The strings go into a page we mmap in the target and write ourselves: string literals in

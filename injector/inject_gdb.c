@@ -14,7 +14,10 @@
  *                                          also checks that the executable and mmap, munmap,
  *                                          dlopen, dlerror come from the very files the target
  *                                          maps (inode), else refuses (VC_WRONGLIB) before
- *                                          calling anything
+ *                                          calling anything; and that gdb can write the
+ *                                          thread's register state back (VC_REGSFAIL: gdb < 14
+ *                                          on an AMX CPU cannot, and a call would leave the
+ *                                          thread broken)
  *     -ex  'python exec(…/dev/fd/3…)'      the script (gdb's Python) from a memfd that gdb
  *                                          inherits as fd 3: no file anywhere, so a vcattach
  *                                          killed meanwhile leaves nothing behind.  It is
@@ -418,6 +421,14 @@ static int interpret_run(const struct method_request *req, const char *gdb, int 
         line_at(p, line, sizeof line);
         inject_set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
                 "mount namespace hides its own files from gdb; use --method ptrace)", line);
+        return INJECT_UNTOUCHED;
+    }
+    if ((p = marker(out, "VC_REGSFAIL"))) {
+        line_at(p, line, sizeof line);
+        inject_set_err(err, errlen, "gdb cannot write the registers of pid %d (%s)%s; nothing "
+                "was called; use --method ptrace", (int)req->pid, line,
+                strstr(line, "extended state") ? ": a gdb older than 14 on a CPU whose register "
+                "state it does not know (AMX)" : "");
         return INJECT_UNTOUCHED;
     }
     if ((p = marker(out, "VC_PREPFAIL"))) {

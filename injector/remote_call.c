@@ -33,6 +33,7 @@
 #include "remote_call.h"
 #include "proc.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -174,6 +175,57 @@ static int write_frame(struct remote *rc, uint64_t below, int own_stack, uint64_
     if (r == 0)
         *frame = f;
     return r < 0 && own_stack ? -ENOSPC : r;
+}
+
+/* The software bytes of the frame's xsave image (fpx_sw_bytes), as the kernel writes them for
+ * this thread; returns the image's size (xstate_size).
+ *
+ * PTRACE_GETREGSET's image carries the kernel's *largest* software bytes (every feature the
+ * kernel could enable, AMX's tile data included: 11008 bytes on Xeon Sapphire Rapids), while
+ * rt_sigreturn takes an image no larger than the thread's own size (2816 there, without tile
+ * data unless the process asked for AMX) and restores only the legacy x87/SSE area from a
+ * larger one: the upper halves of ymm0-15 and all of zmm were lost
+ * (test_inject_kill.py::test_vector_state_comes_home, on such a CPU).  So the features are the
+ * kernel's, minus those enabled per process (XFD: tile data) that the image does not hold,
+ * and the size is where the last of them ends in the standard layout (CPUID leaf 0xD: its
+ * size and offset).  A feature left out is initialized by rt_sigreturn: tile data, which our
+ * code never touches and which is in its initial state whenever the image lacks it. */
+static uint32_t frame_sw_bytes(unsigned char *fx, size_t len)
+{
+    uint32_t magic1, ext;
+    uint64_t bv, features;
+    memcpy(&magic1, fx + SW_BYTES_AT, 4);
+    memcpy(&features, fx + SW_BYTES_AT + 8, 8);
+    memcpy(&bv, fx + 512, 8); /* the header's xstate_bv: the features the image holds */
+    if (magic1 != FP_XSTATE_MAGIC1)
+        features = bv;
+    features |= 3; /* x87 and SSE: always in the legacy area */
+    uint64_t size = XSTATE_MIN;
+    for (unsigned i = 2; i < 63; i++) {
+        if (!(features >> i & 1))
+            continue;
+        unsigned eax, ebx, ecx, edx;
+        if (!__get_cpuid_count(0xD, i, &eax, &ebx, &ecx, &edx) || eax == 0) {
+            features &= ~(1ull << i); /* a supervisor or unknown feature: not in the image */
+            continue;
+        }
+        if ((ecx & 4) && !(bv >> i & 1)) { /* enabled per process (XFD), not held */
+            features &= ~(1ull << i);
+            continue;
+        }
+        if ((uint64_t)ebx + eax > size)
+            size = (uint64_t)ebx + eax;
+    }
+    if (size > len)
+        size = len;
+    uint32_t xsize = (uint32_t)size;
+    ext = xsize + 4;
+    magic1 = FP_XSTATE_MAGIC1;
+    memcpy(fx + SW_BYTES_AT, &magic1, 4);
+    memcpy(fx + SW_BYTES_AT + 4, &ext, 4);
+    memcpy(fx + SW_BYTES_AT + 8, &features, 8);
+    memcpy(fx + SW_BYTES_AT + 16, &xsize, 4);
+    return xsize;
 }
 
 static int is_fault(int sig)
@@ -370,20 +422,7 @@ int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadget
         goto fail;
     unsigned char *fx = rc->saved_fp->buf;
     if (rc->saved_fp->kind == 1) {
-        uint32_t magic1, xsize;
-        memcpy(&magic1, fx + SW_BYTES_AT, 4);
-        memcpy(&xsize, fx + SW_BYTES_AT + 16, 4);
-        if (magic1 != FP_XSTATE_MAGIC1 || xsize < XSTATE_MIN || xsize > rc->saved_fp->len) {
-            /* not the signal-frame software bytes: write them as the kernel would */
-            uint32_t ext = (uint32_t)rc->saved_fp->len + 4;
-            xsize = (uint32_t)rc->saved_fp->len;
-            magic1 = FP_XSTATE_MAGIC1;
-            memcpy(fx + SW_BYTES_AT, &magic1, 4);
-            memcpy(fx + SW_BYTES_AT + 4, &ext, 4);
-            memcpy(fx + SW_BYTES_AT + 8, fx + 512, 8); /* the header's xfeatures */
-            memcpy(fx + SW_BYTES_AT + 16, &xsize, 4);
-        }
-        rc->fp_size = xsize;
+        rc->fp_size = frame_sw_bytes(fx, rc->saved_fp->len);
     } else { /* fxsave only: no software bytes, the kernel restores the legacy area */
         memset(fx + SW_BYTES_AT, 0, 512 - SW_BYTES_AT);
         rc->fp_size = 512;

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from support import gdb_probe
 from support.chroot import ChrootService
 from support.paths import ALL_PYTHONS, BUILD, COPIES, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
 
@@ -29,10 +30,29 @@ UNIT_MODULES = {
 }
 
 
+# Tests that make gdb call into a target: every one with "gdb" in its id (the method as a
+# parameter, or in its name), and these, which use gdb among other methods inside one test.
+GDB_CALLING = {"test_inject.py::test_inject_idle_target",
+               "test_security_userns.py::test_hostile_tmp_and_racer_cannot_touch_host_files"}
+
+
+def _calls_gdb(item):
+    base = "%s::%s" % (item.path.name, item.originalname)
+    return base in GDB_CALLING or ("gdb" in item.name and
+                                   item.originalname != "test_gdb_refuses_when_it_cannot_"
+                                                       "write_registers")
+
+
 def pytest_collection_modifyitems(config, items):
+    gdb_skip = None
     for item in items:
         if item.path.name in UNIT_MODULES and item.get_closest_marker("system") is None:
             item.add_marker(pytest.mark.unit)
+        elif _calls_gdb(item):
+            if gdb_skip is None:
+                gdb_skip = gdb_probe.skip_reason() or ""
+            if gdb_skip:
+                item.add_marker(pytest.mark.skip(reason=gdb_skip))
 
 
 @pytest.fixture
@@ -82,6 +102,9 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_report_header(config):
     lines = ["vcattach build: %s" % BUILD, "interpreters: " + ", ".join(
         "%s=%s" % (p["id"], p["path"]) for p in ALL_PYTHONS)]
+    if gdb_probe.gdb_register_problem():
+        lines.append("gdb cannot write registers on this host: its tests are skipped (%s)"
+                     % gdb_probe.gdb_register_problem())
     if TEST_ROOT_ERROR:
         lines.append("NO 3.14/3.15: no sid test root (%s); their tests are skipped"
                      % TEST_ROOT_ERROR)

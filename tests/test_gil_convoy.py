@@ -8,7 +8,7 @@ stop: `-t 1s` sessions here traced 4-15 s (the deadline is checked between visit
 a start that took over 15 s failed an attach.  Each session here must start, stop at its deadline (its
 trace spans the duration, not several times it) and leave the target's computation exact.
 
-`main`: the main thread is the busy one (every version: CPython's pending calls reach it).
+`main`: the main thread is the busy one (3.9+: CPython's pending calls reach it; not 3.8).
 `thread`: another thread is, while the main thread waits in join() (3.12+, where a pending
 call runs on whichever thread holds the GIL; before 3.12 only the main thread runs them)."""
 import json
@@ -35,7 +35,10 @@ SLACK_S = 1.5
 def params():
     out = []
     for p in ALL_PYTHONS:
-        out.append(pytest.param(p, "main", id="%s-main" % p["id"]))
+        skip = [pytest.mark.skip(reason="3.8: the agent queues no pending call there (its "
+                                 "Py_AddPendingCall crashes a process that has begun to exit)")
+                ] if p["minor"] < 309 else []
+        out.append(pytest.param(p, "main", id="%s-main" % p["id"], marks=skip))
         if p["minor"] >= 312:
             out.append(pytest.param(p, "thread", id="%s-thread" % p["id"]))
     return out

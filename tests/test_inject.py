@@ -18,6 +18,7 @@ import time
 import pytest
 
 from support.build import build_test_agent
+from support.gdb_probe import gdb_register_problem as gdb_problem
 from support.paths import BUILD, one_python, python_params, world_readable
 from support.proc import NOBODY, assert_running_untraced, proc_state, task_states
 from support.targets import FixtureTarget, reference_result
@@ -128,6 +129,34 @@ def test_inject_idle_target(py, target_factory, tmp_path):
         finally:
             lst.close()
         assert_running_untraced(t.pid)
+    assert_target_unharmed(t.report(), None, 2.0, busy=False)
+
+
+@pytest.mark.parametrize("py", python_params()[:1])
+def test_gdb_refuses_when_it_cannot_write_registers(py, target_factory, tmp_path):
+    """A gdb that cannot write a thread's registers back (gdb < 14 on an AMX CPU,
+    support/gdb_probe.py) would leave the thread it calls on broken: a sleep returned
+    ERESTART_RESTARTBLOCK (516) to the program.  The gdb method refuses before any call, with
+    the cause and the other method in one line, and the target's sleeps, accept and lock wait
+    complete as if nothing happened.  Only on such a host (elsewhere gdb calls, and the other
+    gdb tests run)."""
+    if not shutil.which("gdb"):
+        pytest.skip("gdb is not installed")
+    why = gdb_problem()
+    if why is None:
+        pytest.skip("gdb writes registers on this host: nothing to refuse")
+    t = target_factory(py, "--idle", "--sleep", "2")
+    lst = Listener(str(tmp_path / "r.sock"))
+    try:
+        rc, rows = inject("gdb", t.pid, lst.path, timeout_ms=20000)
+    finally:
+        lst.close()
+    assert rc != 0 and len(rows) == 1, rows
+    status, _, err = rows[0]
+    assert status == 1, rows  # INJECT_UNTOUCHED: nothing ran in the target
+    assert err.startswith("gdb cannot write the registers of pid %d (" % t.pid), err
+    assert why.split(":")[0] in err and "AMX" in err and "use --method ptrace" in err, err
+    assert_running_untraced(t.pid)
     assert_target_unharmed(t.report(), None, 2.0, busy=False)
 
 
