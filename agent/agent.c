@@ -17,6 +17,7 @@
  * never a crash.
  */
 #include "backend.h"
+#include "channel.h"
 #include "control.h"
 #include "emit.h"
 #include "follow.h"
@@ -133,14 +134,6 @@ static void uninstall_under_gil(vc_session *s, int from_atexit, int interps_wait
         vc_hooklock_release();
 }
 
-/* Rollback and fork child: the interned names are released and dropped unread. */
-static void discard_names_under_gil(vc_session *s)
-{
-    uint32_t n = 0;
-    char **names = vc_pins_resolve_and_release(&s->pins, &n);
-    vc_names_free(names, n);
-}
-
 /* ---- fork: the child inherits the hooks but not the agent thread -------------------------
  * lifecycle.c's pthread_atfork handlers keep the lock usable in the child and note that a
  * session was running; os.register_at_fork(after_in_child=…) (registered once per process: os
@@ -150,16 +143,28 @@ static void discard_names_under_gil(vc_session *s)
  * session's child (follow_forks) starts its own session on the controller's socket
  * (follow.c), so that it is traced from its start with its own buffers, pid and threads. */
 
+static void *agent_main(void *arg);
+
+/* A streaming process-tree session's child goes on tracing (follow.c): its agent thread only
+ * has to open the child's session.  The generation stays: the hooks carry it. */
+static int launch_continued(vc_session *s)
+{
+    int rc = vc_life_claim();
+    if (rc != 0)
+        return rc;
+    s->status_fd = s->status_client_fd = -1;
+    s->interps_untraced = s->interps_untraced_shared = 0;
+    rc = vc_life_launch(agent_main);
+    vc_life_release();
+    return rc;
+}
+
 static PyObject *after_fork_child(PyObject *self, PyObject *unused)
 {
     vc_session *s = &g_vc;
     if (!vc_life_take_fork_cleanup())
         Py_RETURN_NONE;
-    uninstall_under_gil(s, 0, 0); /* no other thread: nothing would run them */
-    discard_names_under_gil(s);
-    vc_pool_destroy(&s->pool);
-    vc_thread_free_all(s);
-    vc_stream_release(s, 0);
+    /* The copies of the parent's sockets are not the child's to use. */
     if (s->control_fd >= 0)
         close(s->control_fd);
     if (s->status_fd >= 0)
@@ -167,10 +172,32 @@ static PyObject *after_fork_child(PyObject *self, PyObject *unused)
     if (s->status_client_fd >= 0)
         close(s->status_client_fd);
     s->control_fd = s->status_fd = s->status_client_fd = -1;
+    int follow = s->follow_forks && s->control_path[0] != '\0';
+    if (follow && s->backend != NULL && s->pool.streaming && s->spool == NULL &&
+        strcmp(s->output, "control") == 0 && vc_follow_continue_in_child(s) == 0) {
+        vc_follow_wrap_os_exit();
+        /* Its window reaches vcattach before the child runs a line of its own: were it killed
+         * at once, vcattach still reads what it recorded.  One try, no wait (the agent thread
+         * connects if the controller's backlog is full). */
+        char ignored[256];
+        s->hello_sent = 0;
+        (void)vc_control_hello(s, 0, ignored, sizeof ignored);
+        if (launch_continued(s) == 0)
+            Py_RETURN_NONE;
+        s->continued = 0; /* no agent thread: the hooks go, as below */
+        vc_channel_close(s);
+        s->hello_sent = 0;
+        follow = 0;
+    }
+    uninstall_under_gil(s, 0, 0); /* no other thread: nothing would run them */
+    vc_pins_drop(&s->pins, NULL);
+    vc_pool_destroy(&s->pool);
+    vc_thread_free_all(s);
+    vc_stream_release(s, 0);
     PyErr_Clear();
-    /* A process-tree session (--subprocesses): the child opens its own session back to the
-     * same controller, which tells it apart by SO_PEERCRED. */
-    if (s->follow_forks && s->control_path[0] != '\0') {
+    /* A process-tree session that did not stream (an older controller): the child opens a new
+     * session back to the same controller, which tells it apart by SO_PEERCRED. */
+    if (follow) {
         vc_follow_wrap_os_exit();
         /* A failure leaves the child untraced, as before: the controller reports it. */
         (void)vc_agent_connect(s->control_path); /* it copies the path first */
@@ -362,8 +389,19 @@ static void finish_session(vc_session *s, int status, const char *err)
     }
     vc_stream_release(s, 1);
     vc_status_close(s);
-    vc_control_close(s);
+    vc_channel_close(s);
     vc_life_finish(status, err);
+}
+
+/* A process of a tree found at its exec (a spawned worker) may be injected while its
+ * interpreter is still initializing: this thread waits for it (a flag read every ms, no
+ * Python), so that its first calls after its initialization are traced. */
+static void wait_initialized(uint32_t wait_ms)
+{
+    for (uint32_t waited = 0; waited < wait_ms && !Py_IsInitialized(); waited++) {
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+    }
 }
 
 /* Step 1, without the GIL: the config (from the controller if any), the output, the
@@ -374,14 +412,28 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
     vc_clock_init(); /* reads /proc/cpuinfo once: here, not on the caller's thread */
     if (s->control_path[0] != '\0')
         rc = vc_control_handshake(s, err, errlen);
+    if (s->continued) /* a fork child: window, keys, threads and filters are ready (follow.c) */
+        return rc;
     if (rc == 0)
         rc = check_output(s, err, errlen);
+    if (rc == 0 && !Py_IsInitialized() && s->init_wait_ms)
+        wait_initialized(s->init_wait_ms);
     if (rc == 0 && (!Py_IsInitialized() || vc_compat_is_finalizing())) {
         snprintf(err, errlen, "the Python interpreter is not initialized (yet or anymore)");
         rc = -ENOENT;
     }
-    if (rc == 0 && (vc_pool_init(&s->pool, s->buffer_mb) != 0 || vc_pins_init(&s->pins, 1u << 16) != 0 ||
-                    vc_threads_alloc(s) != 0)) {
+    /* A session that streams to vcattach records into a window vcattach shares (buffer.h):
+     * what it recorded outlives the process if it is killed before sending it. */
+    int shared = s->stream && strcmp(s->output, "control") == 0 && s->control_fd >= 0 &&
+                 !s->detach;
+    if (shared)
+        vc_follow_register_atfork(); /* before any fork can copy the window */
+    if (rc == 0 && ((!shared || vc_pool_init_shared(&s->pool, s->buffer_mb) != 0) &&
+                    vc_pool_init(&s->pool, s->buffer_mb) != 0))
+        rc = -ENOMEM;
+    if (rc == 0 && (vc_pins_init(&s->pins, 1u << 16) != 0 || vc_threads_alloc(s) != 0))
+        rc = -ENOMEM;
+    if (rc == -ENOMEM) {
         snprintf(err, errlen, "out of memory for a %u MB buffer: use a smaller buffer", s->buffer_mb);
         rc = -ENOMEM;
     }
@@ -397,6 +449,7 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
     if (rc == 0) {
         vc_filter_prepare(&s->filter);
         s->pins.filter = s->filter.has_globs ? &s->filter : NULL;
+        s->pins.arena = &s->pool.arena; /* keys named at first sight, if the window has one */
     }
     return rc;
 }
@@ -407,15 +460,24 @@ static int start_tracing(vc_session *s, PyGILState_STATE *gstate, PyThreadState 
                          size_t errlen)
 {
     *gstate = vc_gil_ensure();
-    if (install_under_gil(s, err, errlen) != 0) {
+    if (s->continued) {
+        /* A fork child's hooks are installed since its fork; this thread is never traced. */
+        s->agent_tstate = vc_compat_current_tstate();
+    } else if (install_under_gil(s, err, errlen) != 0) {
         uninstall_under_gil(s, 0, VC_INTERPS_WAIT_MS);
-        discard_names_under_gil(s);
+        vc_pins_drop(&s->pins, NULL);
         PyErr_Clear();
         PyGILState_Release(*gstate);
         return -EPERM;
     }
     *mine = PyEval_SaveThread();
-    s->start_mono_ms = vc_clock_mono_ns() / 1000000u;
+    if (!s->continued) {
+        s->start_mono_ms = vc_clock_mono_ns() / 1000000u;
+        /* A first fit for the window (over the install: the sender refines it) */
+        vc_clock_map map;
+        vc_clock_map_make(&map, s->clk_start, vc_clock_sample());
+        vc_pool_set_clock(&s->pool, map.raw0, map.ns0, map.ns_per_raw);
+    }
     vc_status_open(s);
     vc_control_send_started(s);
     vc_life_signal_started(0);
@@ -551,6 +613,19 @@ static void end_session(vc_session *s, int status, const struct vc_result *res, 
     vc_life_mark_delivered();
 }
 
+/* A fork child whose controller did not take its session (gone, or the tree's budget was
+ * spent): its hooks, installed since the fork, are removed and what they recorded dropped. */
+static void abandon_continued(vc_session *s)
+{
+    PyGILState_STATE g = vc_gil_ensure();
+    s->agent_tstate = vc_compat_current_tstate();
+    uninstall_under_gil(s, 0, 0);
+    vc_pins_drop(&s->pins, NULL);
+    PyErr_Clear();
+    PyGILState_Release(g);
+    s->continued = 0;
+}
+
 static void *agent_main(void *arg)
 {
     vc_session *s = &g_vc;
@@ -560,6 +635,8 @@ static void *agent_main(void *arg)
     PyThreadState *mine = NULL;
 
     int rc = prepare_session(s, err, sizeof err);
+    if (rc != 0 && s->continued)
+        abandon_continued(s); /* its hooks go: nobody will take its trace */
     if (rc == 0)
         rc = start_tracing(s, &gstate, &mine, err, sizeof err);
     if (rc != 0) {
@@ -652,6 +729,8 @@ VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
     if (rc == 0) {
         s->control_path[0] = '\0';
         s->control_fd = -1;
+        s->hello_sent = 0;
+        s->continued = 0;
         s->detach = 0;
         s->follow_forks = 0;
         /* The in-process API (the Python package) names its own output and has always
@@ -659,6 +738,8 @@ VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
         s->force = 1;
         s->stream = 0;
         s->duration_ms = cfg->duration_ms;
+        s->init_wait_ms = 0;
+        s->last_ns = 0;
         s->buffer_mb = cfg->buffer_mb ? cfg->buffer_mb : 256;
         s->hook_kind = cfg->hook;
         s->null_hook = cfg->null_hook;
@@ -685,12 +766,16 @@ VC_EXPORT int vc_agent_connect(const char *control_path)
     if (rc == 0) {
         s->output[0] = s->fallback[0] = '\0';
         s->control_fd = -1;
+        s->hello_sent = 0;
+        s->continued = 0;
         s->detach = 0;
         s->follow_forks = 0;
         s->force = 0; /* CONFIG's force=1 (vcattach --force) */
         s->stream = 0; /* CONFIG's stream=1 (vcattach trace) */
         s->no_tasks = 0; /* CONFIG's tasks=0 (--no-tasks) */
         s->duration_ms = 0;
+        s->init_wait_ms = 0;
+        s->last_ns = 0;
         s->buffer_mb = 256;
         s->hook_kind = VC_HOOK_AUTO;
         s->null_hook = 0;

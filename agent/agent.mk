@@ -4,10 +4,19 @@
 # static python3.11 too); a word 311d:INC (Debian's python3.11-dbg headers) gives
 # libvcagent-py311d.so, the Py_DEBUG ABI, which vcattach loads into debug targets.
 # A word MINOR:INC:EXTRA (headers of scripts/test-root's sid root) adds EXTRA with
-# -idirafter: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h> from there, while libc's headers stay the host's (the .so must run on the host's old glibc
-# symbol versions as well as on the root's newer glibc).  The agent is NOT linked against
-# libpython: Py* symbols resolve from
-# the target process's global scope.  Only the vc_* API is exported (-fvisibility=hidden).
+# -idirafter: Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h> from there,
+# while libc's headers stay the host's.  The agent is NOT linked against libpython: Py* symbols
+# resolve from the target process's global scope.  Only the vc_* API is exported
+# (-fvisibility=hidden).
+#
+# Every agent loads into any glibc from 2.VC_AGENT_GLIBC_FLOOR_MINOR (common/version.h: 2.17) on,
+# whatever glibc builds it (scripts/glibc-floor says how): each object, and the agent's own
+# copy of common/ (build/agent/common: the CLI's copy is not pinned, and links statically),
+# force-includes build/agent/glibc_pins.h, which binds every glibc symbol to the version it had
+# at the floor; what has no such version is wrapped into the system calls of glibc_floor.c;
+# zlib is linked in (its symbols kept inside), so an agent needs only libc, libpthread (where
+# glibc < 2.34 keeps pthread_create) and the loader.  Each link is checked: a symbol from a
+# newer glibc, or another library, fails the build with one line naming it.
 #
 # Layers (each file calls only files below it; none calls back into agent.c):
 #   agent.c        the exported API and the agent thread's steps (prepare, start, wait, stop,
@@ -29,18 +38,41 @@
 #   tasks.c        asyncio task steps: a marker record per step, the task names (tasks.h)
 #   stream.c       the sender thread and the streamed frames; cpu_sample.c, called by it, samples
 #                  every traced thread's CPU clock (no GIL, no Python)
+#   channel.c      the control socket's frames from two threads (stream.c sends, control.c
+#                  answers and closes): the stream's only tie to the control side
 #   names, buffer, clock, compat (CPython versions)   the leaves
 AGENT_SRCS := $(wildcard agent/*.c)
-AGENT_CFLAGS := $(CFLAGS_BASE) -Iagent -fPIC -fvisibility=hidden -fno-strict-aliasing
-AGENT_LIBS := -lz -pthread
+AGENT_GLIBC_FLOOR := 2.$(shell sed -n 's/^\#define VC_AGENT_GLIBC_FLOOR_MINOR \([0-9]*\)$$/\1/p' common/version.h)
+AGENT_PINS := $(BUILD)/agent/glibc_pins.h
+AGENT_CFLAGS := $(CFLAGS_BASE) -Iagent -fPIC -fvisibility=hidden -fno-strict-aliasing \
+                -include $(AGENT_PINS)
+# glibc_floor.c's system calls for what glibc 2.17 does not export by these names
+AGENT_WRAPPED := fstat fstat64 lstat lstat64 stat stat64 fstatat fstatat64 getrandom
+AGENT_LIBS := $(foreach f,$(AGENT_WRAPPED),-Wl,--wrap=$(f)) \
+              -Wl,--push-state,-Bstatic -lz -Wl,--pop-state -Wl,--exclude-libs,libz.a \
+              -Wl,--push-state,--no-as-needed -l:libpthread.so.0 -Wl,--pop-state -pthread
+
+$(AGENT_PINS): scripts/glibc-floor common/version.h | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	scripts/glibc-floor pins --floor $(AGENT_GLIBC_FLOOR) --cc $(CC) > $@.tmp && mv $@.tmp $@
+
+AGENT_COMMON_OBJS := $(patsubst common/%.c,$(BUILD)/agent/common/%.o,$(COMMON_SRCS))
+$(BUILD)/agent/common/%.o: common/%.c $(AGENT_PINS) | $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(COMMON_CFLAGS) -include $(AGENT_PINS) -c $< -o $@
+
+$(BUILD)/agent/libvccommon.a: $(AGENT_COMMON_OBJS)
+	rm -f $@ && ar rcs $@ $^
 
 define AGENT_template
-$(BUILD)/agent/py$(1)/%.o: agent/%.c | $(BUILD)/config.mk
+$(BUILD)/agent/py$(1)/%.o: agent/%.c $(AGENT_PINS) | $(BUILD)/config.mk
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(AGENT_CFLAGS) -isystem $(2) $(if $(3),-idirafter $(3)) -c $$< -o $$@
 
-$(BUILD)/libvcagent-py$(1).so: $(patsubst agent/%.c,$(BUILD)/agent/py$(1)/%.o,$(AGENT_SRCS)) $(BUILD)/libvccommon.a
-	$$(CC) -shared -Wl,-z,now -o $$@ $$^ $(AGENT_LIBS)
+$(BUILD)/libvcagent-py$(1).so: $(patsubst agent/%.c,$(BUILD)/agent/py$(1)/%.o,$(AGENT_SRCS)) $(BUILD)/agent/libvccommon.a scripts/glibc-floor
+	$$(CC) -shared -Wl,-z,now -o $$@.tmp $$(filter %.o %.a,$$^) $(AGENT_LIBS)
+	scripts/glibc-floor check --floor $(AGENT_GLIBC_FLOOR) $$@.tmp
+	mv $$@.tmp $$@
 
 AGENT_SOS += $(BUILD)/libvcagent-py$(1).so
 endef

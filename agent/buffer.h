@@ -15,12 +15,21 @@
  * a chunk comes back, and notes their number and time range (record.c), which travel as a
  * record of their own.  Only the hooks (one at a time: the GIL) pop; only the agent thread
  * exchanges the outbox and pushes to `returned`: no ABA.
+ *
+ * The window of a session that streams to vcattach is a memfd that vcattach holds too
+ * (vc_pool_init_shared; common/protocol.h "the window"): when the process ends without
+ * sending everything (SIGTERM'd pool workers, a SIGKILL), vcattach reads from it what was
+ * recorded and not sent.  So each chunk's head says whose it is and whether it was sent, and a
+ * record is written whole before the chunk's count includes it (vc_chunk_publish).  A fork
+ * child never writes into its parent's window (follow.c gives it its own).
  */
 #ifndef VC_BUFFER_H
 #define VC_BUFFER_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "protocol.h"
 
 #define VC_CHUNK_BYTES 65536u
 
@@ -41,14 +50,33 @@ typedef struct vc_record {
  * caller is one is awaited, not a task step).  Masked off when the record is stored. */
 #define VC_FRAME_CORO 0x8000u
 
+/* The head is common/protocol.h's struct vc_wire_chunk (static-asserted in buffer.c). */
 typedef struct vc_chunk {
     struct vc_chunk *next;     /* free list, FIFO of full chunks, or a thread's list at stop */
+    uint32_t state;            /* VC_CHUNK_UNSENT / SENDING / SENT (protocol.h) */
+    int32_t tid;               /* its thread's track tid (for vcattach's read of the window) */
     uint32_t owner;            /* index of the thread (session.h) */
     uint32_t count;            /* records used */
     vc_record rec[];
 } vc_chunk;
 
+/* The record at rec[n] is written: it becomes part of the chunk.  A release store (a plain
+ * store on x86-64): vcattach may read the chunk after the process died between any two
+ * instructions, and must never find a count that includes a record not yet written. */
+static inline void vc_chunk_publish(vc_chunk *c, uint32_t n)
+{
+    __atomic_store_n(&c->count, n + 1, __ATOMIC_RELEASE);
+}
+
 #define VC_CHUNK_RECORDS ((VC_CHUNK_BYTES - sizeof(vc_chunk)) / sizeof(vc_record))
+
+/* The names arena of a shared window (names.c writes it, stream.c sends it): NAMES entries
+ * of the keys named at first sight, `*len` bytes of them whole (a release store). */
+typedef struct vc_name_arena {
+    unsigned char *base;       /* NULL: no arena (keys are named at the agent's visits) */
+    uint64_t cap;
+    uint64_t *len;             /* in the window's head, where vcattach reads it too */
+} vc_name_arena;
 
 typedef struct vc_pool {
     unsigned char *base;       /* mmap of nchunks * VC_CHUNK_BYTES */
@@ -63,6 +91,13 @@ typedef struct vc_pool {
     int streaming;             /* full chunks go to the outbox, nothing is recycled */
     vc_chunk *outbox;          /* streaming: full chunks for the sender (atomic LIFO) */
     vc_chunk *returned;        /* streaming: chunks the sender is done with (atomic LIFO) */
+    /* a shared window (vc_pool_init_shared): the memfd, its whole mapping, its head */
+    int window_fd;             /* -1: a private pool */
+    unsigned char *map;        /* NULL for a private pool */
+    size_t map_len;            /* of map, or (private) of base */
+    struct vc_wire_window *head;
+    vc_name_arena arena;
+    uint64_t clock_ns;         /* when the head's clock was last written (stream.c) */
 } vc_pool;
 
 /* A record whose id is VC_ID_DROPPED stands for calls lost at the source (streaming): `flags`
@@ -70,10 +105,29 @@ typedef struct vc_pool {
 #define VC_ID_DROPPED (UINT32_MAX - 2)
 
 int vc_pool_init(vc_pool *pool, uint32_t buffer_mb);
+/* The same pool in a window vcattach shares (a memfd: pool->window_fd, passed to vcattach),
+ * with its names arena.  0, or -errno (the caller may fall back to vc_pool_init). */
+int vc_pool_init_shared(vc_pool *pool, uint32_t buffer_mb);
+/* Unmaps the pool and closes its memfd. */
 void vc_pool_destroy(vc_pool *pool);
-/* A chunk for thread `owner` (whose previous chunk, if any, was `full` and goes to the FIFO).
- * NULL if the pool has nothing to give (the caller drops the record). */
-vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner);
+/* In a fork child, before anything else runs in it (an atfork handler, follow.c): the
+ * window, if shared, is the parent's: the child takes no chunk from it any more (its hooks
+ * drop what they record until follow.c gives it a window of its own).  Memory only. */
+void vc_pool_forsake_in_child(vc_pool *pool);
+/* The memfd of a shared window, else -1. */
+static inline int vc_pool_window_fd(const vc_pool *pool)
+{
+    return pool->map != NULL ? pool->window_fd : -1;
+}
+/* At most buffer_mb from now on (a fork child's share, smaller than its parent's window): the
+ * chunks not handed out yet beyond it are never used.  Any thread: a bound the hooks read. */
+void vc_pool_shrink(vc_pool *pool, uint32_t buffer_mb);
+/* The window's clock fit (shared windows only; stream.c), for vcattach's read of it. */
+void vc_pool_set_clock(vc_pool *pool, uint64_t raw0, uint64_t ns0, double ns_per_raw);
+/* A chunk for thread `owner` whose track tid is `tid` (whose previous chunk, if any, was
+ * `full` and goes to the FIFO).  NULL if the pool has nothing to give (the caller drops the
+ * record). */
+vc_chunk *vc_pool_next_chunk(vc_pool *pool, vc_chunk *full, uint32_t owner, int32_t tid);
 /* Populates the pages of the chunks the hooks will take next (agent thread, no GIL needed). */
 void vc_pool_prefault(vc_pool *pool);
 /* Streaming, GIL held (no hook runs): a thread's chunk goes out before it is full. */

@@ -7,6 +7,7 @@
  * thread as stop reasons.
  */
 #include "control.h"
+#include "channel.h"
 #include "backend.h"
 #include "emit.h"
 #include "lifecycle.h"
@@ -32,6 +33,7 @@
 #define VC_CONFIG_TIMEOUT_MS 10000
 #define VC_SEND_TIMEOUT_MS 10000
 #define VC_STATUS_RECV_TIMEOUT_MS 1000
+#define VC_FIRST_SEND_MS 50
 
 /* Connects to the controller's socket: "@name" is an abstract name (what vcattach uses: no
  * file anywhere, see SECURITY.md; a '#' after the name starts the session's token, not part
@@ -103,9 +105,30 @@ static int token_matches(const char *expected, const char *got)
     return diff == 0;
 }
 
-int vc_control_handshake(vc_session *s, char *err, size_t errlen)
+/* A fork child's session goes on with its parent's hooks, filters and window size (follow.c):
+ * its hooks read them at this very moment, so CONFIG may only say where the trace goes
+ * (control: the same controller), its fallback, its deadline, and a smaller window. */
+static int continued_config(vc_session *s, const char *cfg, char *err, size_t errlen)
 {
-    int fd = connect_unix(s->control_path, VC_CONNECT_TIMEOUT_MS);
+    char val[64];
+    if (strcmp(s->output, "control") != 0) {
+        snprintf(err, errlen, "a fork child's session sends its trace to the controller only");
+        return -EINVAL;
+    }
+    if (vc_kv_get(cfg, "fallback", s->fallback, sizeof s->fallback) < 0)
+        s->fallback[0] = '\0';
+    if (vc_kv_get(cfg, "duration_ms", val, sizeof val) > 0)
+        s->duration_ms = strtoull(val, NULL, 10);
+    if (vc_kv_get(cfg, "buffer_mb", val, sizeof val) > 0)
+        vc_pool_shrink(&s->pool, (uint32_t)strtoul(val, NULL, 10));
+    return 0;
+}
+
+int vc_control_hello(vc_session *s, int timeout_ms, char *err, size_t errlen)
+{
+    if (s->hello_sent)
+        return 0;
+    int fd = connect_unix(s->control_path, timeout_ms);
     if (fd < 0) {
         snprintf(err, errlen, "cannot connect to the control socket %.*s: %s",
                  (int)strcspn(s->control_path, "#"), s->control_path, strerror(errno));
@@ -120,10 +143,87 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
     vc_kv_append(text, sizeof text, &used, "pid", num);
     vc_kv_append(text, sizeof text, &used, "python", vc_compat_python_version());
     vc_kv_append(text, sizeof text, &used, "agent", VC_AGENT_VERSION);
-    if (vc_msg_send(fd, VC_MSG_HELLO, text, used, VC_SEND_TIMEOUT_MS) != 0) {
+    if (s->continued) /* a fork child, tracing since its fork (follow.c) */
+        vc_kv_append(text, sizeof text, &used, "forked", "1");
+    /* Its window goes along when it has one already (a fork child's): vcattach can then read
+     * its records even if the process ends before STARTED. */
+    int window = vc_pool_window_fd(&s->pool);
+    s->window_passed = window >= 0;
+    /* a new connection's buffer takes a small frame at once: a bound, never a wait */
+    if (vc_msg_send_fd(fd, VC_MSG_HELLO, text, used, window,
+                       timeout_ms > 0 ? timeout_ms : VC_FIRST_SEND_MS) != 0) {
         snprintf(err, errlen, "sending HELLO failed: %s", strerror(errno));
+        s->window_passed = 0;
+        vc_channel_close(s);
         return -EPIPE;
     }
+    s->hello_sent = 1;
+    return 0;
+}
+
+/* A new session's CONFIG (not a fork child continuing its parent's): every key the controller
+ * may send, each optional but hook's and the filters' refusing what they do not know. */
+static int fresh_config(vc_session *s, const char *cfg, char *err, size_t errlen)
+{
+    char val[VC_PATH_MAX];
+    int rc = 0;
+    if (vc_kv_get(cfg, "fallback", s->fallback, sizeof s->fallback) < 0)
+        s->fallback[0] = '\0';
+    if (vc_kv_get(cfg, "duration_ms", val, sizeof val) > 0)
+        s->duration_ms = strtoull(val, NULL, 10);
+    if (vc_kv_get(cfg, "buffer_mb", val, sizeof val) > 0) {
+        unsigned long mb = strtoul(val, NULL, 10);
+        s->buffer_mb = mb ? (uint32_t)mb : 256;
+    }
+    if (vc_kv_get(cfg, "hook", val, sizeof val) > 0) {
+        if (strcmp(val, "profile") == 0)
+            s->hook_kind = VC_HOOK_PROFILE;
+        else if (strcmp(val, "monitoring") == 0)
+            s->hook_kind = VC_HOOK_MONITORING;
+        else if (strcmp(val, "eval") == 0)
+            s->hook_kind = VC_HOOK_EVAL;
+        else if (strcmp(val, "auto") == 0)
+            s->hook_kind = VC_HOOK_AUTO;
+        else {
+            snprintf(err, errlen, "unknown hook=%s (auto, profile, monitoring or eval)", val);
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0 && vc_filter_from_kv(&s->filter, cfg, err, errlen) != 0)
+        rc = -EINVAL;
+    if (vc_kv_get(cfg, "null_hook", val, sizeof val) > 0)
+        s->null_hook = strcmp(val, "1") == 0;
+    if (vc_kv_get(cfg, "detach", val, sizeof val) > 0)
+        s->detach = strcmp(val, "1") == 0;
+    if (vc_kv_get(cfg, "follow_forks", val, sizeof val) > 0)
+        s->follow_forks = strcmp(val, "1") == 0;
+    /* stream=1 (vcattach trace): records go to the controller while tracing (stream.c) */
+    if (vc_kv_get(cfg, "stream", val, sizeof val) > 0)
+        s->stream = strcmp(val, "1") == 0;
+    /* tasks=0 (--no-tasks): asyncio task steps are not marked (tasks.h) */
+    if (vc_kv_get(cfg, "tasks", val, sizeof val) > 0)
+        s->no_tasks = strcmp(val, "0") == 0;
+    /* last_ms=N (vcattach start --last): its own spool keeps the final N ms (stream.c) */
+    if (vc_kv_get(cfg, "last_ms", val, sizeof val) > 0)
+        s->last_ns = strtoull(val, NULL, 10) * 1000000ull;
+    /* init_wait_ms=N (a young process of a tree): an interpreter not initialized yet is
+     * waited for, at most N ms (agent.c), rather than refused */
+    if (vc_kv_get(cfg, "init_wait_ms", val, sizeof val) > 0) {
+        unsigned long ms = strtoul(val, NULL, 10);
+        s->init_wait_ms = ms > 10000 ? 10000 : (uint32_t)ms;
+    }
+    /* force=1 (vcattach start --force): the output may replace an existing file. */
+    if (vc_kv_get(cfg, "force", val, sizeof val) > 0)
+        s->force = strcmp(val, "1") == 0;
+    return rc;
+}
+
+int vc_control_handshake(vc_session *s, char *err, size_t errlen)
+{
+    int rc = vc_control_hello(s, VC_CONNECT_TIMEOUT_MS, err, errlen);
+    if (rc != 0)
+        return rc;
+    int fd = s->control_fd;
     char *cfg = malloc(VC_MSG_MAX + 1);
     if (cfg == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -131,7 +231,6 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
     }
     uint32_t type = 0;
     long n = vc_msg_recv(fd, &type, cfg, VC_MSG_MAX + 1, VC_CONFIG_TIMEOUT_MS);
-    int rc = 0;
     char val[VC_PATH_MAX];
     if (n < 0) {
         snprintf(err, errlen, "no CONFIG from the controller: %s", strerror(errno));
@@ -149,61 +248,12 @@ int vc_control_handshake(vc_session *s, char *err, size_t errlen)
     } else if (vc_kv_get(cfg, "output", s->output, sizeof s->output) <= 0) {
         snprintf(err, errlen, "CONFIG has no output");
         rc = -EINVAL;
+    } else if (s->continued) {
+        rc = continued_config(s, cfg, err, errlen);
     } else {
-        if (vc_kv_get(cfg, "fallback", s->fallback, sizeof s->fallback) < 0)
-            s->fallback[0] = '\0';
-        if (vc_kv_get(cfg, "duration_ms", val, sizeof val) > 0)
-            s->duration_ms = strtoull(val, NULL, 10);
-        if (vc_kv_get(cfg, "buffer_mb", val, sizeof val) > 0) {
-            unsigned long mb = strtoul(val, NULL, 10);
-            s->buffer_mb = mb ? (uint32_t)mb : 256;
-        }
-        if (vc_kv_get(cfg, "hook", val, sizeof val) > 0) {
-            if (strcmp(val, "profile") == 0)
-                s->hook_kind = VC_HOOK_PROFILE;
-            else if (strcmp(val, "monitoring") == 0)
-                s->hook_kind = VC_HOOK_MONITORING;
-            else if (strcmp(val, "eval") == 0)
-                s->hook_kind = VC_HOOK_EVAL;
-            else if (strcmp(val, "auto") == 0)
-                s->hook_kind = VC_HOOK_AUTO;
-            else {
-                snprintf(err, errlen, "unknown hook=%s (auto, profile, monitoring or eval)", val);
-                rc = -EINVAL;
-            }
-        }
-        if (rc == 0 && vc_filter_from_kv(&s->filter, cfg, err, errlen) != 0)
-            rc = -EINVAL;
-        if (vc_kv_get(cfg, "null_hook", val, sizeof val) > 0)
-            s->null_hook = strcmp(val, "1") == 0;
-        if (vc_kv_get(cfg, "detach", val, sizeof val) > 0)
-            s->detach = strcmp(val, "1") == 0;
-        if (vc_kv_get(cfg, "follow_forks", val, sizeof val) > 0)
-            s->follow_forks = strcmp(val, "1") == 0;
-        /* stream=1 (vcattach trace): records go to the controller while tracing (stream.c) */
-        if (vc_kv_get(cfg, "stream", val, sizeof val) > 0)
-            s->stream = strcmp(val, "1") == 0;
-        /* tasks=0 (--no-tasks): asyncio task steps are not marked (tasks.h) */
-        if (vc_kv_get(cfg, "tasks", val, sizeof val) > 0)
-            s->no_tasks = strcmp(val, "0") == 0;
-        /* force=1 (vcattach start --force): the output may replace an existing file. */
-        if (vc_kv_get(cfg, "force", val, sizeof val) > 0)
-            s->force = strcmp(val, "1") == 0;
+        rc = fresh_config(s, cfg, err, errlen);
     }
     free(cfg);
-    return rc;
-}
-
-/* Streaming: the agent thread sends records on the control socket while the socket thread
- * answers on it and may close it (the controller's EOF): one frame at a time, and the fd is
- * closed only between frames. */
-static pthread_mutex_t g_control_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int vc_control_send(vc_session *s, uint32_t type, const void *payload, size_t len, int timeout_ms)
-{
-    pthread_mutex_lock(&g_control_lock);
-    int rc = s->control_fd >= 0 ? vc_msg_send(s->control_fd, type, payload, len, timeout_ms) : -1;
-    pthread_mutex_unlock(&g_control_lock);
     return rc;
 }
 
@@ -225,7 +275,13 @@ void vc_control_send_started(vc_session *s)
     char text[256];
     snprintf(text, sizeof text, "threads=%u\nbackend=%s\n", s->nthreads,
              s->backend != NULL ? s->backend->name : "profile");
-    send_text(s->control_fd, VC_MSG_STARTED, text);
+    /* The window (its records, should the process end without sending them), unless HELLO
+     * took it already. */
+    int window = s->window_passed ? -1 : vc_pool_window_fd(&s->pool);
+    s->window_passed |= window >= 0;
+    if (vc_msg_send_fd(s->control_fd, VC_MSG_STARTED, text, strlen(text), window,
+                       VC_SEND_TIMEOUT_MS) != 0)
+        (void)0; /* the controller is gone: its EOF ends the session */
     if (s->detach) {
         /* The controller goes away now; the session runs to its deadline on its own. */
         close(s->control_fd);
@@ -306,15 +362,6 @@ void vc_status_close(vc_session *s)
     s->status_fd = s->status_client_fd = -1;
 }
 
-void vc_control_close(vc_session *s)
-{
-    pthread_mutex_lock(&g_control_lock);
-    if (s->control_fd >= 0)
-        close(s->control_fd);
-    s->control_fd = -1;
-    pthread_mutex_unlock(&g_control_lock);
-}
-
 /* One client of the status socket: uid check, one request, one answer. */
 static int serve_status_client(vc_session *s)
 {
@@ -379,7 +426,7 @@ int vc_control_poll(vc_session *s, int timeout_ms, unsigned what)
         if (m < 0) {
             if (errno == ETIMEDOUT)
                 return VC_STOP_NONE;
-            vc_control_close(s);
+            vc_channel_close(s);
             /* Without `detach`, the controller's exit ends the session (to the fallback). */
             return s->detach ? VC_STOP_NONE : VC_STOP_CONTROL_EOF;
         }
@@ -388,7 +435,7 @@ int vc_control_poll(vc_session *s, int timeout_ms, unsigned what)
         if (type == VC_MSG_STATUS) {
             char text[VC_PATH_MAX + 256];
             status_text(s, text, sizeof text);
-            vc_control_send(s, VC_MSG_STATUS, text, strlen(text), VC_SEND_TIMEOUT_MS);
+            vc_channel_send(s, VC_MSG_STATUS, text, strlen(text), VC_SEND_TIMEOUT_MS);
         }
     }
     if (is >= 0 && (p[is].revents & POLLIN))

@@ -8,11 +8,13 @@
 
 #include <stddef.h>
 
+/* Connects to the controller and sends HELLO (with the window's memfd when the session has
+ * one), unless that was done already; timeout_ms bounds both (0: one try, never a wait: a
+ * fork child does this on its forking thread, follow.c).  0 or -errno with a message. */
+int vc_control_hello(vc_session *s, int timeout_ms, char *err, size_t errlen);
+/* HELLO (vc_control_hello) then CONFIG into the session. */
 int vc_control_handshake(vc_session *s, char *err, size_t errlen);
 void vc_control_send_started(vc_session *s);
-/* One frame on the control socket, serialized with the socket thread (which answers STATUS
- * and closes the socket at the controller's EOF).  0, or -1 with errno (no controller). */
-int vc_control_send(vc_session *s, uint32_t type, const void *payload, size_t len, int timeout_ms);
 void vc_control_send_error(vc_session *s, const char *msg);
 /* Waits up to timeout_ms for the wake pipe (VC_POLL_WAKE, drained) and/or the control and
  * status sockets (VC_POLL_SOCKETS, served): a stop reason, or VC_STOP_NONE. */
@@ -43,7 +45,6 @@ void vc_control_prepare_end(vc_session *s, const struct vc_result *res, const ch
 void vc_control_send_end(vc_end_msg *m);
 void vc_status_open(vc_session *s);
 void vc_status_close(vc_session *s);
-void vc_control_close(vc_session *s);
 int vc_control_emit_data(vc_session *s, struct vc_result *res, char *err, size_t errlen);
 
 #endif /* VC_AGENT_CONTROL_H */

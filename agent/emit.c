@@ -8,6 +8,7 @@
  * own so that nesting survives the rounding.
  */
 #include "emit.h"
+#include "utf8.h"
 #include "atomic_file.h"
 #include "fd_io.h"
 #include "session.h"
@@ -81,6 +82,7 @@ char *vc_emit_process_name(void)
         if (buf[i] == '\0')
             buf[i] = ' ';
     buf[n] = '\0';
+    vc_utf8_repair(buf, (size_t)n); /* an argument in another encoding: readers want UTF-8 */
     return strdup(buf);
 }
 

@@ -77,6 +77,7 @@ int vc_pins_maybe_grow(vc_pins *pins)
     bigger.unnamed = pins->unnamed;
     bigger.filter = pins->filter;
     bigger.own_gil = pins->own_gil;
+    bigger.arena = pins->arena;
     free(pins->slots);
     free(pins->by_id);
     *pins = bigger;
@@ -215,6 +216,64 @@ static char *pin_name(const vc_pins *pins, const vc_pin *p)
     return p->is_c ? c_name(p->ptr, p->qual, f) : python_name((PyCodeObject *)p->ptr, f);
 }
 
+/* Names are cut here in the arena (the .cvf writer cuts at 511 bytes anyway, cvf.h). */
+#define VC_ARENA_NAME_MAX 1024
+
+void vc_pins_first_sight(vc_pins *pins, uint32_t id)
+{
+    vc_name_arena *a = pins->arena;
+    uint64_t used = __atomic_load_n(a->len, __ATOMIC_RELAXED);
+    if (used + 8 > a->cap)
+        return; /* full: the agent's visits name the keys from here on */
+    /* An exception on its way (a key first seen as a frame unwinds): naming could clear it,
+     * which would change what the target does.  This key is named at the next visit. */
+    if (PyErr_Occurred())
+        return;
+    char *name = pin_name(pins, &pins->by_id[id]);
+    PyErr_Clear(); /* ours only: none was set before */
+    size_t n = name ? strlen(name) : 0;
+    if (n > VC_ARENA_NAME_MAX)
+        n = VC_ARENA_NAME_MAX;
+    if (name != NULL && used + 8 + n <= a->cap) {
+        uint32_t head[2] = {id, (uint32_t)n};
+        memcpy(a->base + used, head, 8);
+        memcpy(a->base + used + 8, name, n);
+        /* whole before it is counted: vcattach may read it after a kill (buffer.h) */
+        __atomic_store_n(a->len, used + 8 + n, __ATOMIC_RELEASE);
+        pins->by_id[id].in_arena = 1;
+    }
+    free(name);
+}
+
+void vc_pins_drop(vc_pins *pins, vc_pins *into)
+{
+    for (uint32_t i = 0; pins->slots != NULL && i <= pins->mask; i++) {
+        vc_pin_slot *sl = &pins->slots[i];
+        if (sl->ptr == NULL || sl->ptr == VC_PIN_TOMBSTONE || sl->owner != 0)
+            continue;
+        if (sl->id == VC_ID_EXCLUDED) {
+            if (into != NULL)
+                (void)vc_pins_lookup(into, sl->ptr, NULL, 0, 0); /* judged again: excluded */
+            Py_DECREF((PyObject *)sl->ptr);
+            continue;
+        }
+        if (sl->id >= pins->count)
+            continue;
+        vc_pin *p = &pins->by_id[sl->id];
+        if (p->is_c == VC_PIN_NAMED)
+            continue;
+        if (!p->is_c)
+            Py_DECREF((PyObject *)p->ptr);
+        Py_XDECREF(p->qual);
+    }
+    for (uint32_t id = 0; pins->by_id != NULL && id < pins->count; id++)
+        if (pins->by_id[id].is_c == VC_PIN_NAMED)
+            free((void *)pins->by_id[id].ptr);
+    free(pins->slots);
+    free(pins->by_id);
+    *pins = (vc_pins){0};
+}
+
 char *vc_pins_name(const vc_pins *pins, uint32_t id)
 {
     if (id >= pins->count || pins->by_id == NULL)
@@ -286,7 +345,7 @@ void vc_pins_release_owner(vc_pins *pins, uint32_t owner, int alive)
                 name = strdup(gone_name);
             }
             /* NULL (out of memory) reads as an unnamed key, as a failed resolution does */
-            *p = (vc_pin){name, NULL, VC_PIN_NAMED, 0};
+            *p = (vc_pin){name, NULL, VC_PIN_NAMED, 0, 0};
         }
         sl->ptr = VC_PIN_TOMBSTONE;
         sl->qual = NULL;

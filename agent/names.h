@@ -19,6 +19,7 @@
 #ifndef VC_NAMES_H
 #define VC_NAMES_H
 
+#include "buffer.h"
 #include "compat.h"
 #include "filter.h"
 
@@ -45,6 +46,7 @@ typedef struct vc_pin {
     PyObject *qual;
     int is_c;
     uint32_t owner;    /* interpreter slot it was pinned in (as its table slot's) */
+    int in_arena;      /* named at first sight into the window's arena (vc_pins_first_sight) */
 } vc_pin;
 #define VC_PIN_NAMED 2 /* vc_pin.is_c of a key named and released with its interpreter */
 
@@ -61,6 +63,10 @@ typedef struct vc_pins {
      * from the agent thread by reading their immutable strings only (names.c), never by
      * asking that interpreter (which could allocate in it, or cache into its objects). */
     const unsigned char *own_gil; /* [VC_PINS_OWNERS] */
+    /* A session that streams to vcattach names every key at first sight into this arena of
+     * its window (buffer.h), where vcattach finds it even if the process is killed a moment
+     * later; NULL base: keys are named at the agent's visits only. */
+    vc_name_arena *arena;
 } vc_pins;
 #define VC_PINS_OWNERS 256 /* interps.h's VC_MAX_INTERPS */
 
@@ -94,6 +100,22 @@ static inline uint32_t vc_pins_hash(const void *ptr, const void *qual)
 
 /* Out of line (names.c): the first sight of a Python code object under globs: its verdict. */
 uint32_t vc_pins_judge(vc_pins *pins, const void *code);
+/* Out of line (names.c): key `id` was just pinned: its name into the arena, if it fits.
+ * Once per key, under the GIL (in the hook): the one place the record path allocates and
+ * reads names, because a process may be killed an instant after its first call of a
+ * function (a pool worker), and its trace needs that function's name. */
+void vc_pins_first_sight(vc_pins *pins, uint32_t id);
+/* 1 if key id's name went into the arena (the agent's visits need not name it). */
+static inline int vc_pins_in_arena(const vc_pins *pins, uint32_t id)
+{
+    return id < pins->count && pins->by_id[id].in_arena;
+}
+/* A fork child's discard of the table it inherited: every reference of the main
+ * interpreter's keys released, none named (a sub-interpreter's are left: CPython deleted
+ * those interpreters in the child); the code objects the filters left out are pinned again in
+ * `into` unless it is NULL (the child's own table: their sys.monitoring locations are still
+ * disabled, and its stop must re-enable them).  GIL held. */
+void vc_pins_drop(vc_pins *pins, vc_pins *into);
 /* The code objects the filters left out that interpreter slot `owner` pinned (for the
  * monitoring backend's cleanup at stop, in that interpreter): calls fn(code, ctx) for each.
  * GIL held. */
@@ -148,7 +170,9 @@ static inline uint32_t vc_pins_lookup(vc_pins *pins, const void *ptr, PyObject *
             if (!is_c)
                 Py_INCREF((PyObject *)ptr);
             Py_XINCREF(qual);
-            pins->by_id[id] = (vc_pin){ptr, qual, is_c, owner};
+            pins->by_id[id] = (vc_pin){ptr, qual, is_c, owner, 0};
+            if (pins->arena != NULL && pins->arena->base != NULL)
+                vc_pins_first_sight(pins, id);
             return id;
         }
         i = (i + 1) & pins->mask;

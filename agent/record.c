@@ -7,6 +7,7 @@
  * under the GIL; they allocate nothing and call no Python.
  */
 #include "record.h"
+#include "threads.h"
 
 int vc_record_take_drops(vc_thread *t, vc_record *marker)
 {
@@ -22,7 +23,7 @@ int vc_record_take_drops(vc_thread *t, vc_record *marker)
 
 vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t, uint64_t start, uint64_t end)
 {
-    vc_chunk *c = vc_pool_next_chunk(&s->pool, t->chunk, t->index);
+    vc_chunk *c = vc_pool_next_chunk(&s->pool, t->chunk, t->index, vc_thread_track_tid(t));
     t->chunk = c;
     if (c == NULL) {
         s->pool.dropped++;
@@ -37,7 +38,7 @@ vc_chunk *vc_record_new_chunk(vc_session *s, vc_thread *t, uint64_t start, uint6
     }
     /* A chunk again after a loss: the range goes first, so it travels with the records. */
     if (t->drop_n != 0 && vc_record_take_drops(t, &c->rec[0]))
-        c->count = 1;
+        vc_chunk_publish(c, 0);
     return c;
 }
 

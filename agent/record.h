@@ -40,11 +40,13 @@ static inline void vc_record_store(vc_session *s, vc_thread *t, uint32_t id, uin
         if (c == NULL)
             return;
     }
-    vc_record *r = &c->rec[c->count++];
+    uint32_t n = c->count;
+    vc_record *r = &c->rec[n];
     r->start = start;
     r->dur = end >= start ? end - start : 0;
     r->id = id;
     r->flags = flags & VC_REC_MASK;
+    vc_chunk_publish(c, n);
 }
 
 /* Pushes a call (flags: VC_REC_RESUME for a resumed generator/coroutine, copied into its
@@ -145,11 +147,13 @@ static inline int vc_record_exit_fast(vc_session *s, vc_thread *t, const void *m
         return VC_FAST_DONE;
     if (f->id == VC_ID_NONE)
         return VC_FAST_DONE;
-    vc_record *r = &c->rec[c->count++];
+    uint32_t n = c->count;
+    vc_record *r = &c->rec[n];
     r->start = start;
     r->dur = now >= start ? now - start : 0;
     r->id = f->id;
     r->flags = f->flags & VC_REC_MASK;
+    vc_chunk_publish(c, n);
     return VC_FAST_DONE;
 }
 

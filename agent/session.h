@@ -75,12 +75,16 @@ typedef struct vc_session {
     char fallback[VC_PATH_MAX];
     char control_path[VC_PATH_MAX];
     uint64_t duration_ms;
+    uint32_t init_wait_ms;    /* control: how long to wait for an interpreter's initialization */
     uint32_t buffer_mb;
     uint32_t hook_kind;
     uint32_t null_hook;
     vc_filter filter;         /* what is kept (filter.h); read by the hot path */
     int detach;               /* control: the controller closes after STARTED */
     int follow_forks;         /* control: a fork child opens its own session (follow.c) */
+    int continued;            /* a fork child's session: the parent's hooks go on (follow.c) */
+    int window_passed;        /* the pool's memfd went to the controller (HELLO or STARTED) */
+    int hello_sent;           /* control_fd is connected and HELLO went (a fork child: early) */
     int force;                /* control: a file output may replace an existing file (emit.c) */
     int stream;               /* control: stream=1, records go out while tracing (stream.c) */
     int tasks_on;             /* asyncio task steps are marked (tasks.h); read by the hot path */
@@ -128,10 +132,13 @@ typedef struct vc_session {
 
     /* streaming (stream.c): what has been sent, what waits to be (built under the GIL) */
     uint32_t names_sent;      /* ids [0, names_sent) have been named to the controller */
+    uint64_t arena_sent;      /* bytes of the window's names arena sent (buffer.h) */
     unsigned char *pending;   /* NAMES and THREADS frames built at the last GIL visit */
     size_t pending_len, pending_cap;
     int stream_broken;        /* a send failed: the controller is gone (or the spool broke) */
     struct spool *spool;      /* `start`: the agent's own spool, OUTPUT.spool (stream.c) */
+    struct spool *spool_prev; /* ... with --last: its generation before (OUTPUT.spool.prev) */
+    uint64_t last_ns;         /* control: last_ms (start --last), the final part kept */
     char spool_err[256];      /* why the spool broke, if it did */
     uint64_t chunks_sent, records_sent;
 

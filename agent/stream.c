@@ -8,7 +8,7 @@
  * the fallback file (agent.c), so every chunk not sent is kept in the pool's FIFO for it.
  */
 #include "stream.h"
-#include "control.h"
+#include "channel.h"
 #include "cpu_sample.h"
 #include "emit.h"
 #include "record.h"
@@ -37,9 +37,22 @@ _Static_assert(offsetof(vc_chunk, count) == offsetof(vc_chunk, owner) + 4 &&
                    offsetof(vc_chunk, rec) == offsetof(vc_chunk, owner) + 8,
                "a chunk's owner, count and records are one CHUNK payload");
 
+/* The agent has 8 MiB of lanes in memory at most (the CLI takes 64): with the 24 MiB window
+ * `start` asks for, the target grows by 32 MiB at most, as for `trace`. */
+#define VC_LOCAL_SPOOL_MEM ((uint64_t)8 << 20)
+
 /* A `start`ed session has no controller: its frames go into its own spool, which the sender
  * thread and the agent thread both feed (one frame at a time). */
 static pthread_mutex_t g_spool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* start --last: the spool covers the kept duration: it becomes OUTPUT.spool.prev (the one
+ * before is dropped) and a new OUTPUT.spool begins with every name and thread, as vcattach's
+ * own spool does (cli/trace_stream.c); the build keeps the final part of both.  0 or -1. */
+static int next_generation(vc_session *s)
+{
+    return spool_next_generation(&s->spool, &s->spool_prev, NULL, NULL, s->spool_err,
+                                 sizeof s->spool_err) == 0 ? 0 : -1;
+}
 
 static int send_frame(vc_session *s, uint32_t type, const void *payload, size_t len)
 {
@@ -49,9 +62,12 @@ static int send_frame(vc_session *s, uint32_t type, const void *payload, size_t 
     if (s->spool != NULL) {
         pthread_mutex_lock(&g_spool_lock);
         rc = spool_add(s->spool, type, payload, len, s->spool_err, sizeof s->spool_err);
+        if (rc == 0 && type == VC_MSG_CHUNK && s->last_ns &&
+            spool_span_ns(s->spool) >= s->last_ns)
+            rc = next_generation(s);
         pthread_mutex_unlock(&g_spool_lock);
     } else {
-        rc = vc_control_send(s, type, payload, len, VC_STREAM_SEND_TIMEOUT_MS);
+        rc = vc_channel_send(s, type, payload, len, VC_STREAM_SEND_TIMEOUT_MS);
     }
     if (rc != 0) {
         s->stream_broken = 1;
@@ -66,20 +82,64 @@ static int send_cpu(vc_session *s, const void *payload, size_t len)
     return send_frame(s, VC_MSG_CHUNK, payload, len);
 }
 
+/* A chunk's state says vcattach what it has of it, should the process end now (buffer.h):
+ * SENDING while the frame goes (received whole or not: vcattach compares it with the last
+ * CHUNK it got), SENT once it went. */
 static int send_chunk(vc_session *s, vc_chunk *c)
 {
     if (c->count == 0)
         return 0;
-    if (send_frame(s, VC_MSG_CHUNK, &c->owner, 8 + (size_t)c->count * sizeof(vc_record)) != 0)
+    __atomic_store_n(&c->state, VC_CHUNK_SENDING, __ATOMIC_RELEASE);
+    if (send_frame(s, VC_MSG_CHUNK, &c->owner, 8 + (size_t)c->count * sizeof(vc_record)) != 0) {
+        __atomic_store_n(&c->state, VC_CHUNK_UNSENT, __ATOMIC_RELEASE);
         return -1;
+    }
+    __atomic_store_n(&c->state, VC_CHUNK_SENT, __ATOMIC_RELEASE);
     s->chunks_sent++;
     s->records_sent += c->count;
     return 0;
 }
 
+/* The names the hooks put into the window's arena since the last call (names.c), as NAMES
+ * frames cut at entries.  Whole entries only: the arena's length is published after each. */
+static int send_arena(vc_session *s)
+{
+    const vc_name_arena *a = &s->pool.arena;
+    if (a->base == NULL)
+        return 0;
+    uint64_t len = __atomic_load_n(a->len, __ATOMIC_ACQUIRE);
+    while (s->arena_sent < len) {
+        uint64_t from = s->arena_sent, to = from;
+        while (to < len && to - from < VC_STREAM_FRAME_MAX) {
+            uint32_t n;
+            memcpy(&n, a->base + to + 4, 4);
+            to += 8 + (uint64_t)n;
+        }
+        if (send_frame(s, VC_MSG_NAMES, a->base + from, (size_t)(to - from)) != 0)
+            return -1;
+        s->arena_sent = to;
+    }
+    return 0;
+}
+
+/* The window's clock fit, for vcattach's read of a window whose process ended before the
+ * agent's next CLOCK (every 50 ms: a fit over the session so far). */
+#define VC_WINDOW_CLOCK_NS (50u * 1000 * 1000)
+static void window_clock(vc_session *s)
+{
+    uint64_t now = vc_clock_mono_ns();
+    if (s->pool.head == NULL || now - s->pool.clock_ns < VC_WINDOW_CLOCK_NS)
+        return;
+    s->pool.clock_ns = now;
+    vc_clock_map map;
+    vc_clock_map_make(&map, s->clk_start, vc_clock_sample());
+    vc_pool_set_clock(&s->pool, map.raw0, map.ns0, map.ns_per_raw);
+}
+
 int vc_stream_send_chunks(vc_session *s)
 {
-    int rc = 0;
+    window_clock(s);
+    int rc = send_arena(s);
     for (vc_chunk *c = vc_pool_take_outbox(&s->pool), *next; c != NULL; c = next) {
         next = c->next;
         if (rc == 0 && send_chunk(s, c) == 0) {
@@ -258,6 +318,8 @@ void vc_stream_collect(vc_session *s)
     }
     size_t frame = (size_t)-1;
     for (; s->names_sent < s->pins.count; s->names_sent++) {
+        if (vc_pins_in_arena(&s->pins, s->names_sent))
+            continue; /* the sender sends it from the arena */
         char *name = vc_pins_name(&s->pins, s->names_sent);
         int rc = pend_name(s, &frame, s->names_sent, name);
         free(name);
@@ -422,9 +484,6 @@ int vc_stream_finish(vc_session *s, struct vc_result *res, char *err, size_t err
 
 /* ---- a `start`ed session's own spool --------------------------------------------------- */
 
-/* The agent has 8 MiB of lanes in memory at most (the CLI takes 64): with the 24 MiB window
- * `start` asks for, the target grows by 32 MiB at most, as for `trace`. */
-#define VC_LOCAL_SPOOL_MEM ((uint64_t)8 << 20)
 
 int vc_stream_open_local(vc_session *s, char *err, size_t errlen)
 {
@@ -454,7 +513,10 @@ int vc_stream_write_local(vc_session *s, struct vc_result *res, char *err, size_
     if (rc < 0)
         return rc;
     struct spool_stats st;
-    rc = spool_build(s->spool, fd_sink, (void *)(intptr_t)f.fd, &st, err, errlen) == 0
+    struct spool *gens[2] = {s->spool_prev, s->spool}; /* --last: both generations */
+    int first = s->spool_prev == NULL;
+    rc = spool_build_many(gens + first, 2 - (size_t)first, s->last_ns, fd_sink,
+                          (void *)(intptr_t)f.fd, &st, err, errlen) == 0
              ? vc_atomic_commit(&f, err, errlen)
              : -EIO;
     if (f.kept)
@@ -464,9 +526,10 @@ int vc_stream_write_local(vc_session *s, struct vc_result *res, char *err, size_
         res->events = st.events;
         res->threads = st.threads;
         res->bytes = st.cvf_bytes;
-        res->dropped += st.unnamed;
+        res->dropped += st.unthreaded;
         spool_close(s->spool, 1); /* built: the spool goes */
-        s->spool = NULL;
+        spool_close(s->spool_prev, 1);
+        s->spool = s->spool_prev = NULL;
     }
     return rc;
 }
@@ -477,12 +540,14 @@ void vc_stream_release(vc_session *s, int owner)
     if (s->spool != NULL)
         spool_progress(s->spool, &records, &dropped, &bytes);
     /* still here: the trace failed, and the spool is what is left of it (empty: nothing) */
-    spool_close(s->spool, owner && records == 0 && dropped == 0);
-    s->spool = NULL;
+    spool_close(s->spool, owner && records == 0 && dropped == 0 && s->spool_prev == NULL);
+    spool_close(s->spool_prev, 0);
+    s->spool = s->spool_prev = NULL;
     free(s->pending);
     s->pending = NULL;
     s->pending_len = s->pending_cap = 0;
     s->names_sent = 0;
+    s->arena_sent = 0;
     s->stream_broken = 0;
     s->chunks_sent = s->records_sent = 0;
 }

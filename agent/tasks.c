@@ -44,7 +44,8 @@ static void put(vc_session *s, vc_thread *t, uint32_t id, uint64_t start, uint64
         if (c == NULL)
             return;
     }
-    c->rec[c->count++] = (vc_record){.start = start, .dur = dur, .id = id, .flags = flags};
+    c->rec[c->count] = (vc_record){.start = start, .dur = dur, .id = id, .flags = flags};
+    vc_chunk_publish(c, c->count);
 }
 
 /* The task's number: a fresh one when its coroutine starts (first) or it is not in the

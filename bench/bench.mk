@@ -107,3 +107,12 @@ BENCH_TARGETS += bench-asyncio
 bench-subinterp: all
 	bench/subinterp/run $(BENCH_SUBINTERP_ARGS)
 BENCH_TARGETS += bench-subinterp
+
+# --- scheduler events (bench/sched; issue 36) ---
+# Prints a busy 3.12 target's calls/s while `vcattach -t 3s` traces it with the scheduler's
+# switches recorded (the default) and with --no-sched, alternately, 5 times each; the medians
+# and their ratio.  Not asserted.
+.PHONY: bench-sched
+bench-sched: all
+	bench/sched/run
+BENCH_TARGETS += bench-sched

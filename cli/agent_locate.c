@@ -1,4 +1,4 @@
-/* agent_locate.c — which libvcagent-pyXY.so to load, and whether it is safe to (agent_locate.h).
+/* agent_locate.c — which libvcagent-pyXY[-musl].so to load, and whether it is safe to (agent_locate.h).
  *
  * The agent runs with the target's privileges inside the target, so a file that another user
  * could have replaced is refused rather than loaded: that would hand them the target process.
@@ -6,6 +6,7 @@
 #include "agent_locate.h"
 #include "fd_io.h"
 #include "vcinject.h"
+#include "say.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +51,7 @@ static int find_in(char dirs[][PATH_MAX], int ndirs, const char *name, char *pat
     return 1;
 }
 
-int agent_locate(int major, int minor, int debug, char *path, size_t cap, char *err,
+int agent_locate(int major, int minor, int debug, int musl, char *path, size_t cap, char *err,
                  size_t errlen)
 {
     char dirs[2][PATH_MAX];
@@ -71,21 +72,32 @@ int agent_locate(int major, int minor, int debug, char *path, size_t cap, char *
     }
     char name[64];
     int rc = 1;
-    if (debug) { /* the debug build's own agent, when there is one */
+    if (debug && !musl) { /* the debug build's own agent, when there is one */
         snprintf(name, sizeof name, "libvcagent-py%d%02dd.so", major, minor);
         rc = find_in(dirs, ndirs, name, path, cap, err, errlen);
     }
-    snprintf(name, sizeof name, "libvcagent-py%d%02d.so", major, minor);
+    /* a musl target only ever gets a musl agent: never a glibc one, whose libc would be
+     * linked into the process beside musl */
+    snprintf(name, sizeof name, "libvcagent-py%d%02d%s.so", major, minor, musl ? "-musl" : "");
     if (rc == 1)
         rc = find_in(dirs, ndirs, name, path, cap, err, errlen);
     if (rc <= 0)
         return rc;
-    snprintf(err, errlen,
-             "no agent for Python %d.%d: %s not found in %s%s%s; build it with `make` on a "
-             "machine where python%d.%d and its headers (python%d.%d-dev) are installed, "
-             "then install it there",
-             major, minor, name, dirs[0], ndirs > 1 ? " or " : "", ndirs > 1 ? dirs[1] : "",
-             major, minor, major, minor);
+    if (musl)
+        snprintf(err, errlen,
+                 "no musl agent built: %s not found in %s%s%s; build it with `make` where "
+                 "musl-gcc (musl-tools) and a musl CPython %d.%d's headers are (scripts/test-root "
+                 "musl makes one), or trace the service in a glibc-based image (e.g. "
+                 "python:%d.%d-slim rather than -alpine)",
+                 name, dirs[0], ndirs > 1 ? " or " : "", ndirs > 1 ? dirs[1] : "", major, minor,
+                 major, minor);
+    else
+        snprintf(err, errlen,
+                 "no agent for Python %d.%d: %s not found in %s%s%s; build it with `make` on a "
+                 "machine where python%d.%d and its headers (python%d.%d-dev) are installed, "
+                 "then install it there",
+                 major, minor, name, dirs[0], ndirs > 1 ? " or " : "", ndirs > 1 ? dirs[1] : "",
+                 major, minor, major, minor);
     return -1;
 }
 
@@ -321,5 +333,5 @@ void agent_copy_remove(pid_t pid, uid_t uid, gid_t gid, const char *path)
     char out[16], err[256];
     if (as_target_run(pid, uid, gid, remove_in_child, &job, out, sizeof out,
                       AS_TARGET_TIMEOUT_MS, err, sizeof err) < 0)
-        fprintf(stderr, "vcattach: warning: %s\n", err);
+        say("vcattach: warning: %s\n", err);
 }

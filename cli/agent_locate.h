@@ -6,6 +6,8 @@
  *   <dir of /proc/self/exe>/            the build tree: build/vcattach next to build/libvcagent-*
  *   <dir of /proc/self/exe>/../lib/vcattach/   installed: PREFIX/bin/vcattach
  * File name: libvcagent-py<major><minor, 2 digits>.so, e.g. libvcagent-py311.so, -py308.so;
+ * for a target on musl libc (Alpine) libvcagent-py<XY>-musl.so, built with musl-gcc, and
+ * nothing else (a glibc agent would bring glibc into a musl process);
  * for a debug (Py_DEBUG) target libvcagent-py311d.so first, built against the debug headers
  * when `make` found them (the exact ABI: reference totals kept), else the release one (the same
  * object layout: docs/embedded-hosts.md).
@@ -16,10 +18,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Finds the agent for major.minor (debug: a Py_DEBUG target).  Returns 0 with the absolute
- * path in `path`, or -1 with one line in err naming the directories searched and how to build
- * the missing agent. */
-int agent_locate(int major, int minor, int debug, char *path, size_t cap, char *err,
+/* Finds the agent for major.minor (debug: a Py_DEBUG target; musl: a target on musl libc).
+ * Returns 0 with the absolute path in `path`, or -1 with one line in err naming the
+ * directories searched and how to build the missing agent. */
+int agent_locate(int major, int minor, int debug, int musl, char *path, size_t cap, char *err,
                  size_t errlen);
 
 /* Refuses an agent that others could have replaced (it runs inside the target): the file and

@@ -17,6 +17,7 @@
 
 #include "agent_locate.h"
 #include "commands.h"
+#include "say.h"
 
 volatile sig_atomic_t attach_interrupts;
 volatile sig_atomic_t attach_abandon;
@@ -109,7 +110,7 @@ int attach_choose_method(const char *cmd, const struct cli_options *opt,
     if (inject_choose(&t->f, method_of(opt->method), m, note, sizeof note, err, errlen) < 0)
         return -1;
     if (note[0] && opt->verbose)
-        fprintf(stderr, "%s: not using remote-exec: %s; using ptrace\n", cmd, note);
+        say("%s: not using remote-exec: %s; using ptrace\n", cmd, note);
     return 0;
 }
 
@@ -223,6 +224,8 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
         rc |= vc_kv_append(cfg, cap, &used, "detach", "1");
         if (opt->force) /* the agent writes OUT itself: it may replace one only when told */
             rc |= vc_kv_append(cfg, cap, &used, "force", "1");
+        if (opt->last_ms) /* its own spool keeps the final DUR (agent/stream.c) */
+            rc |= append_u64(cfg, cap, &used, "last_ms", opt->last_ms);
     }
     return rc ? -1 : 0;
 }
@@ -276,10 +279,10 @@ int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
                                    err, errlen) < 0)
             return -1;
         if (opt->verbose && copy_made)
-            fprintf(stderr, "vcattach: agent copied into the target's mount namespace as %s\n",
+            say("vcattach: agent copied into the target's mount namespace as %s\n",
                     t->agent_in_target);
         else if (opt->verbose)
-            fprintf(stderr, "vcattach: agent already loaded in the target as %s: reused\n",
+            say("vcattach: agent already loaded in the target as %s: reused\n",
                     t->agent_in_target);
     }
     struct inject_request req = {
@@ -301,6 +304,6 @@ int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
     if (copy_made) /* loaded (mapped) or not, the copy's name is not needed any more */
         agent_copy_remove(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent_in_target);
     if (res.fell_back[0] && !opt->quiet)
-        fprintf(stderr, "vcattach: remote-exec: %s; falling back to ptrace\n", res.fell_back);
+        say("vcattach: remote-exec: %s; falling back to ptrace\n", res.fell_back);
     return st == INJECT_OK ? 0 : -2;
 }

@@ -108,7 +108,7 @@ int attach_inject(const struct cli_options *opt, struct target_info *t, struct c
                   enum inject_method m, char *err, size_t errlen);
 /* attach_inject with the caller's own wait for remote-exec's connection (a tree: its one
  * listener takes the connections of every member, and the wait goes through its loop).
- * wait(ctx, ms): 1 connected, 0 not yet, -1 give up (inject.h's inject_wait_fn). */
+ * wait(ctx, ms): 1 connected, 0 not yet, -1 give up (vcinject.h's inject_wait_fn). */
 int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
                           struct ctl_conn *c, enum inject_method m, inject_wait_fn wait,
                           void *ctx, char *err, size_t errlen);

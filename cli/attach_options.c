@@ -10,9 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help_trace(FILE *out)
-{
-    fprintf(out,
+/* The --help of `trace`: data, one string (its options in the order of the table below). */
+static const char help_trace_text[] =
             "usage: vcattach [trace] --pid PID [-t DURATION] [-o OUT] [options]\n\n"
             "Attach to the live CPython process PID, record every Python and C call on every\n"
             "thread for DURATION (without -t: until Ctrl-C), detach, and write the trace.\n"
@@ -55,10 +54,11 @@ static void help_trace(FILE *out)
             "                        Python descendants are skipped (named with -v).  With it,\n"
             "                        --buffer-mb is the budget of the whole tree: 3/4 of it is\n"
             "                        split evenly among the processes found at attach, 1/4 is a\n"
-            "                        reserve from which each process born later gets 1/8 of the\n"
-            "                        budget (at least 2 MiB); an ended process's share returns\n"
-            "                        to the reserve, and a process the reserve cannot serve is\n"
-            "                        not traced (said in the summary)\n"
+            "                        reserve from which each process born later gets a quarter\n"
+            "                        of what it holds (at most 1/8 of the budget, at least 2\n"
+            "                        MiB: a pool's workers forked at once are all served); an\n"
+            "                        ended process's share returns to the reserve, and a process\n"
+            "                        the reserve cannot serve is not traced (said in the summary)\n"
             "      --max-processes N at most N processes in the tree trace (default 32); the\n"
             "                        ones beyond are named in the summary\n"
             "\nfilters (recorded in the trace; `vcattach summary` shows them):\n"
@@ -78,7 +78,10 @@ static void help_trace(FILE *out)
             "      --last DUR        keep only the final DUR of the trace (a flight recorder:\n"
             "                        trace until the problem shows, then Ctrl-C); the spool on\n"
             "                        disk holds at most about twice DUR (OUT.spool.prev and\n"
-            "                        OUT.spool); e.g. `vcattach --pid P --last 30s -o out.cvf`\n"
+            "                        OUT.spool); e.g. `vcattach --pid P --last 30s -o out.cvf`.\n"
+            "                        With --subprocesses the final DUR of the whole tree; with\n"
+            "                        start, the agent's own spool keeps it (a tree's: each\n"
+            "                        process its own final DUR)\n"
             "      --max-trace-mb N  cap the spool at N MiB (default 16384): the trace ends there\n"
             "                        and keeps what came before\n"
             "      --collect-timeout DUR  give up collecting the trace after STOP after DUR\n"
@@ -88,7 +91,10 @@ static void help_trace(FILE *out)
             "                        a busy target outruns a vcattach that waits for a core,\n"
             "                        and its calls are dropped.  The target is never touched;\n"
             "                        vcattach builds OUT at its own niceness.  --nice 0 keeps\n"
-            "                        a normal priority\n\n"
+            "                        a normal priority\n"
+            "      --no-sched        do not record the scheduler's context switches (root's\n"
+            "                        perf_event_open per traced thread, read by vcattach): the\n"
+            "                        working/waiting split is then estimated from CPU samples\n\n"
             "  -f, --force           replace OUT if it exists (and the OUT.spool an earlier run\n"
             "                        left: see `vcattach recover`)\n"
             "  -q, --quiet           no status line and no summary\n"
@@ -104,7 +110,11 @@ static void help_trace(FILE *out)
             "network or user namespace it runs; pids are the host's, with the container's\n"
             "beside them.\n\n"
             "exit codes: 0 trace written; 1 failure on the target side (injection, agent, target\n"
-            "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n");
+            "exited, I/O); 2 usage error or a failed preflight check (nothing was touched)\n";
+
+static void help_trace(FILE *out)
+{
+    fputs(help_trace_text, out);
 }
 
 static void help_start(FILE *out)
@@ -142,9 +152,37 @@ static void help_status(FILE *out)
             "exit codes: 0 a session is running; 1 no session is running; 2 usage error\n");
 }
 
-enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_NO_TASKS, OPT_MAX_DEPTH,
+static void help_top(FILE *out)
+{
+    fprintf(out,
+            "usage: vcattach top --pid PID [--subprocesses] [-o OUT] [--once] [--interval DUR]\n\n"
+            "Attach to PID and show, refreshed every second, where its time goes right now, from\n"
+            "every call the agent records: the functions by self time (working: the waits of\n"
+            "`vcattach summary`'s table are apart, by kind) over the last 5 seconds, with their\n"
+            "calls/s and the p99 of one call's duration; the requests (p50/p99) when an entry\n"
+            "point of a known server is seen; the threads; and a status line (events/s, calls\n"
+            "dropped, processes, threads).  q or Ctrl-C detaches exactly as after a trace: every\n"
+            "hook is removed, the target keeps running and can be traced again.\n\n"
+            "keys: s/t/c sort by self time, total time, calls; f functions, r requests,\n"
+            "      h threads (Tab cycles); q quits\n\n"
+            "options:\n"
+            "  -p, --pid PID         the process to watch (required)\n"
+            "      --subprocesses    PID and its Python descendants, as for `vcattach trace`\n"
+            "                        (then -o is required: the tree's spools go next to it)\n"
+            "  -o, --output OUT      also keep the trace as OUT (a .cvf), as `vcattach trace`\n"
+            "      --interval DUR    refresh every DUR (default 1s; 100ms to 60s)\n"
+            "      --once            print one screen after the first interval and detach\n"
+            "  -t, --duration DUR    detach after DUR\n"
+            "  and the options of `vcattach trace` (--method, --hook, the filters, -f, -v)\n\n"
+            "When stdout is not a terminal the screens are plain text, one after another.\n"
+            "Memory: the live view holds at most 64 MiB (the calls of functions or threads that\n"
+            "found no room are counted on the status line as \"not counted\").\n\n"
+            "exit codes: 0 detached; 1 failure on the target side; 2 usage or preflight error\n");
+}
+
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_NO_TASKS, OPT_NO_SCHED, OPT_MAX_DEPTH,
        OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES,
-       OPT_LAST, OPT_NICE };
+       OPT_LAST, OPT_NICE, OPT_INTERVAL, OPT_ONCE };
 
 static const struct opt_spec attach_specs[] = {
     {"pid", 'p', 1, 'p'},
@@ -157,12 +195,15 @@ static const struct opt_spec attach_specs[] = {
     {"exclude", 0, 1, OPT_EXCLUDE},
     {"no-c-calls", 0, 0, OPT_NO_C},
     {"no-tasks", 0, 0, OPT_NO_TASKS},
+    {"no-sched", 0, 0, OPT_NO_SCHED},
     {"max-depth", 0, 1, OPT_MAX_DEPTH},
     {"min-dur", 0, 1, OPT_MIN_DUR},
     {"max-trace-mb", 0, 1, OPT_MAX_TRACE},
     {"collect-timeout", 0, 1, OPT_COLLECT_TIMEOUT},
     {"last", 0, 1, OPT_LAST},
     {"nice", 0, 1, OPT_NICE},
+    {"interval", 0, 1, OPT_INTERVAL},
+    {"once", 0, 0, OPT_ONCE},
     {"subprocesses", 0, 0, OPT_SUBPROCESSES},
     {"max-processes", 0, 1, OPT_MAX_PROCESSES},
     {"force", 'f', 0, 'f'},
@@ -176,6 +217,7 @@ static const struct opt_command commands[] = {
     [CLI_STOP] = {"stop", attach_specs, sizeof attach_specs / sizeof attach_specs[0], help_stop},
     [CLI_STATUS] = {"status", attach_specs, sizeof attach_specs / sizeof attach_specs[0],
                     help_status},
+    [CLI_TOP] = {"top", attach_specs, sizeof attach_specs / sizeof attach_specs[0], help_top},
 };
 
 struct parse_state {
@@ -249,7 +291,11 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     struct parse_state *ps = ctx;
     struct cli_options *opt = ps->opt;
     /* Only trace and start take the tracing options; stop and status take --pid and -q. */
-    int full = opt->mode == CLI_TRACE || opt->mode == CLI_START;
+    int full = opt->mode == CLI_TRACE || opt->mode == CLI_START || opt->mode == CLI_TOP;
+    if ((o->id == OPT_INTERVAL || o->id == OPT_ONCE) && opt->mode != CLI_TOP) {
+        snprintf(err, errlen, "option '--%s' is top's (vcattach top --help)", o->name);
+        return -1;
+    }
     if (!full && o->id != 'p' && o->id != 'q' && o->id != OPT_SUBPROCESSES) {
         snprintf(err, errlen, "option '--%s' does not apply to %s", o->name,
                  commands[opt->mode].name);
@@ -278,6 +324,16 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     case OPT_LAST:
         return cli_parse_duration(value, &opt->last_ms, err, errlen);
     case OPT_NICE: return parse_nice(value, opt, err, errlen);
+    case OPT_ONCE: opt->once = 1; return 0;
+    case OPT_INTERVAL:
+        if (cli_parse_duration(value, &opt->interval_ms, err, errlen) < 0)
+            return -1;
+        if (opt->interval_ms < CLI_TOP_MIN_INTERVAL_MS || opt->interval_ms > CLI_TOP_MAX_INTERVAL_MS) {
+            snprintf(err, errlen, "bad --interval '%s': give 100ms to 60s, e.g. 1s or 500ms",
+                     value);
+            return -1;
+        }
+        return 0;
     case OPT_COLLECT_TIMEOUT: /* a parsed duration is never 0 */
         return cli_parse_duration(value, &opt->collect_timeout_ms, err, errlen);
     case OPT_HOOK: return parse_hook(value, &opt->hook, err, errlen);
@@ -285,6 +341,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     case OPT_EXCLUDE: return add_glob(value, opt->exclude, &opt->n_exclude, err, errlen);
     case OPT_NO_C: opt->no_c_calls = 1; return 0;
     case OPT_NO_TASKS: opt->no_tasks = 1; return 0;
+    case OPT_NO_SCHED: opt->no_sched = 1; return 0;
     case OPT_MAX_DEPTH:
         return cli_parse_uint(value, "maximum depth", 1, 100000, &opt->max_depth, err, errlen);
     case OPT_MIN_DUR:
@@ -347,12 +404,19 @@ int cli_parse(enum cli_mode mode, int argc, char **argv, struct cli_options *opt
     if (opt->subprocesses && opt->output && !strncmp(opt->output, "unix:", 5))
         return opt_usage_error(cmd->name, "--subprocesses writes one merged file: give -o "
                                           "FILE.cvf, not a socket");
-    if (opt->last_ms && (mode == CLI_START || opt->subprocesses))
-        return opt_usage_error(cmd->name, "--last is for `vcattach trace` of one process (not "
-                                          "yet with start or --subprocesses)");
     if (opt->last_ms && opt->duration_ms && opt->last_ms >= opt->duration_ms)
         return opt_usage_error(cmd->name, "--last keeps the final part of -t: make it shorter "
                                           "than -t (or leave -t out and stop with Ctrl-C)");
+    if (mode == CLI_TOP) {
+        if (!opt->interval_ms)
+            opt->interval_ms = CLI_TOP_INTERVAL_MS;
+        if (opt->output && !strncmp(opt->output, "unix:", 5))
+            return opt_usage_error(cmd->name, "top keeps a trace in a file: give -o FILE.cvf, "
+                                              "not a socket");
+        if (opt->subprocesses && !opt->output)
+            return opt_usage_error(cmd->name, "--subprocesses spools each process next to the "
+                                              "trace: give -o FILE.cvf");
+    }
     if (mode == CLI_START) {
         if (opt->nice_set)
             return opt_usage_error(cmd->name, "--nice is vcattach's priority while it receives "

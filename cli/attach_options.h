@@ -14,7 +14,12 @@
 
 #include "options.h"
 
-enum cli_mode { CLI_TRACE, CLI_START, CLI_STOP, CLI_STATUS };
+/* CLI_TOP: `vcattach top`, a trace whose frames a live view watches (cmd_top.c); without -o
+ * nothing is written. */
+enum cli_mode { CLI_TRACE, CLI_START, CLI_STOP, CLI_STATUS, CLI_TOP };
+#define CLI_TOP_INTERVAL_MS 1000
+#define CLI_TOP_MIN_INTERVAL_MS 100
+#define CLI_TOP_MAX_INTERVAL_MS 60000
 /* auto: remote-exec on CPython 3.14+ when the target allows it, else (and when no thread takes
  * the request in time) ptrace. */
 enum cli_method { CLI_METHOD_AUTO, CLI_METHOD_PTRACE, CLI_METHOD_GDB, CLI_METHOD_REMOTE_EXEC };
@@ -51,6 +56,7 @@ struct cli_options {
     unsigned n_include, n_exclude;
     int no_c_calls;
     int no_tasks;             /* --no-tasks: asyncio task steps not marked */
+    int no_sched;             /* --no-sched: no scheduler events (sched_events.h) */
     unsigned max_depth;    /* 0: unlimited */
     uint64_t min_dur_ns;   /* 0: every call kept */
     int force;
@@ -58,6 +64,8 @@ struct cli_options {
     int verbose;
     int subprocesses;      /* --subprocesses: PID and its Python descendants (tree_trace.c, tree_sessions.c) */
     unsigned max_processes; /* --max-processes: bound of the tree (CLI_TREE_MAX_DEFAULT) */
+    uint64_t interval_ms;  /* top: the screen's refresh (CLI_TOP_INTERVAL_MS) */
+    int once;              /* top --once: one screen after the first interval, then detach */
     int nice, nice_set;    /* --nice: vcattach's own niceness while receiving (receive_priority.h) */
 };
 

@@ -11,9 +11,12 @@
 #include "attach_options.h"
 #include "commands.h"
 #include "control_client.h"
+#include "session_query.h"
 #include "report.h"
 #include "tree_sessions.h"
 #include "vcinject.h"
+#include "human.h"
+#include "say.h"
 
 #define STOP_WAIT_MS 60000 /* `vcattach stop`: the agent writes the file first */
 
@@ -35,19 +38,19 @@ static int ask(enum cli_mode mode, int argc, char **argv, struct cli_options *op
     }
     *rc = VC_EXIT_FAIL;
     if (!target_alive(opt->pid)) {
-        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
+        say("%s: no such process: pid %d\n", cmd, (int)opt->pid);
         return -1;
     }
     char err[512];
     int r = ctl_query(opt->pid, request, reply, cap, mode == CLI_STOP ? STOP_WAIT_MS : 2000,
                       err, sizeof err);
     if (r < 0)
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
     if (r == 0 && mode == CLI_STOP)
-        fprintf(stderr, "vcattach stop: no vcattach session is running in pid %d\n",
+        say("vcattach stop: no vcattach session is running in pid %d\n",
                 (int)opt->pid);
     if (r == 0 && mode == CLI_STATUS && !opt->quiet)
-        printf("vcattach: no session is running in pid %d\n", (int)opt->pid);
+        say_out("vcattach: no session is running in pid %d\n", (int)opt->pid);
     return r;
 }
 
@@ -63,11 +66,11 @@ int cmd_stop(int argc, char **argv)
     long agent_status = report_end_status(reply);
     char agent_err[1024]; /* the agent's own words: e.g. OUT appeared, the trace is in OUT.tmp */
     if (agent_status && vc_kv_get(reply, "error", agent_err, sizeof agent_err) > 0) {
-        fprintf(stderr, "vcattach stop: the agent in pid %d: %s\n", (int)opt.pid, agent_err);
+        say("vcattach stop: the agent in pid %d: %s\n", (int)opt.pid, agent_err);
         return VC_EXIT_FAIL;
     }
     if (agent_status) {
-        fprintf(stderr, "vcattach stop: the agent in pid %d could not write %s (%s); look for "
+        say("vcattach stop: the agent in pid %d could not write %s (%s); look for "
                         "its fallback file next to it (.partial.cvf)\n",
                 (int)opt.pid, output, strerror((int)-agent_status));
         return VC_EXIT_FAIL;
@@ -87,7 +90,7 @@ int cmd_status(int argc, char **argv)
     char state[32] = "running", output[PATH_MAX] = "?", e[32], l[32], left[48];
     vc_kv_get(reply, "state", state, sizeof state);
     vc_kv_get(reply, "output", output, sizeof output);
-    cli_format_duration(report_u64(reply, "elapsed_ms"), e, sizeof e);
+    vc_human_ms(report_u64(reply, "elapsed_ms"), e, sizeof e);
     unsigned long long remaining = report_u64(reply, "remaining_ms");
     int streamed = !strcmp(output, "control"); /* a `vcattach trace` receives it */
     /* A `vcattach trace -t` session's agent holds the deadline plus ATTACH_DEADLINE_GRACE_MS
@@ -97,12 +100,12 @@ int cmd_status(int argc, char **argv)
     if (backstop)
         remaining = remaining > ATTACH_DEADLINE_GRACE_MS ? remaining - ATTACH_DEADLINE_GRACE_MS
                                                          : 0;
-    cli_format_duration(remaining, l, sizeof l);
+    vc_human_ms(remaining, l, sizeof l);
     snprintf(left, sizeof left, remaining || backstop ? "%s left" : "no deadline", l);
     if (streamed)
         snprintf(output, sizeof output, "streamed to the vcattach that started it");
     if (!opt.quiet) {
-        printf("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",
+        say_out("vcattach: session %s in pid %d: %s elapsed, %s, %llu threads, output %s\n",
                state, (int)opt.pid, e, left, report_u64(reply, "threads"), output);
         fflush(stdout);
         /* A session with a deadline: will the buffer hold until then? */

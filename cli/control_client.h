@@ -61,10 +61,6 @@ int ctl_configure(struct ctl_conn *s, const char *config, char *reply, size_t ca
  * does not fit).  ctl_configure does it itself; a tree's per-process CONFIG calls it. */
 int ctl_add_token(const struct ctl_conn *s, char *config, size_t cap, size_t *used);
 
-/* Makes agent text (len bytes at t) safe to print: control characters but '\n', C1 controls
- * and bytes that are not UTF-8 become '?'. */
-void ctl_sanitize(char *t, size_t len);
-
 /* Bounds of the transfer after STOP: the agent (the target's user's code) decides how much
  * it sends and how fast, so both are capped. */
 struct receive_limits {
@@ -89,15 +85,15 @@ int ctl_receive(struct ctl_conn *s, ctl_data_fn on_data,
                     void *ctx, char *end_text, size_t cap, const struct receive_limits *lim,
                     volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
-/* Talks to a running session through its abstract status socket (named with the pid the
- * target sees for itself, which differs inside a pid namespace; abstract sockets are per
- * network namespace, so a target in another one is not found): sends `request`
- * (VC_MSG_STATUS or VC_MSG_STOP) and waits up to timeout_ms for the answer (STATUS, or END
- * after STOP), whose text goes into reply.  A name held by another process (squatting) is
- * skipped with a warning, and the session's fallback names ("<name>-<random>", listed in
- * /proc/net/unix) are tried.  Returns 1 (answered), 0 (no session is running in pid), -1 with
- * err (ERROR, timeout). */
-int ctl_query(pid_t pid, uint32_t request, char *reply, size_t cap, int timeout_ms,
-                  char *err, size_t errlen);
+/* The framing both ends of the controller use (control_client.c, session_query.c).
+ * ctl_recv_frame: one frame into buf (cap bytes), waiting up to the deadline (vc_monotonic_ms)
+ * in slices that look at *cancel; every frame but DATA and the spooled ones comes back
+ * sanitized for the terminal.  The payload length, or -1 with errno (ECANCELED, ETIMEDOUT).
+ * ctl_describe_recv_error: errno after a failed receive, said as one line ("... when").
+ * ctl_peer_pid: SO_PEERCRED's pid of a connected socket, 0 or -1. */
+long ctl_recv_frame(int fd, uint32_t *type, void *buf, size_t cap, int64_t deadline,
+                    volatile sig_atomic_t *cancel);
+void ctl_describe_recv_error(char *err, size_t errlen, const char *when, pid_t pid);
+int ctl_peer_pid(int fd, pid_t *pid);
 
 #endif /* VC_CONTROL_CLIENT_H */

@@ -4,12 +4,14 @@
  *   0  success
  *   1  failure on the target side or while working (injection, agent, I/O after start)
  *   2  usage error or a failed preflight check (nothing was touched)
- * Each subcommand lives in its own cmd_*.c and returns one of these codes.
+ * Each subcommand lives in its own cmd_*.c and returns one of these codes; the offline ones
+ * turn libvctrace's results into them through vc_offline_exit (offline_exit.c).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+#include "say.h"
 
 static const struct command {
     const char *name;
@@ -18,6 +20,7 @@ static const struct command {
 } commands[] = {
     {"trace", cmd_trace, "attach to PID, trace for a while, stop, write the trace (default)"},
     {"start", cmd_start, "attach and leave the agent tracing until its deadline"},
+    {"top", cmd_top, "a live view of PID: functions by self time, calls/s, p99, requests, threads"},
     {"stop", cmd_stop, "stop a session started with `start` and wait for its trace"},
     {"status", cmd_status, "tell whether a session is running in PID"},
     {"convert", cmd_convert, ".cvf <-> Chrome trace JSON (and speedscope, collapsed stacks)"},
@@ -58,6 +61,6 @@ int main(int argc, char **argv)
             return commands[i].run(argc - 1, argv + 1);
     if (argv[1][0] == '-') /* `vcattach --pid …` is `vcattach trace --pid …` */
         return cmd_trace(argc, argv);
-    fprintf(stderr, "vcattach: unknown command '%s' (see vcattach --help)\n", argv[1]);
+    say("vcattach: unknown command '%s' (see vcattach --help)\n", argv[1]);
     return VC_EXIT_USAGE;
 }

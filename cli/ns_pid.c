@@ -10,15 +10,17 @@
  * the track's pid is the host's and its name carries the container's.  Thread ids stay as
  * the process sees them (they only tell the threads of one track apart).
  *
- * The agent's frames are the target's user's bytes: every rewrite is bounded by the input's
- * size (the output buffer is sized from a count of the matches first), and input that does
- * not look as expected is passed on unchanged (the spool judges it, as for any member).
+ * The agent's frames are the target's user's bytes: every rewrite goes through the bounded
+ * text builder (common/text.h) with a stated cap, and input that does not look as expected is
+ * passed on unchanged (the spool judges it, as for any member).
  */
 #include "ns_pid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "text.h"
 
 void ns_pid_label(pid_t pid, pid_t own_pid, char *buf, size_t cap)
 {
@@ -36,15 +38,17 @@ void *ns_pid_meta(const void *in, size_t n, pid_t pid, pid_t own_pid, size_t *ou
     int slen = snprintf(suffix, sizeof suffix, " (pid %d in its namespace)", (int)own_pid);
     if (n - 8 + (size_t)slen > NS_PID_NAME_MAX) /* the spool's bound for a name: cut it */
         n = 8 + NS_PID_NAME_MAX - (size_t)slen;
-    unsigned char *out = malloc(n + (size_t)slen);
-    if (out == NULL)
-        return NULL;
+    vc_text out;
+    vc_text_init(&out, 8 + NS_PID_NAME_MAX);
     uint64_t host = (uint64_t)pid;
-    memcpy(out, &host, 8);
-    memcpy(out + 8, (const unsigned char *)in + 8, n - 8);
-    memcpy(out + n, suffix, (size_t)slen);
-    *out_n = n + (size_t)slen;
-    return out;
+    vc_text_put(&out, &host, 8);
+    vc_text_put(&out, (const unsigned char *)in + 8, n - 8);
+    if (vc_text_put(&out, suffix, (size_t)slen) != 0) {
+        vc_text_free(&out);
+        return NULL;
+    }
+    *out_n = out.len;
+    return out.buf; /* the caller frees it */
 }
 
 /* Where "pid":OWN (OWN followed by ',' or '}') starts at p, the length of the match, else 0. */
@@ -62,25 +66,24 @@ void *ns_pid_events(const void *in, size_t n, pid_t pid, pid_t own_pid, size_t *
     char key[48], host[48];
     int klen = snprintf(key, sizeof key, "\"pid\":%d", (int)own_pid);
     int hlen = snprintf(host, sizeof host, "\"pid\":%d", (int)pid);
-    size_t count = 0;
-    for (const char *p = s; p < end; p++)
-        if (*p == '"' && match_at(p, end, key, (size_t)klen))
-            count++;
-    size_t grow = hlen > klen ? (size_t)(hlen - klen) : 0;
-    char *out = malloc(n + count * grow + 1);
-    if (out == NULL)
-        return NULL;
-    size_t used = 0;
+    vc_text out;
+    vc_text_init(&out, NS_PID_EVENTS_MAX);
+    const char *run = s; /* bytes not yet copied */
     for (const char *p = s; p < end;) {
         size_t m = *p == '"' ? match_at(p, end, key, (size_t)klen) : 0;
-        if (m) {
-            memcpy(out + used, host, (size_t)hlen);
-            used += (size_t)hlen;
-            p += m;
-        } else {
-            out[used++] = *p++;
+        if (!m) {
+            p++;
+            continue;
         }
+        vc_text_put(&out, run, (size_t)(p - run));
+        vc_text_put(&out, host, (size_t)hlen);
+        p += m;
+        run = p;
     }
-    *out_n = used;
-    return out;
+    if (vc_text_put(&out, run, (size_t)(end - run)) != 0) {
+        vc_text_free(&out);
+        return NULL;
+    }
+    *out_n = out.len;
+    return out.buf;
 }

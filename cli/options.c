@@ -7,6 +7,7 @@
  * comma never slip through as something the operator did not mean.
  */
 #include "options.h"
+#include "say.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -25,7 +26,7 @@ int opt_usage_error(const char *command, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "vcattach %s: %s (see vcattach %s --help)\n", command, msg, command);
+    say("vcattach %s: %s (see vcattach %s --help)\n", command, msg, command);
     return 2;
 }
 
@@ -86,6 +87,20 @@ int opt_parse(const struct opt_command *cmd, int argc, char **argv, opt_fn on_op
             return opt_usage_error(cmd->name, "%s", err);
     }
     *first_operand = optind;
+    return 0;
+}
+
+int opt_parse_operands(const struct opt_command *cmd, int argc, char **argv, opt_fn on_option,
+                       void *ctx, const char *missing, const char *const **operands, size_t *n)
+{
+    int first;
+    int rc = opt_parse(cmd, argc, argv, on_option, ctx, &first);
+    if (rc)
+        return rc;
+    if (first == argc)
+        return opt_usage_error(cmd->name, "%s", missing);
+    *operands = (const char *const *)(argv + first);
+    *n = (size_t)(argc - first);
     return 0;
 }
 
@@ -178,28 +193,3 @@ too_long:
     snprintf(err, errlen, "duration '%s' is too long: at most 24h", text);
     return -1;
 }
-
-void cli_format_duration(uint64_t ms, char *buf, size_t cap)
-{
-    if (ms < 1000)
-        snprintf(buf, cap, "%ums", (unsigned)ms);
-    else if (ms < 60 * 1000)
-        snprintf(buf, cap, "%.1fs", (double)ms / 1000.0);
-    else if (ms < 3600 * 1000)
-        snprintf(buf, cap, "%um%02us", (unsigned)(ms / 60000), (unsigned)(ms / 1000 % 60));
-    else
-        snprintf(buf, cap, "%uh%02um", (unsigned)(ms / 3600000), (unsigned)(ms / 60000 % 60));
-}
-
-void cli_format_bytes(uint64_t bytes, char *buf, size_t cap)
-{
-    if (bytes < 1024)
-        snprintf(buf, cap, "%u B", (unsigned)bytes);
-    else if (bytes < 1024 * 1024)
-        snprintf(buf, cap, "%.1f KiB", (double)bytes / 1024.0);
-    else if (bytes < 1024ull * 1024 * 1024)
-        snprintf(buf, cap, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
-    else
-        snprintf(buf, cap, "%.2f GiB", (double)bytes / (1024.0 * 1024.0 * 1024.0));
-}
-

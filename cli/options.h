@@ -1,5 +1,6 @@
 /* options.h — the one option parser of every `vcattach` subcommand, and the value parsers
- * (durations, pids, bounded numbers) and formatters the subcommands share.
+ * (durations, pids, bounded numbers) the subcommands share (the formatters of what they print
+ * are common/human.h's, shared with trace/'s reports).
  *
  * Each subcommand describes its options in a table (struct opt_spec) and gets them back one
  * at a time through a callback, in argv order; parsing itself is getopt_long's (GNU style:
@@ -42,6 +43,12 @@ struct opt_command {
 int opt_parse(const struct opt_command *cmd, int argc, char **argv, opt_fn on_option, void *ctx,
               int *first_operand);
 
+/* opt_parse for a command that needs at least one operand (the offline commands' files):
+ * none is a usage error whose message is `missing`.  Returns as opt_parse; on 0 the operands
+ * are operands[0 .. *n). */
+int opt_parse_operands(const struct opt_command *cmd, int argc, char **argv, opt_fn on_option,
+                       void *ctx, const char *missing, const char *const **operands, size_t *n);
+
 /* Prints "vcattach CMD: MESSAGE (see vcattach CMD --help)" on stderr; returns 2, the usage
  * exit code, so that callers can `return opt_usage_error(...)`. */
 int opt_usage_error(const char *command, const char *fmt, ...)
@@ -60,11 +67,5 @@ int cli_parse_pid(const char *text, pid_t *pid, char *err, size_t errlen);
 /* A decimal integer in [min, max].  Returns 0 or -1 with err (names `what`). */
 int cli_parse_uint(const char *text, const char *what, unsigned min, unsigned max, unsigned *out,
                    char *err, size_t errlen);
-
-/* "1.5s", "250ms", "3m20s": a duration for people (status lines and summaries). */
-void cli_format_duration(uint64_t ms, char *buf, size_t cap);
-
-/* "812 B", "3.4 KiB", "12.0 MiB". */
-void cli_format_bytes(uint64_t bytes, char *buf, size_t cap);
 
 #endif /* VC_OPTIONS_H */

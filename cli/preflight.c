@@ -19,6 +19,8 @@
 
 #include "agent_locate.h"
 #include "control_client.h"
+#include "session_query.h"
+#include "version.h"
 
 #define PY_OLDEST_MINOR 8
 #define PY_NEWEST_MINOR 15
@@ -113,6 +115,28 @@ static int check_state_and_python(const struct target_facts *f, char *err, size_
     return 0;
 }
 
+/* Can an agent load into the target's C library at all?  The glibc agents load into glibc
+ * 2.VC_AGENT_GLIBC_FLOOR_MINOR and newer (scripts/glibc-floor); into an older glibc dlopen
+ * would fail inside the target after it was stopped.  A musl target is judged by whether a musl
+ * agent exists (judge, agent_locate).  A libc that cannot be read is left to the injection,
+ * which says what it found.  0, or -1 with err. */
+static int check_libc(const struct target_facts *f, char *err, size_t errlen)
+{
+    pid_t pid = f->pid;
+    if (f->libc.kind == TARGET_LIBC_GLIBC && f->libc.glibc_minor >= 0 &&
+        f->libc.glibc_minor < VC_AGENT_GLIBC_FLOOR_MINOR) {
+        snprintf(err, errlen,
+                 "pid %d runs on glibc 2.%d (%s defines no symbol version newer than "
+                 "GLIBC_2.%d), older than glibc 2.%d, the oldest vcattach's agents load into: "
+                 "trace the service on a newer base image (RHEL/CentOS 7, Debian 8, Ubuntu "
+                 "14.04 or later)",
+                 (int)pid, f->libc.glibc_minor, f->libc.path, f->libc.glibc_minor,
+                 VC_AGENT_GLIBC_FLOOR_MINOR);
+        return -1;
+    }
+    return 0;
+}
+
 /* Is a vcattach session running in pid already?  0 no, or -1 with err. */
 static int check_no_session(pid_t pid, char *err, size_t errlen)
 {
@@ -145,11 +169,19 @@ static int judge(struct target_info *t, char *err, size_t errlen)
         return -1;
     }
     if (target_ptrace_permitted(f, err, errlen) < 0 ||
-        check_state_and_python(f, err, errlen) < 0)
+        check_state_and_python(f, err, errlen) < 0 || check_libc(f, err, errlen) < 0)
         return -1;
-    if (agent_locate(f->py.major, f->py.minor, f->py.debug, t->agent, sizeof t->agent, err,
-                     errlen) < 0)
+    int musl = f->libc.kind == TARGET_LIBC_MUSL;
+    char why[sizeof t->agent + 512];
+    if (agent_locate(f->py.major, f->py.minor, f->py.debug, musl, t->agent, sizeof t->agent,
+                     why, sizeof why) < 0) {
+        if (musl) /* the glibc agent is never the fallback: say what the target runs on */
+            snprintf(err, errlen, "pid %d runs on musl libc (Alpine?) (%s); %s", (int)f->pid,
+                     f->libc.path, why);
+        else
+            snprintf(err, errlen, "%s", why);
         return -1;
+    }
     if (check_namespace(t, err, errlen) < 0)
         return -1;
     /* A copy made for the target is readable by it; otherwise the original must be. */

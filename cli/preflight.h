@@ -24,8 +24,9 @@ struct target_info {
 
 /* Checks, in order: the process exists; vcattach may ptrace it (uid / CAP_SYS_PTRACE, Yama
  * ptrace_scope, non-dumpable targets, ptrace blocked for vcattach itself by seccomp or an
- * LSM); it is not stopped and not already traced; it is CPython of a supported version with an
- * agent build that is safe to load; in another mount namespace, it has a /tmp (for the
+ * LSM); it is not stopped and not already traced; it is CPython of a supported version, on a C
+ * library the agents load into (glibc 2.17+: not musl, not an older glibc), with an agent
+ * build that is safe to load; in another mount namespace, it has a /tmp (for the
  * socket, and a copy of the agent if ours is not visible there); no vcattach session runs in
  * it.  Returns 0 with *t filled (release it with preflight_release), or -1 with one line
  * (cause and fix) in err (nothing to release). */

@@ -5,6 +5,7 @@
  * one, which is the thread that receives (vcattach receives on its main thread).
  */
 #include "receive_priority.h"
+#include "say.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,15 +27,15 @@ void receive_priority_raise(struct receive_priority *p, const struct cli_options
         p->raised = 1;
         p->saved = cur;
         if (opt->verbose)
-            fprintf(stderr, "%s: receiving at nice %d (was %d)\n", cmd, want, cur);
+            say("%s: receiving at nice %d (was %d)\n", cmd, want, cur);
         return;
     }
     int e = errno;
     if (opt->nice_set)
-        fprintf(stderr, "%s: --nice %d: %s (raising vcattach's priority needs root or "
+        say("%s: --nice %d: %s (raising vcattach's priority needs root or "
                         "CAP_SYS_NICE); receiving at nice %d\n", cmd, want, strerror(e), cur);
     else if (opt->verbose)
-        fprintf(stderr, "%s: staying at nice %d (nice %d needs root or CAP_SYS_NICE): calls "
+        say("%s: staying at nice %d (nice %d needs root or CAP_SYS_NICE): calls "
                         "may be dropped if the target outruns vcattach\n", cmd, cur, want);
 }
 

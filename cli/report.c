@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "options.h"
 #include "protocol.h"
 #include "vcinject.h"
+#include "human.h"
+#include "say.h"
 
 unsigned long long report_u64(const char *text, const char *key)
 {
@@ -61,7 +62,7 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
     char hint[160];
     python_children_hint(pid, hint, sizeof hint);
     char size[32], dur[32] = "";
-    cli_format_bytes(bytes ? bytes : report_u64(end_text, "bytes"), size, sizeof size);
+    vc_human_bytes(bytes ? bytes : report_u64(end_text, "bytes"), size, sizeof size);
     if (traced_ms)
         snprintf(dur, sizeof dur, " in %.1fs", (double)traced_ms / 1000.0);
     unsigned long long drops = report_u64(end_text, "drops");
@@ -90,7 +91,7 @@ void report_summary(pid_t pid, const char *end_text, const char *where, uint64_t
                  "ended before hooked or --hook profile: %s)", untraced, untraced == 1 ? "" : "s",
                  shared);
     /* The note goes before ", SIZE -> OUT": what follows the arrow is where the trace is. */
-    printf("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s%s, %s -> %s%s%s\n",
+    say_out("vcattach: pid %d%s: %llu events, %llu threads, %llu dropped%s%s, %s -> %s%s%s\n",
            (int)pid, dur, report_u64(end_text, "events"), report_u64(end_text, "threads"), drops,
            drops ? report_drop_hint(end_text) : "", interps, size, where, filters, hint);
     fflush(stdout);
@@ -102,10 +103,10 @@ void report_status_line(int show, pid_t pid, int64_t elapsed, uint64_t duration_
     if (!show)
         return;
     char e[32], l[32];
-    cli_format_duration((uint64_t)elapsed, e, sizeof e);
+    vc_human_ms((uint64_t)elapsed, e, sizeof e);
     if (duration_ms) {
         int64_t left = (int64_t)duration_ms - elapsed;
-        cli_format_duration(left > 0 ? (uint64_t)left : 0, l, sizeof l);
+        vc_human_ms(left > 0 ? (uint64_t)left : 0, l, sizeof l);
         fprintf(stderr, "\rvcattach: tracing pid %d: %s elapsed, %s left (Ctrl-C to stop)%s\033[K",
                 (int)pid, e, l, extra);
     } else {
@@ -139,13 +140,13 @@ int report_buffer_forecast(const char *reply, double horizon_ms, const char *whe
         return 0;
     double need_mb = (double)mb * horizon_ms / fill_ms * 1.25; /* a margin: rates vary */
     char f[32];
-    cli_format_duration((uint64_t)fill_ms, f, sizeof f);
+    vc_human_ms((uint64_t)fill_ms, f, sizeof f);
     if (need_mb <= 65536)
-        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+        say("vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
                         "before %s; then the oldest calls are dropped (--buffer-mb %.0f would "
                         "hold them)\n", mb, f, when, ceil(need_mb / 64) * 64);
     else
-        fprintf(stderr, "vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
+        say("vcattach: warning: at this call rate the %llu MiB buffer fills after ~%s, "
                         "before %s; then the oldest calls are dropped (trace for less time, "
                         "or raise --buffer-mb up to 65536)\n", mb, f, when);
     return 1;

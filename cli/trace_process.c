@@ -28,8 +28,12 @@
 #include "monotonic.h"
 #include "receive_priority.h"
 #include "report.h"
+#include "sched_events.h"
 #include "trace_sink.h"
 #include "trace_stream.h"
+#include "trace_watch.h"
+#include "human.h"
+#include "say.h"
 
 #define FRAME_TIMEOUT_MS 60000 /* encoding a large trace may take a while per chunk */
 #define STATUS_LINE_MS 200
@@ -54,9 +58,15 @@ static int wait_while_tracing(struct ctl_conn *s, const struct cli_options *opt,
         trace_stream_progress(ts, extra, sizeof extra);
         report_status_line(show, s->pid, elapsed, opt->duration_ms, extra);
         int slice = STATUS_LINE_MS;
+        if (trace_watching()) { /* top: its keys and screens between frames */
+            if (trace_watch_tick())
+                return 0;
+            slice = 50;
+        }
         if (opt->duration_ms && (int64_t)opt->duration_ms - elapsed < slice)
             slice = (int)((int64_t)opt->duration_ms - elapsed);
         int r = trace_stream_pump(ts, s->fd, slice, end_text, cap, err, errlen);
+        sched_events_tick(ts->sched);
         if (r == 1)
             return 1;
         if (r == 2) /* the spool is full: stop now (collect_trace says why) */
@@ -111,21 +121,24 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     p->sink.fd = -1;
     p->fallback_note = "";
     const char *out = opt->output;
+    int watch_only = opt->mode == CLI_TOP && !out; /* top without -o: nothing is written */
     if (!out) {
         attach_default_output(opt->pid, 0, name, sizeof name);
         out = name;
     }
-    int streaming = !strncmp(out, "unix:", 5);
+    int streaming = !strncmp(out, "unix:", 5) || watch_only;
     int ok;
     if (opt->mode == CLI_START)
         ok = sink_check_remote_file(out, t->f.uid[1], opt->force, p->out_abs, sizeof p->out_abs, err,
                                     sizeof err) == 0;
+    else if (watch_only)
+        ok = 1;
     else if (streaming)
         ok = sink_open_socket(&p->sink, out + 5, err, sizeof err) == 0;
     else
         ok = sink_open_file(&p->sink, out, opt->force, err, sizeof err) == 0;
     if (!ok) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     if (streaming) { /* the fallback gets a default name in the current directory */
@@ -134,9 +147,9 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
             snprintf(p->out_abs, sizeof p->out_abs, "/tmp");
         strcat(p->out_abs, "/");
         strcat(p->out_abs, name);
-        snprintf(p->where, sizeof p->where, "unix:%s", p->sink.path);
+        snprintf(p->where, sizeof p->where, "unix:%s", watch_only ? "" : p->sink.path);
     } else {
-        if (opt->mode == CLI_TRACE)
+        if (opt->mode == CLI_TRACE || opt->mode == CLI_TOP)
             snprintf(p->out_abs, sizeof p->out_abs, "%s", p->sink.path);
         snprintf(p->where, sizeof p->where, "%s", p->out_abs);
     }
@@ -145,7 +158,7 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
     /* The agent writes the fallback (and, for start, OUT) in its own mount namespace. */
     if (t->f.other_mnt_ns && !attach_dir_shared(t->f.pid, p->out_abs)) {
         if (opt->mode == CLI_START) {
-            fprintf(stderr, "%s: with start the target writes %s itself, but that directory is "
+            say("%s: with start the target writes %s itself, but that directory is "
                             "not the same in its mount namespace: choose a directory shared "
                             "with it\n", cmd, p->out_abs);
             return -1;
@@ -154,17 +167,17 @@ static int plan_output(const char *cmd, const struct cli_options *opt, const str
         char moved[sizeof p->fallback + 8];
         snprintf(moved, sizeof moved, "/tmp/%s", base ? base + 1 : p->fallback);
         if (strlen(moved) >= sizeof p->fallback) {
-            fprintf(stderr, "%s: output name too long: %s\n", cmd, p->out_abs);
+            say("%s: output name too long: %s\n", cmd, p->out_abs);
             sink_abort(&p->sink);
             return -1;
         }
         memcpy(p->fallback, moved, strlen(moved) + 1);
         p->fallback_note = " (in the target's mount namespace)";
     }
-    if (opt->mode == CLI_TRACE &&
-        trace_stream_open(&p->stream, p->out_abs, t->f.pid, (uint64_t)opt->max_trace_mb << 20,
+    if (opt->mode != CLI_START &&
+        trace_stream_open(&p->stream, watch_only ? NULL : p->out_abs, t->f.pid, (uint64_t)opt->max_trace_mb << 20,
                           opt->force, opt->last_ms * 1000000u, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         sink_abort(&p->sink);
         return -1;
     }
@@ -193,13 +206,13 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
     char err[1024];
     int complete = how != 2;
     if (how < 0) {
-        fprintf(stderr, "%s: %s; nothing was written\n", cmd, ended);
+        say("%s: %s; nothing was written\n", cmd, ended);
         trace_stream_close(&p->stream, 1); /* a hostile agent's data is not kept */
         return VC_EXIT_FAIL;
     }
     if (how == 0) {
         if (show)
-            fprintf(stderr, "vcattach: stopping and collecting the trace...");
+            say("vcattach: stopping and collecting the trace...");
         vc_msg_send(s->fd, VC_MSG_STOP, NULL, 0, 5000); /* EPIPE: it stopped; END follows */
         struct receive_limits lim = {
             .frame_timeout_ms = FRAME_TIMEOUT_MS,
@@ -212,38 +225,55 @@ static int collect_trace(const char *cmd, const struct cli_options *opt, struct 
         if (received < 0 && attach_abandon)
             return VC_EXIT_FAIL; /* the caller reports it */
         if (received < 0 && p->stream.broken) {
-            fprintf(stderr, "%s: %s; nothing was written\n", cmd, err);
+            say("%s: %s; nothing was written\n", cmd, err);
             trace_stream_close(&p->stream, 1);
             return VC_EXIT_FAIL;
         }
         if (received < 0) {
-            fprintf(stderr, "%s: %s; the trace keeps what came before\n", cmd, err);
+            say("%s: %s; the trace keeps what came before\n", cmd, err);
             complete = 0;
         }
     } else if (how == 2) {
-        fprintf(stderr, "%s: %s; the trace keeps what it streamed before\n", cmd, ended);
+        say("%s: %s; the trace keeps what it streamed before\n", cmd, ended);
     }
     if (!complete)
         end_text[0] = '\0';
+    if (p->stream.sp == NULL) { /* top without -o: nothing to build */
+        if (!opt->quiet)
+            say("%s: detached from pid %d after %.1fs (%llu calls received; every hook "
+                "removed)\n", cmd, (int)s->pid, (double)traced / 1000.0,
+                (unsigned long long)p->stream.unspooled);
+        if (!complete || (how == 1 && target_exits(s->pid))) {
+            say("%s: target process %d exited\n", cmd, (int)s->pid);
+            return VC_EXIT_FAIL;
+        }
+        return VC_EXIT_OK;
+    }
     struct spool_stats st;
     if (trace_stream_build(&p->stream, &p->sink, &st, err, sizeof err) != 0 ||
         sink_commit(&p->sink, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return VC_EXIT_FAIL;
     }
     trace_stream_close(&p->stream, 1);
+    char refused[512];
+    if (spool_refusals(&st, refused, sizeof refused))
+        say("%s: %s\n", cmd, refused);
+    if (p->stream.early_rotations)
+        say("%s: --max-trace-mb %u held less than --last of this target's calls: "
+                        "the trace keeps the newest that fit\n", cmd, opt->max_trace_mb);
     uint64_t agent_drops = complete ? report_u64(end_text, "drops") : st.dropped;
-    end_with_counts(end_text, cap, &st, agent_drops + st.unnamed + p->stream.lost_here);
+    end_with_counts(end_text, cap, &st, agent_drops + st.unthreaded + p->stream.lost_here);
     if (!opt->quiet)
         report_summary(s->pid, end_text, p->where, p->sink.bytes, (uint64_t)traced);
     if (p->stream.full) {
-        fprintf(stderr, "%s: %s; the trace up to then is in %s\n", cmd, p->stream.why, p->where);
+        say("%s: %s; the trace up to then is in %s\n", cmd, p->stream.why, p->where);
         return VC_EXIT_FAIL;
     }
     if (!complete && how == 0)
         return VC_EXIT_FAIL; /* said above: the transfer after STOP did not end */
     if (!complete || (how == 1 && target_exits(s->pid))) {
-        fprintf(stderr, "%s: target process %d exited during the trace (after %.1fs); the "
+        say("%s: target process %d exited during the trace (after %.1fs); the "
                         "trace up to its exit is in %s\n",
                 cmd, (int)s->pid, (double)traced / 1000.0, p->where);
         return VC_EXIT_FAIL;
@@ -259,7 +289,7 @@ static int prepare(const char *cmd, const struct cli_options *opt, struct target
 {
     char err[1024] = "";
     if (attach_preflight(opt, opt->pid, t, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     if (opt->verbose) {
@@ -267,11 +297,11 @@ static int prepare(const char *cmd, const struct cli_options *opt, struct target
         int len = snprintf(version, sizeof version, "%d.%d", t->f.py.major, t->f.py.minor);
         if (t->f.py.micro >= 0)
             snprintf(version + len, sizeof version - (size_t)len, ".%d", t->f.py.micro);
-        fprintf(stderr, "%s: pid %d (%s) is Python %s (from %s); agent %s\n", cmd,
+        say("%s: pid %d (%s) is Python %s (from %s); agent %s\n", cmd,
                 (int)t->f.pid, t->f.comm, version, t->f.py.how, t->agent);
     }
     if (attach_choose_method(cmd, opt, t, method, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         preflight_release(t);
         return -1;
     }
@@ -281,7 +311,7 @@ static int prepare(const char *cmd, const struct cli_options *opt, struct target
     }
     if (attach_build_config(opt, opt->mode == CLI_START ? plan->out_abs : "control",
                             plan->fallback, plan->config, sizeof plan->config) < 0) {
-        fprintf(stderr, "%s: output path too long or contains a newline: %s\n", cmd,
+        say("%s: output path too long or contains a newline: %s\n", cmd,
                 plan->out_abs);
         sink_abort(&plan->sink);
         trace_stream_close(&plan->stream, 1);
@@ -289,6 +319,46 @@ static int prepare(const char *cmd, const struct cli_options *opt, struct target
         return -1;
     }
     return 0;
+}
+
+/* The scheduler's switches of the target's threads while it is traced (sched_events.h),
+ * unless --no-sched; where they cannot be had, the trace says why and the split is the CPU
+ * samples' estimate. */
+static void sched_begin(const char *cmd, const struct cli_options *opt, pid_t pid,
+                        struct trace_stream *ts)
+{
+    if (opt->no_sched)
+        return;
+    struct spool_sched_info info = {0};
+    if (sched_events_open(&ts->sched, pid, trace_stream_sched_sink, ts, info.why,
+                          sizeof info.why) != 0) {
+        if (!opt->quiet)
+            say("%s: no scheduler events: %s; working vs waiting is estimated from CPU "
+                "samples (--no-sched silences this)\n", cmd, info.why);
+        spool_set_sched_info(ts->sp, &info);
+    }
+}
+
+/* Stops recording switches: the trace's calls end here too (the agent stops next). */
+static void sched_end(const char *cmd, const struct cli_options *opt, struct trace_stream *ts)
+{
+    if (ts->sched == NULL)
+        return;
+    struct sched_stats st;
+    sched_events_close(ts->sched, &st);
+    ts->sched = NULL;
+    struct spool_sched_info info = {.recorded = 1, .threads = st.threads,
+                                    .switches = st.switches, .lost = st.lost,
+                                    .refused = st.refused};
+    if (st.bad)
+        snprintf(info.why, sizeof info.why, "%llu malformed ring records skipped",
+                 (unsigned long long)st.bad);
+    spool_set_sched_info(ts->sp, &info);
+    if ((st.lost || st.refused || st.bad) && !opt->quiet)
+        say("%s: scheduler events: %llu lost (a ring was full), %llu thread%s not covered, "
+            "%llu malformed; those stretches are split by the CPU samples\n", cmd,
+            (unsigned long long)st.lost, (unsigned long long)st.refused,
+            st.refused == 1 ? "" : "s", (unsigned long long)st.bad);
 }
 
 /* From the injection to STARTED.  Returns 0 with the agent tracing (its STARTED text in
@@ -299,33 +369,35 @@ static int start_agent(const char *cmd, const struct cli_options *opt, struct ta
 {
     char err[1024] = "";
     if (ctl_listen(c, t->f.pid, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     int injected = attach_inject(opt, t, c, method, err, sizeof err);
     if (injected == -2) {
-        fprintf(stderr, "%s: injection into pid %d failed: %s\n", cmd, (int)t->f.pid, err);
+        say("%s: injection into pid %d failed: %s\n", cmd, (int)t->f.pid, err);
         return -1;
     }
     if (injected < 0 ||
         (c->fd < 0 && ctl_accept(c, ATTACH_ACCEPT_TIMEOUT_MS, &attach_interrupts, err,
                                  sizeof err) < 0)) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     if (attach_interrupts) { /* Ctrl-C during the injection: start nothing */
-        fprintf(stderr, "%s: interrupted; the agent was loaded but no trace was started\n", cmd);
+        say("%s: interrupted; the agent was loaded but no trace was started\n", cmd);
         return -1;
     }
+    if (opt->mode == CLI_TRACE) /* before the agent records: every call is covered */
+        sched_begin(cmd, opt, t->f.pid, &plan->stream);
     if (ctl_configure(c, plan->config, reply, cap, ATTACH_STARTED_TIMEOUT_MS,
                       &attach_interrupts, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     if (opt->verbose) {
         char backend[64] = "?";
         vc_kv_get(reply, "backend", backend, sizeof backend);
-        fprintf(stderr, "%s: agent started (%s), %llu threads\n", cmd, backend,
+        say("%s: agent started (%s), %llu threads\n", cmd, backend,
                 report_u64(reply, "threads"));
     }
     return 0;
@@ -337,9 +409,9 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
 {
     if (opt->mode == CLI_START) {
         char dur[32];
-        cli_format_duration(opt->duration_ms, dur, sizeof dur);
+        vc_human_ms(opt->duration_ms, dur, sizeof dur);
         if (!opt->quiet)
-            printf("vcattach: tracing pid %d for %s (%llu threads); the agent writes %s at the "
+            say_out("vcattach: tracing pid %d for %s (%llu threads); the agent writes %s at the "
                    "end, spooling to %s.spool meanwhile (`vcattach stop --pid %d` stops it "
                    "early)\n",
                    (int)opt->pid, dur, report_u64(reply, "threads"), plan->out_abs,
@@ -348,19 +420,21 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
     }
     char err[1024] = "";
     static char end_text[8192];
-    int show = !opt->quiet && isatty(STDERR_FILENO);
+    int show = !opt->quiet && isatty(STDERR_FILENO) && opt->mode != CLI_TOP;
     struct receive_priority prio;
     receive_priority_raise(&prio, opt, cmd);
     int how = wait_while_tracing(c, opt, show, t0, &plan->stream, end_text, sizeof end_text, err,
                                  sizeof err);
+    sched_end(cmd, opt, &plan->stream);
     receive_priority_restore(&prio); /* the agent records no more: the build can wait */
     report_status_line_clear(show);
+    trace_watch_leave(); /* top: the terminal is the operator's again before anything is said */
     int rc = VC_EXIT_FAIL;
     if (!attach_abandon)
         rc = collect_trace(cmd, opt, c, plan, how, end_text, sizeof end_text, err,
                            vc_monotonic_ms() - t0, show);
     if (attach_abandon)
-        fprintf(stderr, "%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
+        say("%s: interrupted twice: trace abandoned; the agent in pid %d stops and "
                         "writes what it has to %s%s\n",
                 cmd, (int)opt->pid, plan->fallback, plan->fallback_note);
     return rc;
@@ -368,7 +442,8 @@ static int follow_session(const char *cmd, const struct cli_options *opt, struct
 
 int trace_process(const struct cli_options *opt)
 {
-    const char *cmd = opt->mode == CLI_START ? "vcattach start" : "vcattach";
+    const char *cmd = opt->mode == CLI_START ? "vcattach start"
+                      : opt->mode == CLI_TOP ? "vcattach top" : "vcattach";
     /* large (paths): not on the stack */
     static struct target_info t;
     static struct output_plan plan;

@@ -11,8 +11,12 @@
 
 #include "control_client.h"
 #include "monotonic.h"
-#include "options.h"
 #include "protocol.h"
+#include "sched_events.h"
+#include "term.h"
+#include "human.h"
+#include "say.h"
+#include "trace_watch.h"
 
 #define FRAME_WAIT_MS 10000 /* a frame begun must end within this */
 
@@ -21,6 +25,10 @@ int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
 {
     memset(ts, 0, sizeof *ts);
     ts->last_ns = last_ns;
+    ts->pid = (uint64_t)pid;
+    ts->rate_ms = vc_monotonic_ms();
+    if (out_abs == NULL)
+        return 0;
     char path[PATH_MAX + 8];
     if (snprintf(path, sizeof path, "%s.spool", out_abs) >= (int)sizeof path) {
         snprintf(err, errlen, "output path too long: %s", out_abs);
@@ -40,40 +48,23 @@ int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
         }
         /* -f: the spool an earlier run left is replaced like OUT (said, not silent) */
         if (unlink(stale[i]) == 0)
-            fprintf(stderr, "vcattach: removed the spool an earlier run left: %s\n", stale[i]);
+            say("vcattach: removed the spool an earlier run left: %s\n", stale[i]);
     }
     if (spool_create(&ts->sp, path, (uint64_t)pid, err, errlen) != 0)
         return -1;
-    spool_set_limit(ts->sp, max_bytes);
+    /* --last keeps two generations on disk: each may take half the cap */
+    spool_set_limit(ts->sp, last_ns ? max_bytes / 2 : max_bytes);
     ts->rate_ms = vc_monotonic_ms();
     return 0;
 }
 
-/* --last: the spool being written covers DUR: it becomes OUT.spool.prev (the one before is
- * dropped) and a new OUT.spool begins with every name and thread.  0 or -2 + why. */
+/* --last: the spool being written covers DUR, or holds its half of --max-trace-mb: it becomes
+ * OUT.spool.prev (the one before is dropped) and a new OUT.spool begins with every name and
+ * thread, capped as it was.  A generation at its cap keeps in memory what its file could not
+ * take (the build reads both).  0 or -2 + why. */
 static int rotate(struct trace_stream *ts, char *why, size_t cap)
 {
-    char cur[PATH_MAX + 8], prev[PATH_MAX + 16];
-    snprintf(cur, sizeof cur, "%s", spool_path(ts->sp));
-    snprintf(prev, sizeof prev, "%s.prev", cur);
-    int rc = spool_flush(ts->sp, why, cap);
-    if (rc == 0 && ts->prev != NULL) {
-        uint64_t r, d, b;
-        spool_progress(ts->prev, &r, &d, &b);
-        ts->rotated_records += r; /* for the status line's count */
-        spool_close(ts->prev, 1);
-        ts->prev = NULL;
-    }
-    if (rc == 0)
-        rc = spool_rename(ts->sp, prev, why, cap);
-    struct spool *next = NULL;
-    if (rc == 0 && spool_rotate(ts->sp, cur, &next, why, cap) != 0)
-        rc = -2;
-    if (rc != 0)
-        return rc;
-    ts->prev = ts->sp;
-    ts->sp = next;
-    return 0;
+    return spool_next_generation(&ts->sp, &ts->prev, &ts->rotated_records, NULL, why, cap);
 }
 
 int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, char *err,
@@ -85,6 +76,12 @@ int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, 
         ts->broken = 1;
         return -1;
     }
+    trace_watch_frame(0, ts->pid, type, buf, len);
+    if (ts->sp == NULL) { /* top without -o: the watcher's only */
+        if (type == VC_MSG_CHUNK && len >= 8)
+            ts->unspooled += (len - 8) / sizeof(struct vc_wire_record);
+        return 0;
+    }
     if (ts->full && type == VC_MSG_CHUNK) {
         ts->lost_here += len >= 8 ? (len - 8) / sizeof(struct vc_wire_record) : 0;
         return 0;
@@ -93,6 +90,14 @@ int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, 
     int rc = spool_add(ts->sp, type, buf, len, why, sizeof why);
     if (rc == 0 && type == VC_MSG_CHUNK && ts->last_ns && spool_span_ns(ts->sp) >= ts->last_ns)
         rc = rotate(ts, why, sizeof why);
+    uint64_t records, dropped, disk;
+    spool_progress(ts->sp, &records, &dropped, &disk);
+    if (rc == -2 && ts->last_ns && spool_at_limit(ts->sp) && records > 0) {
+        /* the flight recorder's cap: the oldest calls go, not the newest (a generation that
+         * holds no call cannot make room: the trace then ends as at any cap) */
+        ts->early_rotations++;
+        rc = rotate(ts, why, sizeof why);
+    }
     if (rc == -2) { /* the disk: the trace ends here, what is spooled stays usable */
         ts->full = 1;
         snprintf(ts->why, sizeof ts->why, "%s", why);
@@ -132,7 +137,7 @@ int trace_stream_pump(struct trace_stream *ts, int fd, int slice_ms, char *end_t
             return -1;
         }
         if (type == VC_MSG_END) {
-            ctl_sanitize(buf, (size_t)n);
+            vc_term_sanitize(buf, (size_t)n, VC_MSG_MAX + 1, VC_TERM_KEEP_NEWLINES);
             snprintf(end_text, cap, "%s", buf);
             return 1;
         }
@@ -147,8 +152,9 @@ int trace_stream_pump(struct trace_stream *ts, int fd, int slice_ms, char *end_t
 
 void trace_stream_progress(struct trace_stream *ts, char *buf, size_t cap)
 {
-    uint64_t records, dropped, disk;
-    spool_progress(ts->sp, &records, &dropped, &disk);
+    uint64_t records = ts->unspooled, dropped = 0, disk = 0;
+    if (ts->sp != NULL)
+        spool_progress(ts->sp, &records, &dropped, &disk);
     if (ts->prev != NULL) { /* --last: both generations are on disk */
         uint64_t r2, d2, b2;
         spool_progress(ts->prev, &r2, &d2, &b2);
@@ -162,9 +168,16 @@ void trace_stream_progress(struct trace_stream *ts, char *buf, size_t cap)
         ts->rate_records = records;
     }
     char size[32];
-    cli_format_bytes(disk, size, sizeof size);
+    vc_human_bytes(disk, size, sizeof size);
     snprintf(buf, cap, ": %.1f M events (%.1f M/s), spool %s%s", (double)records / 1e6,
              ts->rate / 1e6, size, dropped ? ", some dropped" : "");
+}
+
+void trace_stream_sched_sink(void *ctx, int32_t tid, uint64_t ns, unsigned state)
+{
+    struct trace_stream *ts = ctx;
+    if (ts->sp != NULL)
+        spool_add_sched(ts->sp, tid, ns, state); /* beyond its cap: counted lost there */
 }
 
 static int sink_adapter(void *ctx, const void *data, size_t len)
@@ -176,6 +189,10 @@ static int sink_adapter(void *ctx, const void *data, size_t len)
 int trace_stream_build(struct trace_stream *ts, struct trace_sink *sink, struct spool_stats *st,
                        char *err, size_t errlen)
 {
+    if (ts->sp == NULL) {
+        snprintf(err, errlen, "no spool: nothing to build");
+        return -1;
+    }
     struct spool *gens[2] = {ts->prev, ts->sp};
     int first = ts->prev == NULL;
     if (spool_build_many(gens + first, 2 - (size_t)first, ts->last_ns, sink_adapter, sink, st,
@@ -187,6 +204,8 @@ int trace_stream_build(struct trace_stream *ts, struct trace_sink *sink, struct 
 
 void trace_stream_close(struct trace_stream *ts, int built)
 {
+    sched_events_close(ts->sched, NULL); /* a session that failed before sched_end */
+    ts->sched = NULL;
     if (ts->sp == NULL)
         return;
     uint64_t records, dropped, disk;
@@ -196,8 +215,8 @@ void trace_stream_close(struct trace_stream *ts, int built)
     if (!built) {
         char err[256];
         if (spool_flush(ts->sp, err, sizeof err) != 0)
-            fprintf(stderr, "vcattach: %s\n", err);
-        fprintf(stderr, "vcattach: what was received is kept in %s%s%s: `vcattach recover %s%s%s "
+            say("vcattach: %s\n", err);
+        say("vcattach: what was received is kept in %s%s%s: `vcattach recover %s%s%s "
                         "-o OUT.cvf` makes a trace of it\n",
                 ts->prev ? spool_path(ts->prev) : "", ts->prev ? " and " : "", spool_path(ts->sp),
                 ts->prev ? spool_path(ts->prev) : "", ts->prev ? " " : "", spool_path(ts->sp));

@@ -21,6 +21,7 @@ struct trace_stream {
     struct spool *prev;      /* --last: the generation before it (OUT.spool.prev), or NULL */
     uint64_t last_ns;        /* --last DUR, 0: the whole trace */
     uint64_t rotated_records; /* --last: records of the generations dropped so far */
+    uint64_t early_rotations; /* --last: generations ended by --max-trace-mb before DUR */
     int full;                /* the spool could not be written: records are dropped here */
     int broken;              /* the agent broke the protocol: nothing it sent is used */
     uint64_t lost_here;      /* ... this many */
@@ -28,14 +29,22 @@ struct trace_stream {
     int64_t rate_ms;         /* for the rate on the status line */
     uint64_t rate_records;
     double rate;
+    uint64_t pid;            /* the target (for the watcher, trace_watch.h) */
+    uint64_t unspooled;      /* records seen without a spool (`top` without -o) */
+    struct sched_events *sched; /* the scheduler's switches (sched_events.h), or NULL */
 };
+
+struct sched_events;
+/* sched_events' sink: a thread's state change into the spool being written. */
+void trace_stream_sched_sink(void *ctx, int32_t tid, uint64_t ns, unsigned state);
 
 /* Creates OUT.spool (out_abs: the absolute OUT), capped at max_bytes; with force, a regular
  * file left there by an earlier run is removed first (and said).  last_ns: --last (keep the
- * final DUR: two generations, OUT.spool.prev and OUT.spool).  0 or -1 + err. */
+ * final DUR: two generations, OUT.spool.prev and OUT.spool).  out_abs NULL: no spool at all
+ * (`vcattach top` without -o): frames only go to the watcher (trace_watch.h).  0 or -1 + err. */
 int trace_stream_open(struct trace_stream *ts, const char *out_abs, pid_t pid,
                       uint64_t max_bytes, int force, uint64_t last_ns, char *err, size_t errlen);
-/* A frame of the trace (ctl_data_fn): into the spool.  -1 + err only for a frame that breaks
+/* A frame of the trace (ctl_data_fn): to the watcher if there is one, and into the spool.  -1 + err only for a frame that breaks
  * the protocol; a spool that cannot be written makes `full`, and records are counted lost. */
 int trace_stream_on_data(void *ctx, uint32_t type, const void *buf, size_t len, char *err,
                          size_t errlen);

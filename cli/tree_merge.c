@@ -2,7 +2,7 @@
  *
  * Every member of a tree is untrusted: its agent runs in the target's user's process and may
  * send (or its process may write, for `start --subprocesses`) any bytes as its part.  The
- * merge (trace/merge.c) reads its inputs in several passes and fails as a whole on the first
+ * merge (libvctrace's vct_cvf_merge_fd) reads its inputs in several passes and fails as a whole on the first
  * malformed record, so a single hostile member used to leave every other member's trace
  * unmerged.  Here each part is decoded once on its own first; a malformed one is named and
  * left out, the others merged.  The parts are private copies (an unlinked file or a memfd
@@ -10,11 +10,11 @@
  */
 #include "tree_merge.h"
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "merge.h"
+#include "say.h"
+#include "vctrace.h"
 
 size_t tree_parts_check(const char *cmd, struct tree_part *parts, size_t n)
 {
@@ -26,7 +26,7 @@ size_t tree_parts_check(const char *cmd, struct tree_part *parts, size_t n)
             ok++;
             continue;
         }
-        fprintf(stderr, "%s: pid %d%s%s%s: its trace is malformed (%s): not merged, the other "
+        say("%s: pid %d%s%s%s: its trace is malformed (%s): not merged, the other "
                         "processes' traces are\n", cmd, (int)parts[i].pid,
                 parts[i].name ? " (" : "", parts[i].name ? parts[i].name : "",
                 parts[i].name ? ")" : "", err);
@@ -45,7 +45,7 @@ int tree_parts_merge(const struct tree_part *parts, size_t n, int fd, char *err,
     for (size_t i = 0; i < n; i++)
         if (parts[i].ok)
             paths[k++] = parts[i].path;
-    int rc = vct_cvf_merge(paths, k, cvf_sink_fd, (void *)(intptr_t)fd, err, errlen);
+    int rc = vct_cvf_merge_fd(paths, k, fd, err, errlen);
     free(paths);
     return rc;
 }

@@ -16,7 +16,7 @@ struct tree_part {
     int ok;               /* set by tree_parts_check: 1 when it decodes as a whole .cvf */
 };
 
-/* Checks every part (trace/merge.h's vct_cvf_check).  Each that fails gets ok = 0 and one
+/* Checks every part (vctrace.h's vct_cvf_check).  Each that fails gets ok = 0 and one
  * line on stderr naming its pid and why: "CMD: pid N: its trace is malformed (offset X:
  * ...): not merged, the other processes' traces are".  Returns how many are ok. */
 size_t tree_parts_check(const char *cmd, struct tree_part *parts, size_t n);

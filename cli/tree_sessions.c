@@ -25,14 +25,17 @@
 #include "attach.h"
 #include "commands.h"
 #include "control_client.h"
+#include "session_query.h"
 #include "trace_process.h"
 #include "trace_sink.h"
+#include "tree_budget.h"
 #include "tree_merge.h"
 #include "tree_record.h"
 #include "vcinject.h"
+#include "human.h"
+#include "say.h"
+#include "test_seam.h"
 
-#define DEFAULT_BUDGET_MB 256
-#define MIN_SHARE_MB 2
 #define STOP_WAIT_MS 60000 /* each agent writes its file before it answers */
 
 /* opt->pid and its Python descendants (at most --max-processes), into a malloc'd array.
@@ -57,7 +60,7 @@ static size_t python_tree(const struct cli_options *opt, pid_t **out, size_t *ov
         if (target_python_detect(kids[i], &py, e, sizeof e) == 1)
             all[total++] = kids[i];
         else if (opt->verbose)
-            fprintf(stderr, "vcattach start: pid %d skipped: not a CPython process\n",
+            say("vcattach start: pid %d skipped: not a CPython process\n",
                     (int)kids[i]);
     }
     free(kids);
@@ -75,23 +78,23 @@ int tree_start(const struct cli_options *opt)
         attach_default_output(opt->pid, 1, given, sizeof given);
     /* Absolute, and recorded: stop takes OUT and every part name from this record. */
     if (sink_absolute_path(given, out, sizeof out, err, sizeof err) < 0) {
-        fprintf(stderr, "vcattach start: %s\n", err);
+        say("vcattach start: %s\n", err);
         return VC_EXIT_FAIL;
     }
     if (tree_record_save(opt->pid, out, err, sizeof err) < 0)
-        fprintf(stderr, "vcattach start: warning: %s; `stop --subprocesses` will not merge the "
+        say("vcattach start: warning: %s; `stop --subprocesses` will not merge the "
                         "traces\n", err);
     attach_output_stem(out, stem, sizeof stem);
     pid_t *all = NULL;
     size_t over = 0, total = python_tree(opt, &all, &over);
     if (total == 0) {
-        fprintf(stderr, "vcattach start: out of memory\n");
+        say("vcattach start: out of memory\n");
         return VC_EXIT_FAIL;
     }
-    unsigned budget = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
+    unsigned budget = tree_budget_mb(opt);
     unsigned share = budget / (unsigned)total;
-    if (share < MIN_SHARE_MB)
-        share = MIN_SHARE_MB;
+    if (share < TREE_MIN_SHARE_MB)
+        share = TREE_MIN_SHARE_MB;
     size_t started = 0;
     int root_rc = VC_EXIT_FAIL;
     for (size_t i = 0; i < total; i++) {
@@ -108,7 +111,7 @@ int tree_start(const struct cli_options *opt)
         if (rc == VC_EXIT_OK)
             started++;
         else
-            fprintf(stderr, "vcattach start: pid %d not traced (see above); the others go on\n",
+            say("vcattach start: pid %d not traced (see above); the others go on\n",
                     (int)all[i]);
     }
     free(all);
@@ -117,8 +120,8 @@ int tree_start(const struct cli_options *opt)
     if (!opt->quiet) {
         char dur[32];
         size_t kids = started - (root_rc == VC_EXIT_OK);
-        cli_format_duration(opt->duration_ms, dur, sizeof dur);
-        printf("vcattach: tracing pid %d and %zu Python subprocess%s for %s (%u MiB buffer "
+        vc_human_ms(opt->duration_ms, dur, sizeof dur);
+        say_out("vcattach: tracing pid %d and %zu Python subprocess%s for %s (%u MiB buffer "
                "each), each writing %s.PID.cvf; `vcattach stop --pid %d --subprocesses` stops "
                "them and merges the traces into %s.cvf%s\n",
                (int)opt->pid, kids, kids == 1 ? "" : "es", dur, share, stem, (int)opt->pid,
@@ -160,12 +163,12 @@ static void note_stopped(const char *cmd, struct stopped *s, pid_t pid, uid_t ow
     long status = vc_kv_get(reply, "status", v, sizeof v) > 0 ? atol(v) : 0;
     char agent_err[1024];
     if (status && vc_kv_get(reply, "error", agent_err, sizeof agent_err) > 0) {
-        fprintf(stderr, "%s: the agent in pid %d: %s\n", cmd, (int)pid, agent_err);
+        say("%s: the agent in pid %d: %s\n", cmd, (int)pid, agent_err);
         s->failed = 1;
         return;
     }
     if (status) {
-        fprintf(stderr, "%s: the agent in pid %d could not write %s (%s)\n", cmd, (int)pid,
+        say("%s: the agent in pid %d could not write %s (%s)\n", cmd, (int)pid,
                 output, strerror((int)-status));
         s->failed = 1;
         return;
@@ -179,7 +182,7 @@ static void note_stopped(const char *cmd, struct stopped *s, pid_t pid, uid_t ow
     struct part *p = &s->parts[s->nparts];
     if (!s->out[0] || strcmp(output, want) != 0) {
         s->strangers++;
-        printf("vcattach: the session in pid %d wrote %s: not a part of this tree's trace%s\n",
+        say_out("vcattach: the session in pid %d wrote %s: not a part of this tree's trace%s\n",
                (int)pid, output, s->out[0] ? " (not merged)" : "");
         return;
     }
@@ -202,7 +205,7 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
     int r = ctl_query(pid, request, reply, sizeof reply,
                       request == VC_MSG_STOP ? STOP_WAIT_MS : 2000, err, sizeof err);
     if (r < 0) {
-        fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)pid, err);
+        say("%s: pid %d: %s\n", cmd, (int)pid, err);
         s->failed = 1;
         return;
     }
@@ -213,7 +216,7 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
     if (request == VC_MSG_STOP) {
         uint64_t now = target_start_time(pid);
         if (now != 0 && now != born) { /* another process got the pid meanwhile */
-            fprintf(stderr, "%s: pid %d changed while it was asked: its reply is ignored\n",
+            say("%s: pid %d changed while it was asked: its reply is ignored\n",
                     cmd, (int)pid);
             s->failed = 1;
             return;
@@ -224,7 +227,7 @@ static void ask_one(const struct cli_options *opt, uint32_t request, pid_t pid,
     char state[32] = "running", v[32];
     vc_kv_get(reply, "state", state, sizeof state);
     if (!opt->quiet)
-        printf("vcattach: session %s in pid %d: %s threads, output %s\n", state, (int)pid,
+        say_out("vcattach: session %s in pid %d: %s threads, output %s\n", state, (int)pid,
                vc_kv_get(reply, "threads", v, sizeof v) > 0 ? v : "?", output);
 }
 
@@ -307,7 +310,7 @@ static int copy_parts(int dfd, const struct stopped *s, struct copies *c, int *r
         char err[1024];
         int mfd = part_copy(dfd, &s->parts[i], &c->ids[c->n], err, sizeof err);
         if (mfd < 0) {
-            fprintf(stderr, "vcattach stop: pid %d: %s; not merged\n", (int)s->parts[i].pid,
+            say("vcattach stop: pid %d: %s; not merged\n", (int)s->parts[i].pid,
                     err);
             *rc = VC_EXIT_FAIL;
             continue;
@@ -339,12 +342,12 @@ static void remove_merged(int dfd, const struct stopped *s, const struct copies 
     }
 }
 
-/* Test-only fault injection: VCATTACH_TEST_MERGE_PAUSE_MS=N (tests/test_security_tree.py)
+/* Test-only fault injection (test_seam.h, not in the product): VCATTACH_TEST_MERGE_PAUSE_MS=N (tests/system/test_security_tree.py)
  * makes stop sleep N ms (at most 5 s) after it looked at OUT and before it writes, so that a
  * test can plant a file there in that window.  Unset, it does nothing. */
 static void test_pause(void)
 {
-    const char *v = getenv("VCATTACH_TEST_MERGE_PAUSE_MS");
+    const char *v = VC_SEAM(MERGE_PAUSE_MS);
     long ms = v ? strtol(v, NULL, 10) : 0;
     if (ms > 0) {
         ms = ms > 5000 ? 5000 : ms;
@@ -365,7 +368,7 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
         *slash = '\0';
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
-        fprintf(stderr, "vcattach stop: cannot open %s: %s; the parts stay\n", dir,
+        say("vcattach stop: cannot open %s: %s; the parts stay\n", dir,
                 strerror(errno));
         return VC_EXIT_FAIL;
     }
@@ -386,22 +389,22 @@ static int merge_parts(const struct cli_options *opt, const struct stopped *s)
     memset(&sink, 0, sizeof sink);
     sink.fd = -1;
     if (copied < 0) {
-        fprintf(stderr, "vcattach stop: out of memory; the parts stay\n");
+        say("vcattach stop: out of memory; the parts stay\n");
         rc = VC_EXIT_FAIL;
     } else if (ok == 0) {
-        fprintf(stderr, "vcattach stop: no part to merge into %s\n", s->out);
+        say("vcattach stop: no part to merge into %s\n", s->out);
         rc = VC_EXIT_FAIL;
     } else if (sink_open_file(&sink, s->out, force, err, sizeof err) < 0 ||
                tree_parts_merge(c.tp, c.n, sink.fd, err, sizeof err) < 0 ||
                sink_commit(&sink, err, sizeof err) < 0) {
-        fprintf(stderr, "vcattach stop: merging the traces into %s failed: %s; the parts stay\n",
+        say("vcattach stop: merging the traces into %s failed: %s; the parts stay\n",
                 s->out, err);
         sink_abort(&sink);
         rc = VC_EXIT_FAIL;
     } else {
         remove_merged(dfd, s, &c);
         if (!opt->quiet)
-            printf("vcattach: pid %d and its subprocesses: %zu processes traced: %llu events, "
+            say_out("vcattach: pid %d and its subprocesses: %zu processes traced: %llu events, "
                    "%llu threads, %llu dropped -> %s\n", (int)opt->pid, ok, s->events,
                    s->threads, s->drops, sink.path);
     }
@@ -414,7 +417,7 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
 {
     const char *cmd = request == VC_MSG_STOP ? "vcattach stop" : "vcattach status";
     if (!target_alive(opt->pid)) {
-        fprintf(stderr, "%s: no such process: pid %d\n", cmd, (int)opt->pid);
+        say("%s: no such process: pid %d\n", cmd, (int)opt->pid);
         return VC_EXIT_FAIL;
     }
     struct stopped s;
@@ -422,7 +425,7 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
     char err[512];
     if (request == VC_MSG_STOP &&
         tree_record_load(opt->pid, s.out, sizeof s.out, err, sizeof err) < 0)
-        fprintf(stderr, "%s: %s; the traces are not merged\n", cmd, err);
+        say("%s: %s; the traces are not merged\n", cmd, err);
     pid_t *kids = NULL;
     long n = target_descendants(opt->pid, &kids);
     if (n < 0)
@@ -434,13 +437,13 @@ int tree_stop(const struct cli_options *opt, uint32_t request)
     int rc = s.failed ? VC_EXIT_FAIL : VC_EXIT_OK;
     if (!s.found) {
         if (!opt->quiet)
-            printf("vcattach: no session is running in pid %d or its subprocesses\n",
+            say_out("vcattach: no session is running in pid %d or its subprocesses\n",
                    (int)opt->pid);
         rc = VC_EXIT_FAIL;
     } else if (request == VC_MSG_STOP && s.nparts && merge_parts(opt, &s) != VC_EXIT_OK) {
         rc = VC_EXIT_FAIL;
     } else if (request == VC_MSG_STOP && s.strangers && !s.out[0]) {
-        printf("vcattach: stopped %d session%s not started by `start --subprocesses` on pid "
+        say_out("vcattach: stopped %d session%s not started by `start --subprocesses` on pid "
                "%d (`vcattach convert A B ... -o ONE.cvf` merges their traces)\n", s.strangers,
                s.strangers == 1 ? "" : "s", (int)opt->pid);
     }

@@ -23,9 +23,14 @@
  * namespace (one per namespace: struct listener), and is shown by our pid with its own beside
  * it (ns_pid.c).
  * Every process is on one clock: each agent maps its raw timestamps to CLOCK_MONOTONIC.
- * The record budget (--buffer-mb) is shared: see the --help text and share_for().
+ * The record budget (--buffer-mb) is shared: see the --help text and tree_share_for().
+ * Here: the loop (discovery, injection, each member's frames); the member table and budget
+ * shares are tree_members.c's, the listeners tree_listeners.c's, OUT and the printed account
+ * tree_result.c's (tree_run.h).
  */
 #include "tree_trace.h"
+#include "tree_run.h"
+#include "trace_watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +40,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,238 +49,36 @@
 #include "control_client.h"
 #include "monotonic.h"
 #include "ns_pid.h"
+#include "proc_events.h"
 #include "receive_priority.h"
 #include "spool.h"
+#include "term.h"
 #include "trace_sink.h"
+#include "tree_budget.h"
+#include "tree_kin.h"
 #include "vcinject.h"
+#include "human.h"
+#include "say.h"
+#include "test_seam.h"
 
 #define TREE_POLL_MS 100           /* how soon a process born during the trace is found */
 #define CONNECT_WAIT_MS 10000      /* an injected agent must connect within this */
 #define FORK_JOIN_WAIT_MS 3000     /* a fork child with the agent mapped must connect */
+#define FORK_UNSURE_WAIT_MS 50     /* ... forked while its parent's session was starting: it
+                                      may have none, and is injected */
 #define STARTED_WAIT_MS 15000
 #define YOUNG_MS 1000              /* a non-Python process this young may still exec Python */
 #define INIT_RETRIES 40            /* "interpreter not initialized yet": inject again later */
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
+#define EXEC_RETRY_MS 5            /* a new interpreter still being loaded: look again soon */
+#define EXEC_RETRIES 100           /* ... at most this often (its first second) */
+#define INIT_WAIT_MS 3000          /* a young interpreter's agent waits this long for its init */
 #define INIT_GRACE_MS 3000         /* older and still not initialized: an embedding host */
-#define DEFAULT_BUDGET_MB 256
-#define MIN_SHARE_MB 2
-#define DEFAULT_SHARE_MAX_MB CLI_WINDOW_MB /* without --buffer-mb, no process gets more */
-#define VERBOSE_KEEP 4096          /* -v lists skipped processes: kept up to this many members */
-#define MAX_NETNS 16               /* listening sockets: one per network namespace of the tree */
-
-enum mstate {
-    M_CONNECT,   /* injected (or forked with the agent): waiting for its connection */
-    M_STARTING,  /* CONFIG sent, waiting for STARTED */
-    M_RUNNING,
-    M_STOPPING,  /* STOP sent (or the agent stopped by itself): DATA until END */
-    M_RETRY,     /* its interpreter was not initialized yet: inject again at retry_at */
-    M_DONE,      /* its trace is in its part file */
-    M_LOST,      /* traced or about to be, but no trace came: why says why */
-    M_SKIPPED,   /* not traced: not Python, refused, over the bound or the budget */
-};
-
-struct member {
-    pid_t pid;               /* as we (the host) see it: SO_PEERCRED's, /proc's */
-    pid_t own_pid;           /* as it sees itself (last NSpid field): differs in a container */
-    int lis;                 /* the listener (network namespace) its agent was told of */
-    uint64_t start_time;     /* with pid, the process's identity: a reused pid is a stranger */
-    enum mstate st;
-    int fd;                  /* its control connection */
-    struct spool *sp;        /* what it streams while it traces: OUT.PID.spool (spool.h) */
-    int ended_early;         /* its connection ended before END: its trace up to then is kept */
-    int forked;              /* joined by itself (a fork child) */
-    int python;              /* preflight said CPython (for M_SKIPPED: refused, not foreign) */
-    int retries;
-    unsigned share_mb;
-    int share_returned;      /* its share went back to the reserve */
-    int64_t since;           /* when it entered its state (ms) */
-    uint64_t bytes;
-    char exe[256];           /* for skipped ones: re-examined when it execs */
-    char name[160];
-    char why[320];
-    char end[512];           /* END text */
-};
-
-/* A listening control socket in one network namespace: an agent connects to an abstract
- * name, which exists only in the namespace the socket was made in (control_client.c), so a
- * tree whose processes live in several (the containers of a pod, a process that entered a new
- * one) gets one per namespace, made when its first member there is injected. */
-struct listener {
-    struct ctl_conn ctl;      /* its fd is the listener, never accepted through ctl_accept */
-    dev_t dev;                /* the namespace: /proc/PID/ns/net's identity */
-    ino_t ino;
-};
-
-struct tree_run {
-    const struct cli_options *opt;
-    struct listener lis[MAX_NETNS]; /* [0]: the root's namespace */
-    size_t nlis;
-    struct member *m;
-    size_t n, cap;
-    unsigned budget_mb, reserve_mb;
-    unsigned initial_share_mb; /* what each process found at attach gets */
-    int stopping;
-    int64_t t0;
-    char out_dir[PATH_MAX];
-    char out_abs[PATH_MAX];
-        char *buf;               /* one frame (VC_MSG_MAX + 1) */
-    uint64_t received;       /* spool bytes of every process: capped by --max-trace-mb */
-    size_t skipped_gone;     /* non-Python members dropped from m[] once their process ended */
-    size_t peak;             /* the most members m[] held at once (reported with -v) */
-};
-
-static struct member *find(struct tree_run *r, pid_t pid)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (r->m[i].pid == pid)
-            return &r->m[i];
-    return NULL;
-}
-
-static struct member *add(struct tree_run *r, pid_t pid)
-{
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 16;
-        struct member *bigger = realloc(r->m, cap * sizeof *bigger);
-        if (bigger == NULL)
-            return NULL;
-        r->m = bigger;
-        r->cap = cap;
-    }
-    struct member *m = &r->m[r->n++];
-    memset(m, 0, sizeof *m);
-    m->pid = pid;
-    m->fd = -1;
-    m->since = vc_monotonic_ms();
-    m->start_time = target_start_time(pid);
-    m->own_pid = target_own_pid(pid);
-    target_cmdline(pid, m->name, sizeof m->name);
-    return m;
-}
-
-/* Whether the process now behind m->pid is the one m was made for (same start time; a
- * member stays itself when it is reparented). */
-static int same_process(const struct member *m)
-{
-    return m->start_time != 0 && target_start_time(m->pid) == m->start_time;
-}
-
-/* A member that holds nothing (no connection, no part, no budget share) and whose process is
- * gone takes the slot of a newcomer with its pid: the old one is forgotten. */
-static int holds_nothing(const struct member *m)
-{
-    return m->fd < 0 && m->sp == NULL && (m->st == M_SKIPPED || m->st == M_LOST) &&
-           (m->share_mb == 0 || m->share_returned);
-}
-
-/* The slot of a member that holds nothing, for the new process that has its pid (as a skipped
- * one: the caller examines it like a newcomer). */
-static void rebind(struct member *m)
-{
-    pid_t pid = m->pid;
-    memset(m, 0, sizeof *m);
-    m->pid = pid;
-    m->fd = -1;
-    m->since = vc_monotonic_ms();
-    m->start_time = target_start_time(pid);
-    m->own_pid = target_own_pid(pid);
-    target_cmdline(pid, m->name, sizeof m->name);
-    m->st = M_SKIPPED;
-}
-
-/* How many members -v keeps before compact() forgets the gone ones: VERBOSE_KEEP, or the
- * test-only VCATTACH_TEST_VERBOSE_KEEP=N (tests/test_security_tree.py), so that a test
- * reaches the bound with a few dozen helpers instead of 4096. */
-static size_t verbose_keep(void)
-{
-    const char *v = getenv("VCATTACH_TEST_VERBOSE_KEEP");
-    long n = v ? atol(v) : 0;
-    return n > 0 && n < VERBOSE_KEEP ? (size_t)n : VERBOSE_KEEP;
-}
-
-/* Drops the skipped non-Python members whose process is gone: the table would otherwise grow
- * by one slot for every short-lived helper (a shell, `sleep`) ever seen in the tree.  Only
- * their count is kept, for the summary line; members print_result always lists (lost,
- * refused) stay.  With -v (which lists them) only beyond verbose_keep() members. */
-static void compact(struct tree_run *r)
-{
-    if (r->n > r->peak)
-        r->peak = r->n;
-    if (r->opt->verbose && r->n < verbose_keep())
-        return;
-    size_t k = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        struct member *m = &r->m[i];
-        if (i > 0 && m->st == M_SKIPPED && !m->python && holds_nothing(m) &&
-            !same_process(m)) {
-            r->skipped_gone++;
-            continue;
-        }
-        if (k != i)
-            r->m[k] = *m;
-        k++;
-    }
-    r->n = k;
-}
-
-static void set_state(struct member *m, enum mstate st)
-{
-    m->st = st;
-    m->since = vc_monotonic_ms();
-}
-
-static int active(const struct member *m)
-{
-    return m->st == M_CONNECT || m->st == M_STARTING || m->st == M_RUNNING ||
-           m->st == M_STOPPING || m->st == M_RETRY;
-}
-
-/* Processes counted against --max-processes: every one traced or being traced. */
-static size_t traced_count(const struct tree_run *r)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < r->n; i++)
-        k += active(&r->m[i]) || r->m[i].st == M_DONE ||
-             (r->m[i].st == M_LOST && r->m[i].share_mb);
-    return k;
-}
-
-/* Ends a member's connection; its budget share goes back to the reserve. */
-static void finish(struct tree_run *r, struct member *m, enum mstate st, const char *why)
-{
-    if (m->fd >= 0)
-        close(m->fd);
-    m->fd = -1;
-    if (why)
-        snprintf(m->why, sizeof m->why, "%s", why);
-    if (m->share_mb && !m->share_returned && st != M_RETRY) {
-        r->reserve_mb += m->share_mb;
-        m->share_returned = 1;
-    }
-    if (st == M_LOST) { /* a done member's spool waits for the final build */
-        spool_close(m->sp, 1);
-        m->sp = NULL;
-    }
-    set_state(m, st);
-}
-
-/* A newcomer's share of the budget, taken from the reserve; 0 if the reserve is spent. */
-static unsigned share_for(struct tree_run *r)
-{
-    unsigned want = r->budget_mb / 8 > MIN_SHARE_MB ? r->budget_mb / 8 : MIN_SHARE_MB;
-    if (!r->opt->buffer_mb && want > DEFAULT_SHARE_MAX_MB)
-        want = DEFAULT_SHARE_MAX_MB;
-    if (want > r->reserve_mb)
-        want = r->reserve_mb;
-    if (want < MIN_SHARE_MB)
-        return 0;
-    r->reserve_mb -= want;
-    return want;
-}
 
 /* ---- configuring a connected agent -------------------------------------------------------- */
 
 static int spool_open_member(struct tree_run *r, struct member *m);
+static void spool_initial_name(struct tree_run *r, struct member *m);
 static void ended_early(struct tree_run *r, struct member *m, const char *why);
 
 static int send_config(struct tree_run *r, struct member *m)
@@ -293,13 +97,93 @@ static int send_config(struct tree_run *r, struct member *m)
     int rc = attach_build_config(&one, "control", fallback, cfg, sizeof cfg);
     size_t used = strlen(cfg);
     rc |= vc_kv_append(cfg, sizeof cfg, &used, "follow_forks", "1");
-    if (rc == 0 && m->sp == NULL && spool_open_member(r, m) != 0)
-        return -1;
+    /* A young interpreter may be injected before it is initialized (a spawned worker found
+     * at its exec): its agent waits for it rather than being injected again. */
+    long age = target_age_ms(m->pid);
+    if (age >= 0 && age < INIT_GRACE_MS && !m->forked) {
+        char ms[16];
+        snprintf(ms, sizeof ms, "%d", INIT_WAIT_MS);
+        rc |= vc_kv_append(cfg, sizeof cfg, &used, "init_wait_ms", ms);
+    }
+    if (rc == 0 && m->sp == NULL) {
+        if (spool_open_member(r, m) != 0)
+            return -1;
+        spool_initial_name(r, m);
+    }
     rc |= ctl_add_token(&r->lis[m->lis].ctl, cfg, sizeof cfg, &used);
     if (rc || vc_msg_send(m->fd, VC_MSG_CONFIG, cfg, used, 5000) < 0)
         return -1;
-    set_state(m, M_STARTING);
+    tree_set_state(m, M_STARTING);
     return 0;
+}
+
+/* The memfd a member's agent passed (HELLO or STARTED): what it records, readable after it
+ * ended (read_window).  Only the first is kept. */
+static void keep_window(struct member *m, int fd)
+{
+    if (fd < 0)
+        return;
+    if (m->window_fd >= 0) {
+        close(fd);
+        return;
+    }
+    m->window_fd = fd;
+}
+
+/* Whose a connection is, judged at accept: 1 the tree's (the root, a member or a
+ * descendant), 0 not, -1 it cannot be told (it is gone and vcattach never saw it).  With
+ * pidfds (tree_kin.h) the peer is the very process that connected, whatever became of its
+ * pid: a member's identity matches, any other is judged by its parents.  Without them, by pid
+ * and start time: a member's pid whose process is not the member's any more (it exited and
+ * someone else got the pid) is a stranger, checked like any unknown pid.  *stranger: the pid
+ * is a member's but the process is not. */
+static int judge_peer(struct tree_run *r, int sock, pid_t pid, const struct member *m,
+                      uint64_t *id, int *stranger)
+{
+    int pfd = r->kin.on ? target_peer_pidfd(sock) : -1;
+    *id = target_pidfd_id(pfd);
+    if (*id != 0) {
+        int reaped = 0;
+        *stranger = m != NULL && m->ino != *id && (m->ino != 0 || !tree_same_process(m));
+        int kin = (m != NULL && m->ino == *id) || kin_judge(&r->kin, pfd, *id, &reaped);
+        close(pfd);
+        return kin ? 1 : reaped ? -1 : 0;
+    }
+    if (pfd >= 0)
+        close(pfd);
+    *stranger = m != NULL && !tree_same_process(m);
+    if ((m == NULL || *stranger) && pid != r->opt->pid &&
+        !target_descends_from(pid, r->opt->pid))
+        return 0;
+    return 1;
+}
+
+/* A fork child that connected by itself (m: its member, NULL if none yet): its member in
+ * M_CONNECT with a share of the budget, or NULL when it is not traced (said in the summary).
+ * The caller closes the connection on NULL. */
+static struct member *admit_newcomer(struct tree_run *r, struct member *m, pid_t pid,
+                                     uint64_t id)
+{
+    if (m == NULL && (m = tree_add(r, pid)) == NULL)
+        return NULL;
+    if (id != 0)
+        m->ino = id;
+    m->forked = 1;
+    m->python = 1;
+    if (r->stopping) {
+        tree_finish(r, m, M_SKIPPED, "born as the trace was ending");
+        return NULL;
+    }
+    if (tree_traced_count(r) >= r->opt->max_processes) {
+        tree_finish(r, m, M_SKIPPED, "over --max-processes");
+        return NULL;
+    }
+    if ((m->share_mb = tree_share_for(r)) == 0) {
+        tree_finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
+        return NULL;
+    }
+    tree_set_state(m, M_CONNECT);
+    return m;
 }
 
 /* A new connection on listener li: whose it is (SO_PEERCRED: the pid as we see it, whatever
@@ -316,50 +200,28 @@ static void accept_one(struct tree_run *r, size_t li)
         return;
     }
     pid_t pid = cred.pid;
-    struct member *m = find(r, pid);
-    /* Judged now, at accept: a member's pid whose process is not the member's any more (it
-     * exited and someone else got the pid) is a stranger, checked like any unknown pid. */
-    int stranger = m != NULL && !same_process(m);
-    if ((m == NULL || stranger) && pid != r->opt->pid &&
-        !target_descends_from(pid, r->opt->pid)) {
-        fprintf(stderr, "vcattach: ignoring a connection from pid %d: not in the tree of %d\n",
-                (int)pid, (int)r->opt->pid);
+    struct member *m = tree_find(r, pid);
+    uint64_t id = 0;
+    int stranger, kin = judge_peer(r, fd, pid, m, &id, &stranger);
+    if (!kin) {
+        say("vcattach: ignoring a connection from pid %d: %s\n", (int)pid,
+                kin < 0 ? "it ended before vcattach could tell whose it was (no process of the "
+                          "tree that vcattach saw)"
+                        : "not in the tree");
         close(fd);
         return;
     }
-    if (stranger && !holds_nothing(m)) {
-        fprintf(stderr, "vcattach: ignoring a connection from pid %d: a new process with the "
-                        "pid of a member whose trace is still held\n", (int)pid);
-        close(fd);
-        return;
-    }
-    if (stranger) /* a new descendant with an old member's pid: that slot is its own now */
-        rebind(m);
+    if (stranger && tree_holds_nothing(m)) /* a new descendant with a gone member's pid: its slot */
+        tree_rebind(r, m);
+    else if (stranger) /* ... whose trace is still held (for the build): a member of its own */
+        m = NULL;
     if (m == NULL || m->st == M_SKIPPED) { /* a fork child joining by itself */
-        if (m == NULL && (m = add(r, pid)) == NULL) {
+        if ((m = admit_newcomer(r, m, pid, id)) == NULL) {
             close(fd);
             return;
         }
-        m->forked = 1;
-        m->python = 1;
-        if (r->stopping) {
-            finish(r, m, M_SKIPPED, "born as the trace was ending");
-            close(fd);
-            return;
-        }
-        if (traced_count(r) >= r->opt->max_processes) {
-            close(fd);
-            finish(r, m, M_SKIPPED, "over --max-processes");
-            return;
-        }
-        if ((m->share_mb = share_for(r)) == 0) {
-            close(fd);
-            finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
-            return;
-        }
-        set_state(m, M_CONNECT);
     } else if (m->st != M_CONNECT) {
-        fprintf(stderr, "vcattach: pid %d connected twice; ignoring the second connection\n",
+        say("vcattach: pid %d connected twice; ignoring the second connection\n",
                 (int)pid);
         close(fd);
         return;
@@ -368,29 +230,59 @@ static void accept_one(struct tree_run *r, size_t li)
     m->lis = (int)li; /* its CONFIG carries that listener's token, which its agent knows */
     char hello[512];
     uint32_t type;
-    long n = vc_msg_recv(fd, &type, hello, sizeof hello, 2000);
+    int window = -1;
+    long n = vc_msg_recv_fd(fd, &type, hello, sizeof hello, &window, 2000);
+    keep_window(m, window); /* a fork child's: it records since its fork */
     if (n < 0 || type != VC_MSG_HELLO) {
-        finish(r, m, M_LOST, "its agent connected but sent no greeting");
+        tree_finish(r, m, M_LOST, "its agent connected but sent no greeting");
         return;
     }
-    if (send_config(r, m) < 0)
-        finish(r, m, M_LOST, "the configuration could not be sent to its agent");
+    char v[8];
+    if (vc_kv_get(hello, "forked", v, sizeof v) > 0 && strcmp(v, "1") == 0)
+        m->parent_traced = 1; /* its session goes on from its fork (agent/follow.c) */
+    if (send_config(r, m) == 0)
+        return;
+    if (m->window_fd >= 0 && m->sp != NULL) {
+        /* a fork child gone already: what it recorded since its fork is in its window */
+        tree_set_state(m, M_STARTING);
+        ended_early(r, m, "exited (or was killed) as its session began");
+        return;
+    }
+    tree_finish(r, m, M_LOST, "the configuration could not be sent to its agent");
 }
 
 /* ---- a member's frames -------------------------------------------------------------------- */
 
+/* The lane bytes a member's spool holds before they go to its file (a single process's holds
+ * 64 MiB): a tree of --max-processes members must not hold that many times 64 MiB in root's
+ * memory, and 8 MiB of records is ~2 M calls, flushed at least every 250 ms anyway. */
+#define MEMBER_SPOOL_MEM ((uint64_t)16 << 20)
+
 /* The member's spool, OUT.PID.spool next to OUT: made by vcattach, never named by the member
  * (a stale one of an earlier run is replaced only with --force, as OUT is). */
+static int spool_in_use(const struct tree_run *r, const char *path)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->m[i].sp != NULL && strcmp(spool_path(r->m[i].sp), path) == 0)
+            return 1;
+    return 0;
+}
+
 static int spool_open_member(struct tree_run *r, struct member *m)
 {
     char path[PATH_MAX + 32], err[512];
     snprintf(path, sizeof path, "%s.%d.spool", r->out_abs, (int)m->pid);
+    /* A pid the trace met before (pids wrap: 32768 of them on many hosts, a pool churns them
+     * by the thousand): the earlier process's spool, kept for the build, has that name. */
+    for (int k = 2; spool_in_use(r, path) && k < 1000000; k++)
+        snprintf(path, sizeof path, "%s.%d.%d.spool", r->out_abs, (int)m->pid, k);
     if (r->opt->force)
         unlink(path);
     if (spool_create(&m->sp, path, (uint64_t)m->pid, err, sizeof err) != 0) {
-        fprintf(stderr, "vcattach: pid %d: %s\n", (int)m->pid, err);
+        say("vcattach: pid %d: %s\n", (int)m->pid, err);
         return -1;
     }
+    spool_set_memory(m->sp, MEMBER_SPOOL_MEM);
     return 0;
 }
 
@@ -402,12 +294,22 @@ static uint64_t end_drops(const struct member *m, uint64_t spooled)
     return vc_kv_get(m->end, "drops", v, sizeof v) > 0 ? strtoull(v, NULL, 10) : spooled;
 }
 
+/* --last: the member's spool covers the kept duration: it becomes its OUT.PID.spool.prev (the
+ * one before is dropped) and a new OUT.PID.spool begins with every name and thread (spool.h's
+ * generations, as for one process: trace_stream.c).  0, or -2 with why. */
+static int member_rotate(struct tree_run *r, struct member *m, char *why, size_t cap)
+{
+    uint64_t gone = 0; /* the dropped generation's bytes: off the disk, off --max-trace-mb */
+    int rc = spool_next_generation(&m->sp, &m->prev, &m->rotated_records, &gone, why, cap);
+    r->received -= gone < r->received ? gone : r->received;
+    return rc;
+}
+
 /* Its spool is complete (END, or its connection ended): it stays open for the final build;
  * its END text gets the counts the summary prints. */
 static void spool_done(struct member *m)
 {
-    uint64_t records = 0, dropped = 0, disk = 0;
-    spool_progress(m->sp, &records, &dropped, &disk);
+    uint64_t dropped = 0, records = tree_member_records(m, &dropped);
     char end[sizeof m->end + 96];
     snprintf(end, sizeof end, "events=%llu\nthreads=%llu\ndrops=%llu\n%s",
              (unsigned long long)records, (unsigned long long)spool_thread_count(m->sp),
@@ -424,15 +326,18 @@ static void spool_frame(struct tree_run *r, struct member *m, uint32_t type, con
 {
     char err[512];
     if (m->sp == NULL) {
-        finish(r, m, M_LOST, "its agent streamed before it was configured");
+        tree_finish(r, m, M_LOST, "its agent streamed before it was configured");
         return;
     }
     m->bytes += n;
+    trace_watch_frame((unsigned)(m - r->m), (uint64_t)m->pid, type, buf, n);
     uint64_t records, dropped, before, after;
     spool_progress(m->sp, &records, &dropped, &before);
     int rc = spool_add(m->sp, type, buf, n, err, sizeof err);
     spool_progress(m->sp, &records, &dropped, &after);
     r->received += after - before; /* what the tree's spools hold on disk */
+    if (rc == 0 && type == VC_MSG_CHUNK && r->last_ns && spool_span_ns(m->sp) >= r->last_ns)
+        rc = member_rotate(r, m, err, sizeof err);
     if (rc == 0 && r->received > (uint64_t)r->opt->max_trace_mb << 20) {
         snprintf(m->why, sizeof m->why, "the tree's spools passed --max-trace-mb %u MiB: its "
                  "trace ends there", r->opt->max_trace_mb);
@@ -442,7 +347,7 @@ static void spool_frame(struct tree_run *r, struct member *m, uint32_t type, con
     if (rc == -1) {
         char why[600];
         snprintf(why, sizeof why, "its agent broke the protocol: %.500s", err);
-        finish(r, m, M_LOST, why);
+        tree_finish(r, m, M_LOST, why);
     } else if (rc == -2) {
         snprintf(m->why, sizeof m->why, "%.300s", err);
         ended_early(r, m, m->why); /* the disk: what was spooled is its trace */
@@ -461,8 +366,18 @@ static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type,
 {
     void *rewritten = NULL;
     size_t rn = 0;
-    if (in_other_pid_ns(m) && type == VC_MSG_META)
+    if (type == VC_MSG_CHUNK)
+        spool_chunk_mark_of(buf, n, &m->last_chunk);
+    if (in_other_pid_ns(m) && type == VC_MSG_META) {
         rewritten = ns_pid_meta(buf, n, m->pid, m->own_pid, &rn);
+    } else if (type == VC_MSG_META && n >= 8 && (rewritten = malloc(n)) != NULL) {
+        /* a member names its own process only: its pid is the one vcattach knows, whatever
+         * it claims (another member's would put its calls on that member's tracks) */
+        uint64_t pid = (uint64_t)m->pid;
+        memcpy(rewritten, buf, n);
+        memcpy(rewritten, &pid, 8);
+        rn = n;
+    }
     else if (in_other_pid_ns(m) && type == VC_MSG_EVENTS)
         rewritten = ns_pid_events(buf, n, m->pid, m->own_pid, &rn);
     if (rewritten != NULL)
@@ -472,32 +387,73 @@ static void on_stream_frame(struct tree_run *r, struct member *m, uint32_t type,
     free(rewritten);
 }
 
-/* A member in another pid namespace gets its name in its spool as it starts (our pid, its
- * command line, its own pid): a process killed before its agent's META keeps a named track
- * under our pid.  Its agent's own META replaces it at the end. */
+/* A member gets its name in its spool as its spool is made (its command line, as vcattach
+ * read it; in another pid namespace our pid, with its own beside it): a process killed before
+ * its agent's META (which replaces it at the end) keeps a named track. */
 static void spool_initial_name(struct tree_run *r, struct member *m)
 {
-    if (!in_other_pid_ns(m) || m->sp == NULL)
+    if (m->sp == NULL)
         return;
     unsigned char meta[8 + sizeof m->name];
     size_t len = strnlen(m->name, sizeof m->name);
-    uint64_t pid = (uint64_t)m->own_pid; /* ns_pid_meta puts ours in */
+    uint64_t pid = (uint64_t)(in_other_pid_ns(m) ? m->own_pid : m->pid); /* ns_pid_meta puts
+                                                                            ours in */
     memcpy(meta, &pid, 8);
     memcpy(meta + 8, m->name, len);
     on_stream_frame(r, m, VC_MSG_META, (const char *)meta, 8 + len);
 }
 
+/* A fork child that ended without a call of its own: killed as it was forked (a pool worker
+ * that got no task), before it ran any Python after its fork.  Nothing was lost. */
+static void ran_nothing(struct tree_run *r, struct member *m)
+{
+    m->python = 1;
+    tree_finish(r, m, M_SKIPPED, "ended before it ran any Python of its own after its fork: "
+                            "nothing to trace");
+}
+
+/* What a member whose session ended without END had recorded and not sent: it is in its
+ * window (spool_window.c), which its agent passed; read once, then closed.  At most the
+ * tree's budget of it (a window is a share of it). */
+static void read_window(struct tree_run *r, struct member *m)
+{
+    if (m->window_fd < 0 || m->sp == NULL)
+        return;
+    char err[512];
+    uint64_t before, after, dropped, disk;
+    spool_progress(m->sp, &before, &dropped, &disk);
+    struct spool_window_stats got;
+    uint64_t limit = ((uint64_t)r->budget_mb + 2) << 20;
+    int rc = spool_add_window(m->sp, m->window_fd, limit, &m->last_chunk, &got, err,
+                              sizeof err);
+    spool_progress(m->sp, &after, &dropped, &disk);
+    m->salvaged = after - before;
+    m->window_read = rc == 0;
+    if (rc != 0 && r->opt->verbose)
+        say("vcattach: pid %d: %s\n", (int)m->pid, err);
+    close(m->window_fd);
+    m->window_fd = -1;
+}
+
 /* A member whose connection ended without END (killed, or exited without its atexit stop):
- * what it streamed before is its trace. */
+ * what it streamed before, and what its window still holds, is its trace. */
 static void ended_early(struct tree_run *r, struct member *m, const char *why)
 {
-    uint64_t records = 0, dropped, disk;
+    uint64_t records = 0;
+    if (m->st == M_STARTING || m->st == M_RUNNING || m->st == M_STOPPING)
+        read_window(r, m);
     if (m->sp != NULL)
-        spool_progress(m->sp, &records, &dropped, &disk);
+        records = tree_member_records(m, NULL);
+    if (m->st == M_STARTING && records > 0)
+        m->st = M_RUNNING; /* a fork child: it recorded since its fork */
+    else if (m->st == M_STARTING && records == 0 && m->parent_traced && m->window_read) {
+        ran_nothing(r, m); /* its window was read: it held no call */
+        return;
+    }
     if ((m->st == M_RUNNING || m->st == M_STOPPING) && records == 0) {
         char note[400];
         snprintf(note, sizeof note, "%.300s, before any of its calls reached vcattach", why);
-        finish(r, m, M_LOST, note);
+        tree_finish(r, m, M_LOST, note);
         return;
     }
     if ((m->st == M_RUNNING || m->st == M_STOPPING) && records > 0) {
@@ -506,10 +462,10 @@ static void ended_early(struct tree_run *r, struct member *m, const char *why)
         spool_done(m);
         char note[400];
         snprintf(note, sizeof note, "%s: its trace up to then is kept", why);
-        finish(r, m, M_DONE, note);
+        tree_finish(r, m, M_DONE, note);
         return;
     }
-    finish(r, m, M_LOST, why);
+    tree_finish(r, m, M_LOST, why);
 }
 
 /* Its agent found Python loaded but not initialized.  A young process is an interpreter still
@@ -523,12 +479,13 @@ static void not_initialized(struct tree_run *r, struct member *m, const char *ms
     long age = target_age_ms(m->pid);
     if (age >= 0 && age < INIT_GRACE_MS && m->retries < INIT_RETRIES && !m->forked &&
         !r->stopping) {
-        finish(r, m, M_RETRY, msg);
+        tree_finish(r, m, M_RETRY, msg);
         m->retries++;
+        m->retry_ms = RETRY_MS;
         return;
     }
     m->python = 1;
-    finish(r, m, M_SKIPPED,
+    tree_finish(r, m, M_SKIPPED,
            "Python is loaded but not initialized in it (an embedding host's process that runs "
            "no Python, e.g. Apache's master under mod_wsgi): nothing to trace");
 }
@@ -536,7 +493,12 @@ static void not_initialized(struct tree_run *r, struct member *m, const char *ms
 static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap)
 {
     uint32_t type;
-    long n = vc_msg_recv(m->fd, &type, buf, cap, 10000);
+    int passed = -1;
+    long n = vc_msg_recv_fd(m->fd, &type, buf, cap, &passed, 10000);
+    if (passed >= 0 && type == VC_MSG_STARTED)
+        keep_window(m, passed);
+    else if (passed >= 0)
+        close(passed); /* with another frame: not what the protocol passes */
     if (n < 0) {
         static const char *const when[] = {"connecting", "starting", "tracing", "sending"};
         char why[200];
@@ -553,16 +515,17 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
     }
     switch (type) {
     case VC_MSG_STARTED:
-        set_state(m, M_RUNNING);
-        spool_initial_name(r, m);
-        if (m->st != M_RUNNING)
-            return;
+        tree_set_state(m, M_RUNNING);
+        if (r->opt->verbose && m->exec_ms) /* how soon a new interpreter was traced */
+            say("vcattach: pid %d traced %lld ms after its exec (injected from "
+                    "%lld ms)\n", (int)m->pid, (long long)(m->since - m->exec_ms),
+                    (long long)(m->inject_ms - m->exec_ms));
         if (r->stopping && vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-            set_state(m, M_STOPPING);
+            tree_set_state(m, M_STOPPING);
         return;
     case VC_MSG_ERROR:
         buf[n] = '\0';
-        ctl_sanitize(buf, (size_t)n); /* the target's user's text, printed later */
+        vc_term_sanitize(buf, (size_t)n, cap, VC_TERM_KEEP_NEWLINES); /* printed later */
         if (strstr(buf, "not initialized")) {
             not_initialized(r, m, buf);
             return;
@@ -570,23 +533,27 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
         {
             char why[400];
             snprintf(why, sizeof why, "its agent refused: %.300s", buf);
-            finish(r, m, M_LOST, why);
+            tree_finish(r, m, M_LOST, why);
         }
         return;
     case VC_MSG_DATA: /* a streaming session sends no .cvf: the agent is not to be trusted */
-        finish(r, m, M_LOST, "its agent broke the protocol: a whole trace in a streaming session");
+        tree_finish(r, m, M_LOST, "its agent broke the protocol: a whole trace in a streaming session");
         return;
     case VC_MSG_END: {
         buf[n] = '\0';
-        ctl_sanitize(buf, (size_t)n);
+        vc_term_sanitize(buf, (size_t)n, cap, VC_TERM_KEEP_NEWLINES);
         snprintf(m->end, sizeof m->end, "%s", buf);
         char v[32] = "0";
         vc_kv_get(buf, "status", v, sizeof v);
-        if (atol(v) != 0 || m->sp == NULL) {
-            finish(r, m, M_LOST, "its agent failed to send its trace (see its fallback file)");
+        if (m->sp == NULL) {
+            tree_finish(r, m, M_LOST, "its agent ended before it was configured");
+        } else if (atol(v) != 0) { /* what it sent, and its window, are its trace */
+            m->end[0] = '\0';
+            ended_early(r, m, "its agent failed to send the rest of its trace (see its "
+                              "fallback file)");
         } else {
             spool_done(m);
-            finish(r, m, M_DONE, NULL);
+            tree_finish(r, m, M_DONE, NULL);
         }
         return;
     }
@@ -596,52 +563,6 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
 }
 
 /* ---- injecting ---------------------------------------------------------------------------- */
-
-/* The network namespace of pid (what /proc/PID/ns/net names).  0, or -1 if it is gone. */
-static int net_ns_of(pid_t pid, dev_t *dev, ino_t *ino)
-{
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
-    if (stat(path, &st) < 0)
-        return -1;
-    *dev = st.st_dev;
-    *ino = st.st_ino;
-    return 0;
-}
-
-/* The listener in pid's network namespace, made there (ctl_listen enters it for the socket)
- * when it is the first member in it.  Its index, or -1 with err. */
-static int listener_for(struct tree_run *r, pid_t pid, char *err, size_t errlen)
-{
-    dev_t dev;
-    ino_t ino;
-    if (net_ns_of(pid, &dev, &ino) < 0) {
-        snprintf(err, errlen, "cannot read its network namespace (gone?)");
-        return -1;
-    }
-    for (size_t i = 0; i < r->nlis; i++)
-        if (r->lis[i].dev == dev && r->lis[i].ino == ino)
-            return (int)i;
-    if (r->nlis == MAX_NETNS) {
-        snprintf(err, errlen, "the tree spans more than %d network namespaces: trace this "
-                              "process on its own", MAX_NETNS);
-        return -1;
-    }
-    struct listener *l = &r->lis[r->nlis];
-    ctl_init(&l->ctl);
-    if (ctl_listen(&l->ctl, pid, err, errlen) < 0)
-        return -1;
-    /* Many agents connect at once (a tree attached in one go): a deeper backlog than the
-     * single-target socket's, or later connects would time out in the agents. */
-    listen(l->ctl.listen_fd, 256);
-    l->dev = dev;
-    l->ino = ino;
-    if (r->opt->verbose && r->nlis > 0)
-        fprintf(stderr, "vcattach: pid %d is in another network namespace: a control socket "
-                        "made there for it\n", (int)pid);
-    return (int)r->nlis++;
-}
 
 /* The method of a member: an explicit --method for each (remote-exec where the member
  * accepts it: 3.14+, remote debugging on; else it is skipped with the reason); auto is ptrace
@@ -672,12 +593,116 @@ static int wait_member(void *ctx, int wait_ms)
     if (attach_interrupts)
         return -1;
     pump(w->r, wait_ms, w->r->buf, VC_MSG_MAX + 1);
-    struct member *m = find(w->r, w->pid);
+    struct member *m = tree_find(w->r, w->pid);
     if (m == NULL)
         return -1;
     if (m->fd >= 0 || m->st != M_CONNECT) /* connected (and configured, or given up on) */
         return 1;
     return target_alive(w->pid) ? 0 : -1;
+}
+
+/* ---- injecting aside ----------------------------------------------------------------------
+ * An injection (ptrace or gdb) takes a few ms on an idle target and hundreds of ms on a loaded
+ * machine or an interpreter still starting (no thread at a safe point for a while, dlopen
+ * competing for the CPU): done by this loop, every other member waited meanwhile — the
+ * connections, the frames, the other workers of a pool that spawned two at once, whose first
+ * calls were then missed.  So a process born during the trace is injected by a child of ours
+ * (a fork: it has the target's facts and the listener's name), which reports how it went
+ * through a pipe and exits; its agent connects to our listener like any.  The injector is
+ * built to be killed at any instant (the target's threads come home by themselves). */
+struct aside_report {
+    int status;            /* attach_inject_waiting's */
+    char err[1024];
+};
+
+static int inject_aside(struct tree_run *r, struct member *m, struct target_info *t,
+                        enum inject_method method)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    fflush(NULL); /* nothing buffered twice */
+    pid_t h = fork();
+    if (h < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (h == 0) {
+        struct aside_report rep;
+        memset(&rep, 0, sizeof rep);
+        close(p[0]);
+        rep.status = attach_inject_waiting(r->opt, t, &r->lis[m->lis].ctl, method, NULL, NULL,
+                                           rep.err, sizeof rep.err);
+        ssize_t w = write(p[1], &rep, sizeof rep);
+        (void)w;
+        _exit(0);
+    }
+    close(p[1]);
+    m->helper = h;
+    m->helper_fd = p[0];
+    return 0;
+}
+
+static int young_retry(struct tree_run *r, struct member *m, const char *why);
+
+/* A helper's report (its pipe is readable, or closed): a failure is the member's unless its
+ * agent came meanwhile (then it is traced). */
+static void aside_done(struct tree_run *r, struct member *m)
+{
+    struct aside_report rep;
+    memset(&rep, 0, sizeof rep);
+    ssize_t n = read(m->helper_fd, &rep, sizeof rep);
+    close(m->helper_fd);
+    m->helper_fd = -1;
+    while (waitpid(m->helper, NULL, 0) < 0 && errno == EINTR)
+        ;
+    m->helper = 0;
+    if (n != (ssize_t)sizeof rep) {
+        rep.status = -1;
+        snprintf(rep.err, sizeof rep.err, "the injecting process ended without a word");
+    }
+    rep.err[sizeof rep.err - 1] = '\0';
+    if (rep.status == 0 || m->fd >= 0 || m->st != M_CONNECT)
+        return; /* injected (its connection is awaited), or its agent came after all */
+    char why[1100];
+    snprintf(why, sizeof why, "injection failed: %s", rep.err);
+    if (young_retry(r, m, why))
+        return;
+    tree_finish(r, m, M_LOST, why);
+    m->share_mb = 0;
+}
+
+/* Waits for every helper still injecting (each is bounded by the injection's own timeout). */
+static void aside_reap_all(struct tree_run *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->m[i].helper_fd >= 0)
+            aside_done(r, &r->m[i]);
+}
+
+/* A process that exec'd an interpreter a moment ago (the kernel says so at once now) is not
+ * a CPython yet while the loader maps its libraries, and has no thread at a safe point while
+ * it runs its constructors: it is looked at again a few ms later, for its first second, so
+ * that a spawned worker is traced from its start (its agent then waits for the interpreter's
+ * initialization itself: send_config's init_wait_ms).  1 if m was set to retry. */
+static int young_retry(struct tree_run *r, struct member *m, const char *why)
+{
+    long age = target_age_ms(m->pid);
+    if (r->stopping || age < 0 || age >= YOUNG_MS || m->retries >= EXEC_RETRIES)
+        return 0;
+    tree_finish(r, m, M_RETRY, why);
+    m->retries++;
+    m->retry_ms = EXEC_RETRY_MS;
+    return 1;
+}
+
+/* A young process that is no CPython yet but runs an interpreter's executable: retried. */
+static int loading_python(struct tree_run *r, struct member *m)
+{
+    const char *base = strrchr(m->exe, '/');
+    base = base ? base + 1 : m->exe;
+    return strstr(base, "python") != NULL && young_retry(r, m, "not a CPython process yet");
 }
 
 /* Preflight and injection of one process (attach.c, as for a single target: a process in
@@ -690,27 +715,33 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
     static struct target_info t; /* large (paths): not on the stack */
     m->forked = 0; /* injected: whatever it was, it joins through this injection now */
     target_exe(m->pid, m->exe, sizeof m->exe);
+    if (m->renamed) { /* a fork child named as its parent that exec'd since */
+        m->renamed = 0;
+        target_cmdline(m->pid, m->name, sizeof m->name);
+    }
     if (attach_preflight(r->opt, m->pid, &t, err, sizeof err) < 0) {
         /* Not Python (yet), or refused: target_python_detect tells which. */
         struct target_python py;
         char e2[256];
         m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
-        finish(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
+        if (loading_python(r, m)) /* (detect may have seen the libraries preflight missed) */
+            return m;
+        tree_finish(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
         return m;
     }
     m->python = 1;
     enum inject_method method;
     int li = member_method(r, &t, &method, err, sizeof err) < 0
                  ? -1
-                 : listener_for(r, m->pid, err, sizeof err);
+                 : tree_listener_for(r, m->pid, err, sizeof err);
     if (li < 0) {
         preflight_release(&t);
-        finish(r, m, M_SKIPPED, err);
+        tree_finish(r, m, M_SKIPPED, err);
         return m;
     }
-    if (!at_attach && m->share_mb == 0 && (m->share_mb = share_for(r)) == 0) {
+    if (!at_attach && m->share_mb == 0 && (m->share_mb = tree_share_for(r)) == 0) {
         preflight_release(&t);
-        finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
+        tree_finish(r, m, M_SKIPPED, "the --buffer-mb budget was spent (raise it)");
         return m;
     }
     /* Waiting for its connection from now on (remote-exec's connection may come while the
@@ -718,31 +749,42 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
     pid_t pid = m->pid;
     m->lis = li;
     m->fd = -1;
-    set_state(m, M_CONNECT);
+    m->inject_ms = vc_monotonic_ms();
+    tree_set_state(m, M_CONNECT);
+    if (!at_attach && method != INJECT_REMOTE_EXEC && inject_aside(r, m, &t, method) == 0) {
+        if (r->opt->verbose)
+            say("vcattach: pid %d (%s) is Python %d.%d: injecting %s (pid %d)\n",
+                    (int)pid, t.f.comm, t.f.py.major, t.f.py.minor, t.agent_in_target,
+                    (int)m->helper);
+        preflight_release(&t);
+        return m;
+    }
     struct member_wait w = {r, pid};
     int st = attach_inject_waiting(r->opt, &t, &r->lis[li].ctl, method, wait_member, &w, err,
                                    sizeof err);
     preflight_release(&t);
-    if ((m = find(r, pid)) == NULL) /* cannot be: members leave the table only in compact() */
+    if ((m = tree_find(r, pid)) == NULL) /* cannot be: members leave the table only in tree_compact() */
         return &r->m[0];
     if (st < 0) {
         char why[1100];
         snprintf(why, sizeof why, "injection failed: %s", err);
         if (m->fd >= 0 || m->st != M_CONNECT) /* its agent came after all: it is traced */
             return m;
-        finish(r, m, M_LOST, why);
+        if (young_retry(r, m, why)) /* still starting: no safe point yet, say */
+            return m;
+        tree_finish(r, m, M_LOST, why);
         m->share_mb = 0;
         return m;
     }
     if (r->opt->verbose) {
         char label[96];
         ns_pid_label(pid, m->own_pid, label, sizeof label);
-        fprintf(stderr, "vcattach: pid %s (%s) is Python %d.%d: injected %s%s\n", label,
+        say("vcattach: pid %s (%s) is Python %d.%d: injected %s%s\n", label,
                 t.f.comm, t.f.py.major, t.f.py.minor, t.agent_in_target,
                 method == INJECT_REMOTE_EXEC ? " (remote-exec)" : "");
     }
     if (m->st == M_CONNECT && m->fd < 0)
-        set_state(m, M_CONNECT); /* its connection wait starts now */
+        tree_set_state(m, M_CONNECT); /* its connection wait starts now */
     return m;
 }
 
@@ -762,11 +804,73 @@ static void drain(struct tree_run *r, struct member *m, char *buf, size_t cap)
     }
 }
 
+/* A fork child of a member, as the kernel announced it (maybe gone already): a member at
+ * once, named as its parent (a fork child has its command line), recorded by identity while
+ * it lives (tree_kin.h).  A traced parent's child has the agent: it connects by itself (its
+ * share of the budget is taken now); another's is examined by the next look at /proc. */
+static void born(struct tree_run *r, const struct member *parent, pid_t pid)
+{
+    char name[sizeof parent->name];
+    memcpy(name, parent->name, sizeof name);
+    int traced = parent->st == M_RUNNING || parent->st == M_STARTING;
+    int parent_traced = parent->st == M_RUNNING;
+    int python = parent->python;
+    struct member *m = tree_new_slot(r, pid); /* the table may move: parent is not used again */
+    if (m == NULL)
+        return;
+    m->born_ms = m->since;
+    m->late = 1; /* the kernel announced its birth: after the trace began */
+    memcpy(m->name, name, sizeof m->name);
+    if (traced && tree_traced_count(r) >= r->opt->max_processes) { /* it connects: refused then */
+        m->python = python;
+        target_exe(pid, m->exe, sizeof m->exe);
+        tree_finish(r, m, M_SKIPPED, "over --max-processes");
+        return;
+    }
+    if (traced && (m->share_mb = tree_share_for(r)) != 0) {
+        m->forked = 1;
+        m->parent_traced = parent_traced;
+        m->parent_starting = !parent_traced;
+        m->python = python;
+        m->st = M_CONNECT;
+        return;
+    }
+    m->st = M_SKIPPED; /* examined by discover(): its exe is not known yet */
+}
+
+/* The kernel's news (proc_events.h): a member's fork child joins the table at once; a
+ * member's fork or exec makes the next look at /proc come now; an exit is noted. */
+static void on_proc_event(void *ctx, const struct proc_event_info *e)
+{
+    struct tree_run *r = ctx;
+    if (e->what == PROC_EV_EXIT) {
+        struct member *m = tree_find(r, e->pid);
+        if (m != NULL && m->ended_ms == 0)
+            m->ended_ms = vc_monotonic_ms();
+        return;
+    }
+    struct member *p = tree_find(r, e->what == PROC_EV_FORK ? e->ppid : e->pid);
+    if (e->what == PROC_EV_EXEC && p != NULL) {
+        p->parent_traced = 0; /* a new image: no agent of its parent's connects for it */
+        p->renamed = 1;       /* ... and a new command line */
+        p->execd = p->st == M_DONE || p->st == M_LOST; /* after its session: a new member */
+        p->exec_ms = vc_monotonic_ms();
+    }
+    if (p == NULL || r->stopping)
+        return;
+    r->discover_now = 1;
+    struct member *old = e->what == PROC_EV_FORK ? tree_find(r, e->pid) : NULL;
+    if (e->what == PROC_EV_FORK && tree_same_process(p) &&
+        (old == NULL || (!tree_same_process(old) && target_start_time(e->pid) != 0)))
+        born(r, p, e->pid); /* (not a stranger that got a gone member's pid) */
+}
+
 static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
 {
+    /* (the member table may move under accept_one and the kernel's news: indexes only) */
     size_t nl = r->nlis, nfds = nl;
-    struct pollfd *p = calloc(r->n + nl, sizeof *p);
-    size_t *who = calloc(r->n + nl, sizeof *who);
+    struct pollfd *p = calloc(2 * r->n + nl + 1, sizeof *p);
+    size_t *who = calloc(2 * r->n + nl + 1, sizeof *who);
     if (p == NULL || who == NULL) {
         free(p);
         free(who);
@@ -781,14 +885,28 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
             who[nfds] = i;
             p[nfds++] = (struct pollfd){.fd = r->m[i].fd, .events = POLLIN};
         }
+    size_t hp = nfds;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->m[i].helper_fd >= 0) {
+            who[nfds] = i;
+            p[nfds++] = (struct pollfd){.fd = r->m[i].helper_fd, .events = POLLIN};
+        }
+    size_t ev = nfds;
+    if (r->pev != NULL)
+        p[nfds++] = (struct pollfd){.fd = proc_events_fd(r->pev), .events = POLLIN};
     int k = poll(p, (nfds_t)nfds, ms);
     if (k > 0) {
-        for (size_t j = nl; j < nfds; j++)
+        for (size_t j = nl; j < hp; j++)
             if (p[j].revents)
                 drain(r, &r->m[who[j]], buf, cap);
+        for (size_t j = hp; j < ev; j++)
+            if (p[j].revents)
+                aside_done(r, &r->m[who[j]]);
         for (size_t l = 0; l < nl; l++)
             if (p[l].revents & POLLIN)
                 accept_one(r, l);
+        if (ev < nfds && p[ev].revents) /* last: it may add members (the table moves) */
+            proc_events_read(r->pev, on_proc_event, r, 4096);
     }
     free(p);
     free(who);
@@ -797,47 +915,58 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
 /* Time-outs of members waiting for something, and members whose process is gone. */
 static void check_waits(struct tree_run *r)
 {
+    /* Connections already queued first: a process that connected and then exited is judged
+     * by what it sent, not taken for one that never connected. */
+    pump(r, 0, r->buf, VC_MSG_MAX + 1);
     int64_t now = vc_monotonic_ms();
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
-        if (m->st == M_CONNECT && m->forked && m->fd < 0 && now - m->since > FORK_JOIN_WAIT_MS &&
+        if (m->st == M_CONNECT && m->forked && m->fd < 0 && m->helper_fd < 0 &&
+            now - m->since > (m->parent_starting ? FORK_UNSURE_WAIT_MS : FORK_JOIN_WAIT_MS) &&
             !r->stopping && target_alive(m->pid)) {
             /* The agent was mapped but nobody connected: an agent left loaded by an earlier
              * trace, or a fork the agent did not see (fork() from C): inject it like any
              * process (the loaded agent is reused). */
             inject_member(r, m, 0);
         } else if (m->st == M_CONNECT && now - m->since > (m->forked ? FORK_JOIN_WAIT_MS : CONNECT_WAIT_MS))
-            finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
+            tree_finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
         else if (m->st == M_STARTING && now - m->since > STARTED_WAIT_MS)
-            finish(r, m, M_LOST, "its agent did not start in time (GIL held?)");
+            tree_finish(r, m, M_LOST, "its agent did not start in time (GIL held?)");
+        else if (m->st == M_CONNECT && m->fd < 0 && !target_alive(m->pid) && m->parent_traced)
+            ran_nothing(r, m); /* its agent connects at its fork, before any of its code */
         else if (m->st == M_CONNECT && m->fd < 0 && !target_alive(m->pid))
-            finish(r, m, M_LOST, "exited before its agent connected");
+            tree_finish(r, m, M_LOST, "ended before its agent connected: its calls were not "
+                                 "recorded (how many is not known)");
         else if (m->st == M_RETRY && !target_alive(m->pid))
-            finish(r, m, M_LOST, "exited while its interpreter was starting");
-        else if (m->st == M_RETRY && m->pid == r->opt->pid && now - m->since >= RETRY_MS &&
-                 !r->stopping)
-            inject_member(r, m, 0); /* the root: discover() walks only its descendants */
+            tree_finish(r, m, M_LOST, "ended while its interpreter was starting, before vcattach "
+                                 "could reach it: its calls were not recorded (how many is not "
+                                 "known)");
+        else if (m->st == M_RETRY && now - m->since >= m->retry_ms && !r->stopping)
+            m = inject_member(r, m, 0);
     }
 }
 
-/* New descendants since the last look; retries of starting interpreters; skipped processes
- * that exec'd. */
+/* New descendants since the last look; fork children that exec'd; skipped processes that
+ * exec'd.  (Retries of starting interpreters: check_waits.) */
 static void discover(struct tree_run *r, int at_attach)
 {
     pid_t *pids = NULL;
-    compact(r);
+    tree_compact(r);
     long n = target_descendants(r->opt->pid, &pids);
-    int64_t now = vc_monotonic_ms();
     for (long i = 0; i < n && !attach_interrupts; i++) {
-        struct member *m = find(r, pids[i]);
-        if (m != NULL && !r->stopping && !same_process(m) && holds_nothing(m)) {
-            rebind(m); /* the pid of a gone member, reused by a new descendant */
+        struct member *m = tree_find(r, pids[i]);
+        if (m != NULL && !r->stopping && !tree_same_process(m) && tree_holds_nothing(m)) {
+            tree_rebind(r, m); /* the pid of a gone member, reused by a new descendant */
             goto examine;
         }
+        if (m != NULL && !tree_same_process(m) && target_start_time(pids[i]) != 0)
+            m = NULL; /* ... of one whose trace is still held: a member of its own */
+        if (m != NULL && m->execd && !r->stopping) {
+            m->execd = 0;
+            m = NULL; /* its new program, after its traced session: examined anew */
+        }
         if (m != NULL) {
-            if (m->st == M_RETRY && now - m->since >= RETRY_MS && !r->stopping)
-                m = inject_member(r, m, 0);
-            else if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
+            if (m->st == M_CONNECT && m->forked && m->fd < 0 && !r->stopping &&
                      target_has_agent(m->pid) == 0) {
                 /* A fork child that exec'd (subprocess, spawn): a new image, maybe a new
                  * interpreter, to examine like any newcomer (its share is kept). */
@@ -855,23 +984,30 @@ static void discover(struct tree_run *r, int at_attach)
         }
         if (r->stopping)
             continue;
-        if ((m = add(r, pids[i])) == NULL)
+        if ((m = tree_add(r, pids[i])) == NULL)
             break;
     examine:
+        if (!at_attach && target_has_agent(m->pid) == 1 &&
+            tree_traced_count(r) >= r->opt->max_processes) {
+            m->python = 1; /* a traced process's fork child: it connects, and is refused */
+            target_exe(m->pid, m->exe, sizeof m->exe);
+            tree_finish(r, m, M_SKIPPED, "over --max-processes");
+            continue;
+        }
         if (!at_attach && target_has_agent(m->pid) == 1) {
             /* A fork child of a traced process: it connects by itself (or execs soon). */
             m->forked = 1;
-            set_state(m, M_CONNECT);
+            tree_set_state(m, M_CONNECT);
             if (m->share_mb == 0)
-                m->share_mb = share_for(r);
+                m->share_mb = tree_share_for(r);
             continue;
         }
-        if (traced_count(r) >= r->opt->max_processes) {
+        if (tree_traced_count(r) >= r->opt->max_processes) {
             struct target_python py;
             char e2[256];
             m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
             target_exe(m->pid, m->exe, sizeof m->exe);
-            finish(r, m, M_SKIPPED, m->python ? "over --max-processes" : "not a CPython process");
+            tree_finish(r, m, M_SKIPPED, m->python ? "over --max-processes" : "not a CPython process");
             continue;
         }
         if (at_attach) {
@@ -907,125 +1043,7 @@ static void plan_budget(struct tree_run *r)
     unsigned each = (r->budget_mb - r->reserve_mb) / python;
     if (!r->opt->buffer_mb && each > DEFAULT_SHARE_MAX_MB)
         each = DEFAULT_SHARE_MAX_MB; /* streaming: a small window each, whatever the tree */
-    r->initial_share_mb = each < MIN_SHARE_MB ? MIN_SHARE_MB : each;
-}
-
-/* ---- the result --------------------------------------------------------------------------- */
-
-static const char *state_word(const struct member *m)
-{
-    switch (m->st) {
-    case M_DONE: return "traced";
-    case M_LOST: return "lost";
-    case M_SKIPPED: return m->python ? "not traced" : "skipped";
-    default: return "unfinished";
-    }
-}
-
-static unsigned long long end_u64(const struct member *m, const char *key)
-{
-    char v[32];
-    return vc_kv_get(m->end, key, v, sizeof v) > 0 ? strtoull(v, NULL, 10) : 0;
-}
-
-/* OUT from every done member's spool, then the spools go.  0, or -1 after printing why (the
- * spools stay, for `vcattach recover`). */
-static int write_merged(struct tree_run *r, struct trace_sink *sink, size_t *nparts)
-{
-    char err[1024];
-    struct spool **sps = calloc(r->n ? r->n : 1, sizeof *sps);
-    if (sps == NULL) {
-        fprintf(stderr, "vcattach: out of memory while merging\n");
-        return -1;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < r->n; i++)
-        if (r->m[i].st == M_DONE && r->m[i].sp != NULL)
-            sps[k++] = r->m[i].sp;
-    *nparts = k;
-    struct spool_stats st;
-    int rc = k ? spool_build_processes(sps, k, cvf_sink_fd, (void *)(intptr_t)sink->fd, &st,
-                                       err, sizeof err)
-               : 0;
-    free(sps);
-    if (rc != 0) {
-        fprintf(stderr, "vcattach: building the trace of the tree failed: %s\n", err);
-        return -1;
-    }
-    off_t size = lseek(sink->fd, 0, SEEK_CUR);
-    sink->bytes = size > 0 ? (uint64_t)size : 0;
-    if (sink_commit(sink, err, sizeof err) < 0) {
-        fprintf(stderr, "vcattach: %s\n", err);
-        return -1;
-    }
-    for (size_t i = 0; i < r->n; i++) { /* written: the spools go */
-        spool_close(r->m[i].sp, 1);
-        r->m[i].sp = NULL;
-    }
-    return 0;
-}
-
-static void print_result(struct tree_run *r, const struct trace_sink *sink, int64_t traced)
-{
-    unsigned long long events = 0, threads = 0, drops = 0, interps = 0;
-    size_t done = 0, lost = 0, skipped = 0, refused = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        const struct member *m = &r->m[i];
-        if (m->st == M_DONE) {
-            done++;
-            events += end_u64(m, "events");
-            threads += end_u64(m, "threads");
-            drops += end_u64(m, "drops");
-            interps += end_u64(m, "interps_untraced"); /* 3.12+: agent/interps.c */
-        } else if (m->st == M_SKIPPED && !m->python) {
-            skipped++;
-        } else if (m->st == M_SKIPPED) {
-            refused++;
-        } else {
-            lost++;
-        }
-    }
-    skipped += r->skipped_gone;
-    char size[32];
-    cli_format_bytes(sink->bytes, size, sizeof size);
-    if (!r->opt->quiet) {
-        char root[96];
-        ns_pid_label(r->opt->pid, r->n ? r->m[0].own_pid : 0, root, sizeof root);
-        printf("vcattach: pid %s and its subprocesses in %.1fs: %zu process%s traced", root,
-               (double)traced / 1000.0, done, done == 1 ? "" : "es");
-        if (lost)
-            printf(", %zu lost", lost);
-        if (refused)
-            printf(", %zu not traced", refused);
-        if (skipped)
-            printf(", %zu non-Python skipped", skipped);
-        printf(": %llu events, %llu threads, %llu dropped%s", events, threads, drops,
-               drops ? " (vcattach did not keep up: see the \"vcattach dropped\" instants)" : "");
-        if (interps) /* before ", SIZE -> OUT": what follows the arrow is where the trace is */
-            printf("; %llu sub-interpreter%s not traced (CPython 3.12+: ended before hooked, or "
-                   "--hook profile)", interps, interps == 1 ? "" : "s");
-        printf(", %s -> %s\n", size, sink->path);
-    }
-    for (size_t i = 0; i < r->n; i++) {
-        const struct member *m = &r->m[i];
-        int always = (m->st != M_DONE || m->ended_early) && !(m->st == M_SKIPPED && !m->python);
-        if (r->opt->quiet || (!always && !r->opt->verbose))
-            continue;
-        char label[96];
-        ns_pid_label(m->pid, m->own_pid, label, sizeof label);
-        printf("  pid %s %s%s: %s", label, m->forked ? "(forked) " : "", state_word(m),
-               m->name);
-        if (m->st == M_DONE)
-            printf(" — %llu events, %llu threads, %u MiB buffer", end_u64(m, "events"),
-                   end_u64(m, "threads"), m->share_mb);
-        if (m->why[0] && (m->st != M_DONE || m->ended_early))
-            printf(" — %s", m->why);
-        putchar('\n');
-    }
-    if (r->opt->verbose && !r->opt->quiet)
-        printf("  (member table: %zu entries at most; %zu more non-Python processes skipped, "
-               "gone, not listed)\n", r->n > r->peak ? r->n : r->peak, r->skipped_gone);
-    fflush(stdout);
+    r->initial_share_mb = each < TREE_MIN_SHARE_MB ? TREE_MIN_SHARE_MB : each;
 }
 
 /* ---- the command -------------------------------------------------------------------------- */
@@ -1042,7 +1060,7 @@ static int open_output(const char *cmd, struct tree_run *r, struct trace_sink *s
         out = name;
     }
     if (sink_open_file(sink, out, r->opt->force, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     snprintf(r->out_abs, sizeof r->out_abs, "%s", sink->path);
@@ -1062,7 +1080,7 @@ static int preflight_root(const char *cmd, const struct cli_options *opt)
     char err[1024];
     static struct target_info t; /* large (paths): not on the stack */
     if (attach_preflight(opt, opt->pid, &t, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
         return -1;
     }
     enum inject_method m;
@@ -1071,7 +1089,7 @@ static int preflight_root(const char *cmd, const struct cli_options *opt)
                  : 0;
     preflight_release(&t);
     if (rc < 0) /* an explicit remote-exec the root does not accept */
-        fprintf(stderr, "%s: %s\n", cmd, err);
+        say("%s: %s\n", cmd, err);
     return rc;
 }
 
@@ -1080,29 +1098,34 @@ static int preflight_root(const char *cmd, const struct cli_options *opt)
 static int attach_all(const char *cmd, struct tree_run *r)
 {
     int64_t t_attach = vc_monotonic_ms();
-    struct member *root = add(r, r->opt->pid);
+    struct member *root = tree_add(r, r->opt->pid);
     if (root == NULL)
         return -1;
     root->share_mb = r->initial_share_mb;
     root = inject_member(r, root, 1);
     if (root->st != M_CONNECT && root->st != M_STARTING && root->st != M_RUNNING) {
-        fprintf(stderr, "%s: pid %d: %s\n", cmd, (int)r->opt->pid, root->why);
+        say("%s: pid %d: %s\n", cmd, (int)r->opt->pid, root->why);
         return -1;
     }
     pump(r, 0, r->buf, VC_MSG_MAX + 1);
     discover(r, 1);
     while (!attach_interrupts) {
-        int waiting = 0;
+        int waiting = 0; /* for the processes there at attach (those born since are traced as
+                            during the trace: discover() below) */
         for (size_t i = 0; i < r->n; i++)
-            waiting += r->m[i].st == M_CONNECT || r->m[i].st == M_STARTING;
+            waiting += !r->m[i].late && (r->m[i].st == M_CONNECT || r->m[i].st == M_STARTING);
         if (!waiting)
             break;
         pump(r, TREE_POLL_MS, r->buf, VC_MSG_MAX + 1);
         check_waits(r);
+        if (r->discover_now) {
+            r->discover_now = 0;
+            discover(r, 0);
+        }
     }
     r->t0 = vc_monotonic_ms();
     if (r->opt->verbose)
-        fprintf(stderr, "%s: %zu processes attached in %lld ms\n", cmd, traced_count(r),
+        say("%s: %zu processes attached in %lld ms\n", cmd, tree_traced_count(r),
                 (long long)(r->t0 - t_attach));
     return 0;
 }
@@ -1112,26 +1135,29 @@ static void trace_until_done(struct tree_run *r)
 {
     const struct cli_options *opt = r->opt;
     int64_t last_scan = 0;
-    int show = !opt->quiet && isatty(STDERR_FILENO);
+    int show = !opt->quiet && isatty(STDERR_FILENO) && !trace_watching();
     while (!attach_interrupts) {
         int64_t el = vc_monotonic_ms() - r->t0;
         if (opt->duration_ms && el >= (int64_t)opt->duration_ms)
             break;
-        pump(r, TREE_POLL_MS / 2, r->buf, VC_MSG_MAX + 1);
+        if (trace_watch_tick()) /* top: q, or --once shown */
+            break;
+        pump(r, trace_watching() ? 50 : TREE_POLL_MS / 2, r->buf, VC_MSG_MAX + 1);
         check_waits(r);
-        if (vc_monotonic_ms() - last_scan >= TREE_POLL_MS) {
+        if (vc_monotonic_ms() - last_scan >= TREE_POLL_MS || r->discover_now) {
+            r->discover_now = 0;
             last_scan = vc_monotonic_ms();
             discover(r, 0);
         }
         int any = 0;
         size_t running = 0;
         for (size_t i = 0; i < r->n; i++) {
-            any |= active(&r->m[i]);
+            any |= tree_active(&r->m[i]);
             running += r->m[i].st == M_RUNNING;
         }
         if (show) {
             char e[32];
-            cli_format_duration((uint64_t)el, e, sizeof e);
+            vc_human_ms((uint64_t)el, e, sizeof e);
             fprintf(stderr, "\rvcattach: tracing %zu processes of pid %d: %s elapsed (Ctrl-C to "
                             "stop)\033[K", running, (int)opt->pid, e);
         }
@@ -1140,6 +1166,7 @@ static void trace_until_done(struct tree_run *r)
     }
     if (show)
         fprintf(stderr, "\r\033[K");
+    trace_watch_leave(); /* top: the terminal is the operator's again */
 }
 
 /* Stop: STOP to every running session, then collect until every trace is in, or
@@ -1149,20 +1176,20 @@ static void stop_and_collect(struct tree_run *r)
     r->stopping = 1;
     for (size_t i = 0; i < r->n; i++)
         if (r->m[i].st == M_RUNNING && vc_msg_send(r->m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-            set_state(&r->m[i], M_STOPPING);
+            tree_set_state(&r->m[i], M_STOPPING);
     int64_t collect_end = vc_monotonic_ms() + (int64_t)r->opt->collect_timeout_ms;
     while (!attach_abandon && vc_monotonic_ms() < collect_end) {
         int any = 0;
         for (size_t i = 0; i < r->n; i++)
-            any |= active(&r->m[i]) && r->m[i].st != M_RETRY;
+            any |= tree_active(&r->m[i]) && r->m[i].st != M_RETRY;
         if (!any)
             break;
         pump(r, TREE_POLL_MS, r->buf, VC_MSG_MAX + 1);
         check_waits(r);
     }
     for (size_t i = 0; i < r->n; i++)
-        if (active(&r->m[i]))
-            finish(r, &r->m[i], M_LOST, attach_abandon ? "abandoned (interrupted twice): its "
+        if (tree_active(&r->m[i]))
+            tree_finish(r, &r->m[i], M_LOST, attach_abandon ? "abandoned (interrupted twice): its "
                                                          "agent writes its fallback file"
                                                        : "its trace did not arrive in time");
 }
@@ -1172,13 +1199,22 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
 {
     char err[1024];
     if ((r->buf = malloc(VC_MSG_MAX + 1)) == NULL) {
-        fprintf(stderr, "%s: out of memory\n", cmd);
+        say("%s: out of memory\n", cmd);
         return VC_EXIT_FAIL;
     }
-    if (listener_for(r, r->opt->pid, err, sizeof err) < 0) { /* the root's: lis[0] */
-        fprintf(stderr, "%s: %s\n", cmd, err);
+    if (tree_listener_for(r, r->opt->pid, err, sizeof err) < 0) { /* the root's: lis[0] */
+        say("%s: %s\n", cmd, err);
         return VC_EXIT_FAIL;
     }
+    /* Who is the tree's, by identities never reused; and the kernel's news of its births.
+     * Either may be missing (an older kernel, no CAP_NET_ADMIN): pids, start times and the
+     * look at /proc every 100 ms judge then, as before. */
+    if (kin_init(&r->kin, r->opt->pid) < 0 && r->opt->verbose)
+        say("%s: no pidfs identities on this kernel: connections are judged by "
+                        "pid and start time\n", cmd);
+    if (proc_events_open(&r->pev, err, sizeof err) < 0 && r->opt->verbose)
+        say("%s: %s: new processes are found by a look at /proc every %d ms\n",
+                cmd, err, TREE_POLL_MS);
     plan_budget(r);
     if (attach_all(cmd, r) < 0)
         return VC_EXIT_FAIL;
@@ -1188,17 +1224,19 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
     receive_priority_restore(&prio); /* the agents record no more: the build can wait */
     int64_t traced = vc_monotonic_ms() - r->t0;
     stop_and_collect(r);
+    aside_reap_all(r);
     if (attach_abandon) {
         char stem[PATH_MAX];
         attach_output_stem(r->out_abs, stem, sizeof stem);
-        fprintf(stderr, "%s: interrupted twice: trace abandoned; each agent writes what it has "
+        say("%s: interrupted twice: trace abandoned; each agent writes what it has "
                         "to %s.PID.partial.cvf\n", cmd, stem);
         return VC_EXIT_FAIL;
     }
     size_t nparts = 0;
-    if (write_merged(r, sink, &nparts) < 0)
+    uint64_t unnamed = 0;
+    if (tree_write_merged(r, sink, &nparts, &unnamed) < 0)
         return VC_EXIT_FAIL;
-    print_result(r, sink, traced);
+    tree_print_result(r, sink, traced, unnamed);
     return nparts ? VC_EXIT_OK : VC_EXIT_FAIL;
 }
 
@@ -1210,7 +1248,8 @@ int tree_trace(const struct cli_options *opt)
     static struct tree_run r;
     memset(&r, 0, sizeof r);
     r.opt = opt;
-    r.budget_mb = opt->buffer_mb ? opt->buffer_mb : DEFAULT_BUDGET_MB;
+    r.budget_mb = tree_budget_mb(opt);
+    r.last_ns = opt->last_ms * 1000000u;
     static struct trace_sink sink;
     if (open_output(cmd, &r, &sink) < 0)
         return VC_EXIT_USAGE;
@@ -1222,11 +1261,14 @@ int tree_trace(const struct cli_options *opt)
             close(r.m[i].fd);
         if (r.m[i].sp != NULL) /* kept for `vcattach recover` (vcattach gave up on it) */
             spool_close(r.m[i].sp, 0);
+        if (r.m[i].prev != NULL)
+            spool_close(r.m[i].prev, 0);
     }
     free(r.m);
     free(r.buf);
-    for (size_t i = 0; i < r.nlis; i++)
-        ctl_close(&r.lis[i].ctl);
+    tree_listeners_close(&r);
+    proc_events_close(r.pev);
+    kin_free(&r.kin);
     sink_abort(&sink);
     attach_signals_restore(&saved);
     return rc;

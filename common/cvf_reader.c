@@ -311,15 +311,52 @@ static bool json_int_text(const char *s)
     return true;
 }
 
-static int rd_counter(reader *r, const cvf_visitor *v, void *ctx)
+/* One value of a counter row: its tag and what follows it, the key's cache (SAME repeats
+ * it) updated.  0 or -1. */
+static int rd_counter_value(reader *r, cvf_counter_value *c, cvf_counter_value *out)
 {
-    cvf_counter_group g;
-    memset(&g, 0, sizeof g);
-    g.offset = r->pos - 1;
-    uint64_t nkeys = 0, nts = 0;
-    if (rd_u64(r, &g.pid, "counter pid") || rd_u64(r, &g.tid, "counter tid") ||
-        rd_cstr(r, &g.name, "counter name"))
+    size_t tag_at = r->pos;
+    if (need(r, 1, "counter value tag"))
         return -1;
+    uint8_t tag = r->base[r->pos++];
+    uint64_t x = 0;
+    switch (tag) {
+    case CVF_COUNTER_UNKNOWN:
+        c->tag = CVF_COUNTER_UNKNOWN;
+        out->tag = CVF_COUNTER_UNKNOWN;
+        return 0;
+    case CVF_COUNTER_SAME:
+        *out = *c;
+        return 0;
+    case CVF_COUNTER_LONG:
+    case CVF_COUNTER_FLOAT:
+        if (rd_u64(r, &x, tag == CVF_COUNTER_LONG ? "counter LONG value" : "counter FLOAT value"))
+            return -1;
+        c->tag = tag;
+        if (tag == CVF_COUNTER_LONG)
+            c->v.i = (int64_t)x;
+        else
+            memcpy(&c->v.f, &x, 8);
+        *out = *c;
+        return 0;
+    case CVF_COUNTER_LONG_STRING:
+        if (rd_cstr(r, &c->v.s, "counter LONG_STRING value"))
+            return -1;
+        if (!json_int_text(c->v.s))
+            return bad(r, tag_at + 1, "counter LONG_STRING value '%.40s' is not a decimal "
+                                      "integer", c->v.s);
+        c->tag = tag;
+        *out = *c;
+        return 0;
+    default:
+        return bad(r, tag_at, "unknown counter value tag 0x%02x (expected 0x21..0x25)", tag);
+    }
+}
+
+/* The keys of a counter group into r->keys.  Their number, or -1. */
+static long rd_counter_keys(reader *r)
+{
+    uint64_t nkeys = 0;
     size_t at = r->pos;
     if (rd_u64(r, &nkeys, "counter key count"))
         return -1;
@@ -332,7 +369,22 @@ static int rd_counter(reader *r, const cvf_visitor *v, void *ctx)
     for (size_t k = 0; k < nk; k++)
         if (rd_cstr(r, &r->keys[k], "counter key"))
             return -1;
-    at = r->pos;
+    return (long)nk;
+}
+
+static int rd_counter(reader *r, const cvf_visitor *v, void *ctx)
+{
+    cvf_counter_group g;
+    memset(&g, 0, sizeof g);
+    g.offset = r->pos - 1;
+    if (rd_u64(r, &g.pid, "counter pid") || rd_u64(r, &g.tid, "counter tid") ||
+        rd_cstr(r, &g.name, "counter name"))
+        return -1;
+    long keys = rd_counter_keys(r);
+    if (keys < 0)
+        return -1;
+    size_t nk = (size_t)keys, at = r->pos;
+    uint64_t nts = 0;
     if (rd_u64(r, &nts, "counter event count"))
         return -1;
     if (nts > left(r) / (8 + nk)) /* each row: i64 ts + one tag byte per key */
@@ -354,49 +406,9 @@ static int rd_counter(reader *r, const cvf_visitor *v, void *ctx)
         if (rd_u64(r, &t, "counter ts"))
             return -1;
         r->cts[i] = (int64_t)t;
-        for (size_t k = 0; k < nk; k++) {
-            cvf_counter_value *out = &r->vals[i * nk + k], *c = &r->cache[k];
-            size_t tag_at = r->pos;
-            if (need(r, 1, "counter value tag"))
+        for (size_t k = 0; k < nk; k++)
+            if (rd_counter_value(r, &r->cache[k], &r->vals[i * nk + k]) != 0)
                 return -1;
-            uint8_t tag = r->base[r->pos++];
-            uint64_t x = 0;
-            switch (tag) {
-            case CVF_COUNTER_UNKNOWN:
-                c->tag = CVF_COUNTER_UNKNOWN;
-                out->tag = CVF_COUNTER_UNKNOWN;
-                break;
-            case CVF_COUNTER_SAME:
-                *out = *c;
-                break;
-            case CVF_COUNTER_LONG:
-                if (rd_u64(r, &x, "counter LONG value"))
-                    return -1;
-                c->tag = tag;
-                c->v.i = (int64_t)x;
-                *out = *c;
-                break;
-            case CVF_COUNTER_FLOAT:
-                if (rd_u64(r, &x, "counter FLOAT value"))
-                    return -1;
-                c->tag = tag;
-                memcpy(&c->v.f, &x, 8);
-                *out = *c;
-                break;
-            case CVF_COUNTER_LONG_STRING:
-                if (rd_cstr(r, &c->v.s, "counter LONG_STRING value"))
-                    return -1;
-                if (!json_int_text(c->v.s))
-                    return bad(r, tag_at + 1, "counter LONG_STRING value '%.40s' is not a "
-                                              "decimal integer", c->v.s);
-                c->tag = tag;
-                *out = *c;
-                break;
-            default:
-                return bad(r, tag_at, "unknown counter value tag 0x%02x (expected 0x21..0x25)",
-                           tag);
-            }
-        }
     }
     g.nkeys = nk;
     g.keys = r->keys;
@@ -404,6 +416,63 @@ static int rd_counter(reader *r, const cvf_visitor *v, void *ctx)
     g.ts_ns = r->cts;
     g.values = r->vals;
     return v->counter_group ? v->counter_group(ctx, &g) : 0;
+}
+
+/* One record whose header byte h (at `at`) was just read; *saw_other when it was the
+ * other-events record.  0, or nonzero (the visitor's, or -1 with r->err). */
+static int rd_record(reader *r, uint8_t h, size_t at, const cvf_visitor *v, void *ctx,
+                     bool *saw_other)
+{
+    const char *name = NULL;
+    uint64_t pid = 0, tid = 0;
+    cvf_json_record rec;
+    int rc;
+    switch (h) {
+    case CVF_REC_PROCESS_NAME:
+    case CVF_REC_THREAD_NAME:
+        if (rd_u64(r, &pid, "name record pid") || rd_u64(r, &tid, "name record tid") ||
+            rd_cstr(r, &name, h == CVF_REC_PROCESS_NAME ? "process name" : "thread name"))
+            return -1;
+        if (h == CVF_REC_PROCESS_NAME)
+            return v->process_name ? v->process_name(ctx, pid, tid, name) : 0;
+        return v->thread_name ? v->thread_name(ctx, pid, tid, name) : 0;
+    case CVF_REC_FEE:
+        return rd_fee(r, v, ctx);
+    case CVF_REC_COUNTER_EVENTS:
+        return rd_counter(r, v, ctx);
+    case CVF_REC_OTHER_EVENTS:
+        *saw_other = true;
+        rc = rd_json(r, "other events", true, &rec);
+        return rc == 0 && rec.json && v->other_events ? v->other_events(ctx, &rec) : rc;
+    case CVF_REC_FILE_INFO:
+        rc = rd_json(r, "file_info", false, &rec);
+        return rc == 0 && rec.json && v->file_info ? v->file_info(ctx, &rec) : rc;
+    default:
+        return bad(r, at, "unknown record header byte 0x%02x (the file is corrupt or not a "
+                          ".cvf)", h);
+    }
+}
+
+/* The file's records after its version header.  0 or nonzero. */
+static int rd_records(reader *r, const cvf_visitor *v, void *ctx)
+{
+    bool saw_other = false;
+    while (r->pos < r->size) {
+        size_t at = r->pos;
+        uint8_t h = r->base[r->pos++];
+        int rc = rd_record(r, h, at, v, ctx, &saw_other);
+        if (rc != 0) {
+            if (r->err->msg[0] == 0) /* a callback stopped the walk without saying why */
+                bad(r, at, "stopped by the caller");
+            return rc;
+        }
+    }
+    /* Every writer (the reference's and ours) emits exactly one OTHER_EVENTS record, after
+     * the names, FEE and counter groups: without it the file was cut at a record boundary. */
+    if (!saw_other)
+        return bad(r, r->size, "the file ends without the other-events record (0x05) every "
+                               ".cvf has: it is truncated");
+    return 0;
 }
 
 int cvf_read(const void *data, size_t size, const cvf_visitor *v, void *ctx, unsigned flags,
@@ -418,76 +487,18 @@ int cvf_read(const void *data, size_t size, const cvf_visitor *v, void *ctx, uns
     r.err = err;
     err->offset = 0;
     err->msg[0] = 0;
-    if (!v)
-        v = &none;
-    int rc = 0;
     uint64_t version = 0;
+    int rc;
     if (r.size < 8) {
         rc = bad(&r, 0, "not a .cvf file: %zu bytes, shorter than the 8-byte version header",
                  r.size);
-        goto out;
-    }
-    memcpy(&version, r.base, 8);
-    if (version != CVF_VERSION) {
+    } else if (memcpy(&version, r.base, 8), version != CVF_VERSION) {
         rc = bad(&r, 0, "unsupported .cvf version %" PRIu64 " (only version 1 exists)",
                  version);
-        goto out;
+    } else {
+        r.pos = 8;
+        rc = rd_records(&r, v ? v : &none, ctx);
     }
-    r.pos = 8;
-    bool saw_other = false;
-    while (r.pos < r.size) {
-        size_t at = r.pos;
-        uint8_t h = r.base[r.pos++];
-        const char *name = NULL;
-        uint64_t pid = 0, tid = 0;
-        cvf_json_record rec;
-        switch (h) {
-        case CVF_REC_PROCESS_NAME:
-        case CVF_REC_THREAD_NAME:
-            if (rd_u64(&r, &pid, "name record pid") || rd_u64(&r, &tid, "name record tid") ||
-                rd_cstr(&r, &name, h == CVF_REC_PROCESS_NAME ? "process name" : "thread name")) {
-                rc = -1;
-                goto out;
-            }
-            if (h == CVF_REC_PROCESS_NAME && v->process_name)
-                rc = v->process_name(ctx, pid, tid, name);
-            else if (h == CVF_REC_THREAD_NAME && v->thread_name)
-                rc = v->thread_name(ctx, pid, tid, name);
-            break;
-        case CVF_REC_FEE:
-            rc = rd_fee(&r, v, ctx);
-            break;
-        case CVF_REC_COUNTER_EVENTS:
-            rc = rd_counter(&r, v, ctx);
-            break;
-        case CVF_REC_OTHER_EVENTS:
-            saw_other = true;
-            rc = rd_json(&r, "other events", true, &rec);
-            if (rc == 0 && rec.json && v->other_events)
-                rc = v->other_events(ctx, &rec);
-            break;
-        case CVF_REC_FILE_INFO:
-            rc = rd_json(&r, "file_info", false, &rec);
-            if (rc == 0 && rec.json && v->file_info)
-                rc = v->file_info(ctx, &rec);
-            break;
-        default:
-            rc = bad(&r, at, "unknown record header byte 0x%02x (the file is corrupt or not a "
-                             ".cvf)", h);
-            break;
-        }
-        if (rc != 0) {
-            if (err->msg[0] == 0) /* a callback stopped the walk without saying why */
-                bad(&r, at, "stopped by the caller");
-            goto out;
-        }
-    }
-    /* Every writer (the reference's and ours) emits exactly one OTHER_EVENTS record, after
-     * the names, FEE and counter groups: without it the file was cut at a record boundary. */
-    if (!saw_other)
-        rc = bad(&r, r.size, "the file ends without the other-events record (0x05) every .cvf "
-                             "has: it is truncated");
-out:
     free(r.ts);
     free(r.dur);
     free(r.json);
@@ -511,9 +522,11 @@ int cvf_map_file(const char *path, void **data, size_t *size, cvf_error *err)
         err->offset = 0;
         return -1;
     }
-    struct stat st;
+    struct stat st = {0};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err->msg, sizeof err->msg, "not a regular file");
+        /* a directory is the likely slip (a trace's folder for its file): say so */
+        snprintf(err->msg, sizeof err->msg, "%s",
+                 S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file");
         err->offset = 0;
         close(fd);
         return -1;

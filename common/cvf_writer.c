@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "cvf.h"
+#include "utf8.h"
 #include "fd_io.h"
 
 #define OUTBUF_SIZE (64 * 1024)
@@ -209,14 +210,7 @@ static int put_u8(cvf_writer *w, uint8_t v)
 /* Length of `s` cut to CVF_NAME_MAX bytes without splitting a UTF-8 sequence. */
 static size_t name_len(const char *s)
 {
-    size_t n = strnlen(s, CVF_NAME_MAX + 1);
-    if (n <= CVF_NAME_MAX)
-        return n;
-    n = CVF_NAME_MAX;
-    /* s[n] is the first byte dropped; if it continues a sequence, drop that sequence's start */
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    return n;
+    return vc_utf8_cut(s, strnlen(s, CVF_NAME_MAX + 1), CVF_NAME_MAX);
 }
 
 static int put_cstr_n(cvf_writer *w, const char *s, size_t n)

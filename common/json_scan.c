@@ -151,136 +151,142 @@ static int push_span(cvf_span **arr, size_t *n, size_t *cap, size_t off, size_t 
 /* Scans one JSON value starting at t[*pi] (after optional whitespace).  whole: the value must
  * end the text (trailing whitespace allowed); otherwise *pi is left just after the value.
  * strict: RFC 8259 only (no NaN/Infinity). */
+/* One scan: the text, where it is, the containers open, and (when items are wanted) the
+ * spans of the top-level list's items. */
+struct scan {
+    const char *t;
+    size_t len, i;
+    bool strict, whole, want_items;
+    char stack[JSON_MAX_DEPTH]; /* '[' or '{' per open container */
+    int depth;
+    cvf_span *spans;
+    size_t nspans, cap, item_start;
+    const char *what; /* why it failed */
+};
+
+/* What comes next: a value, an object's key, what follows a value; or the end, or a failure. */
+enum scan_next { NEXT_VALUE, NEXT_KEY, NEXT_AFTER, NEXT_DONE, NEXT_FAIL };
+
+static enum scan_next fail(struct scan *s, const char *what)
+{
+    s->what = what;
+    return NEXT_FAIL;
+}
+
+/* A value at the depth of the list's items completes one. */
+static enum scan_next item_done(struct scan *s, enum scan_next next)
+{
+    if (s->want_items && s->depth == 1 &&
+        push_span(&s->spans, &s->nspans, &s->cap, s->item_start, s->i - s->item_start) != 0)
+        return fail(s, "out of memory");
+    return next;
+}
+
+/* A key, expected after '{' or ','. */
+static enum scan_next expect_key(struct scan *s)
+{
+    return s->i < s->len && s->t[s->i] == '"' ? NEXT_KEY : fail(s, "expected an object key");
+}
+
+/* One value, or the opening of a container. */
+static enum scan_next scan_value(struct scan *s)
+{
+    s->i = skip_ws(s->t, s->i, s->len);
+    if (s->i >= s->len)
+        return fail(s, "unexpected end of JSON");
+    if (s->want_items && s->depth == 1)
+        s->item_start = s->i;
+    char c = s->t[s->i];
+    if (c == '[' || c == '{') {
+        if (s->depth == JSON_MAX_DEPTH)
+            return fail(s, "JSON nested too deeply");
+        s->stack[s->depth++] = c;
+        s->i = skip_ws(s->t, s->i + 1, s->len);
+        if (s->i < s->len && s->t[s->i] == (c == '[' ? ']' : '}')) { /* empty */
+            s->depth--;
+            s->i++;
+            return item_done(s, NEXT_AFTER);
+        }
+        return c == '{' ? expect_key(s) : NEXT_VALUE; /* its first element */
+    }
+    int rc;
+    if (c == '"')
+        rc = scan_string(s->t, s->len, &s->i, &s->what);
+    else if (c == '-' || (c >= '0' && c <= '9') || c == 'I')
+        rc = scan_number(s->t, s->len, &s->i, s->strict, &s->what);
+    else
+        rc = scan_literal(s->t, s->len, &s->i, s->strict, &s->what);
+    return rc != 0 ? NEXT_FAIL : item_done(s, NEXT_AFTER);
+}
+
+/* After a value: containers closing (each completing an item at depth 1), then ',' and what
+ * the container expects next, or the end of the text. */
+static enum scan_next scan_after(struct scan *s)
+{
+    for (;;) {
+        if (s->depth == 0) {
+            if (!s->whole)
+                return NEXT_DONE;
+            s->i = skip_ws(s->t, s->i, s->len);
+            return s->i == s->len ? NEXT_DONE : fail(s, "trailing data after JSON value");
+        }
+        s->i = skip_ws(s->t, s->i, s->len);
+        if (s->i >= s->len)
+            return fail(s, "unexpected end of JSON");
+        char open = s->stack[s->depth - 1];
+        if (s->t[s->i] == (open == '[' ? ']' : '}')) {
+            s->depth--;
+            s->i++;
+            if (item_done(s, NEXT_AFTER) == NEXT_FAIL)
+                return NEXT_FAIL;
+            continue;
+        }
+        if (s->t[s->i] != ',')
+            return fail(s, open == '[' ? "expected ',' or ']'" : "expected ',' or '}'");
+        s->i = skip_ws(s->t, s->i + 1, s->len);
+        return open == '{' ? expect_key(s) : NEXT_VALUE; /* the next element */
+    }
+}
+
+/* An object's key and its ':'. */
+static enum scan_next scan_key(struct scan *s)
+{
+    if (scan_string(s->t, s->len, &s->i, &s->what) != 0)
+        return NEXT_FAIL;
+    s->i = skip_ws(s->t, s->i, s->len);
+    if (s->i >= s->len || s->t[s->i] != ':')
+        return fail(s, "expected ':' after object key");
+    s->i++;
+    return NEXT_VALUE;
+}
+
 static int scan_core(const char *t, size_t len, size_t *pi, bool strict, bool whole,
                      cvf_span **items, size_t *nitems, size_t *err_pos, const char **err_what)
 {
-    char stack[JSON_MAX_DEPTH]; /* '[' or '{' per open container */
-    int depth = 0;
-    size_t i = skip_ws(t, *pi, len);
-    const char *what = NULL;
-    cvf_span *spans = NULL;
-    size_t nspans = 0, cap = 0, item_start = 0;
+    struct scan s = {.t = t, .len = len, .strict = strict, .whole = whole,
+                     .want_items = items != NULL};
+    s.i = skip_ws(t, *pi, len);
+    enum scan_next next = NEXT_VALUE;
     if (items) {
         *items = NULL;
         *nitems = 0;
-        if (i >= len || t[i] != '[') {
-            what = "expected a JSON list";
-            goto fail;
-        }
+        if (s.i >= len || t[s.i] != '[')
+            next = fail(&s, "expected a JSON list");
     }
-    /* State machine: expecting a value; after a value, expecting ',' or a closer. */
-    for (;;) {
-        /* ---- parse one value (or open a container) ---- */
-        i = skip_ws(t, i, len);
-        if (i >= len) {
-            what = "unexpected end of JSON";
-            goto fail;
+    while (next != NEXT_DONE && next != NEXT_FAIL)
+        next = next == NEXT_VALUE ? scan_value(&s) : next == NEXT_KEY ? scan_key(&s)
+                                                                      : scan_after(&s);
+    if (next == NEXT_DONE) {
+        *pi = s.i;
+        if (items) {
+            *items = s.spans;
+            *nitems = s.nspans;
         }
-        if (items && depth == 1)
-            item_start = i;
-        char c = t[i];
-        if (c == '[' || c == '{') {
-            if (depth == JSON_MAX_DEPTH) {
-                what = "JSON nested too deeply";
-                goto fail;
-            }
-            stack[depth++] = c;
-            i = skip_ws(t, i + 1, len);
-            if (i < len && t[i] == (c == '[' ? ']' : '}')) {
-                depth--;
-                i++;
-                goto after_value;
-            }
-            if (c == '{') {
-                if (i >= len || t[i] != '"') {
-                    what = "expected an object key";
-                    goto fail;
-                }
-                goto object_key;
-            }
-            continue; /* first element of a list */
-        } else if (c == '"') {
-            if (scan_string(t, len, &i, &what) != 0)
-                goto fail;
-        } else if (c == '-' || (c >= '0' && c <= '9') || c == 'I') {
-            if (scan_number(t, len, &i, strict, &what) != 0)
-                goto fail;
-        } else if (scan_literal(t, len, &i, strict, &what) != 0) {
-            goto fail;
-        }
-    after_value:
-        if (items && depth == 1 &&
-            push_span(&spans, &nspans, &cap, item_start, i - item_start) != 0) {
-            what = "out of memory";
-            goto fail;
-        }
-        /* a container closed at depth 1 completes an item too */
-        for (;;) {
-            if (depth == 0) {
-                if (!whole) {
-                    *pi = i;
-                    return 0;
-                }
-                i = skip_ws(t, i, len);
-                if (i != len) {
-                    what = "trailing data after JSON value";
-                    goto fail;
-                }
-                if (items) {
-                    *items = spans;
-                    *nitems = nspans;
-                }
-                return 0;
-            }
-            i = skip_ws(t, i, len);
-            if (i >= len) {
-                what = "unexpected end of JSON";
-                goto fail;
-            }
-            char closer = stack[depth - 1] == '[' ? ']' : '}';
-            if (t[i] == closer) {
-                depth--;
-                i++;
-                if (items && depth == 1 &&
-                    push_span(&spans, &nspans, &cap, item_start, i - item_start) != 0) {
-                    what = "out of memory";
-                    goto fail;
-                }
-                continue;
-            }
-            if (t[i] != ',') {
-                what = stack[depth - 1] == '[' ? "expected ',' or ']'" : "expected ',' or '}'";
-                goto fail;
-            }
-            i = skip_ws(t, i + 1, len);
-            if (stack[depth - 1] == '{') {
-                if (i >= len || t[i] != '"') {
-                    what = "expected an object key";
-                    goto fail;
-                }
-                goto object_key;
-            }
-            break; /* next list element */
-        }
-        continue;
-    object_key:
-        if (scan_string(t, len, &i, &what) != 0)
-            goto fail;
-        i = skip_ws(t, i, len);
-        if (i >= len || t[i] != ':') {
-            what = "expected ':' after object key";
-            goto fail;
-        }
-        i++;
+        return 0;
     }
-fail:
-    free(spans);
-    if (items) {
-        *items = NULL;
-        *nitems = 0;
-    }
-    *err_pos = i < len ? i : len;
-    *err_what = what ? what : "invalid JSON";
+    free(s.spans);
+    *err_pos = s.i < len ? s.i : len;
+    *err_what = s.what ? s.what : "invalid JSON";
     return -1;
 }
 

@@ -52,29 +52,13 @@ static int write_all(int fd, const void *data, size_t len, int64_t deadline)
     return 0;
 }
 
-static int read_all(int fd, void *data, size_t len, int64_t deadline)
+int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int timeout_ms)
 {
-    char *p = data;
-    while (len > 0) {
-        if (wait_ready(fd, POLLIN, deadline) < 0)
-            return -1;
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n == 0) {
-            errno = ECONNRESET;
-            return -1;
-        }
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return vc_msg_send_fd(fd, type, payload, len, -1, timeout_ms);
 }
 
-int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int timeout_ms)
+int vc_msg_send_fd(int fd, uint32_t type, const void *payload, size_t len, int pass_fd,
+                   int timeout_ms)
 {
     if (len > VC_MSG_MAX) {
         errno = EMSGSIZE;
@@ -88,6 +72,20 @@ int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int time
     struct iovec iov[2] = {{.iov_base = head, .iov_len = sizeof head},
                            {.iov_base = (void *)payload, .iov_len = len}};
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    union { /* the descriptor travels with the first byte that is sent */
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    if (pass_fd >= 0) {
+        memset(&ctl, 0, sizeof ctl);
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
     size_t sent = 0;
     for (;;) {
         if (wait_ready(fd, POLLOUT, deadline) < 0)
@@ -108,18 +106,88 @@ int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int time
     return done < len ? write_all(fd, (const char *)payload + done, len - done, deadline) : 0;
 }
 
+/* Descriptors that came with a read: the first kept in *keep (if it is -1 and keep is not
+ * NULL), every other one closed (a peer may pass any number, with any frame). */
+static void take_fds(struct msghdr *msg, int *keep)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+            if (keep != NULL && *keep < 0)
+                *keep = got;
+            else
+                close(got);
+        }
+    }
+}
+
+/* read_all through recvmsg, taking the descriptors that come along (take_fds). */
+static int read_all_fds(int fd, void *data, size_t len, int *keep, int64_t deadline)
+{
+    char *p = data;
+    while (len > 0) {
+        if (wait_ready(fd, POLLIN, deadline) < 0)
+            return -1;
+        union {
+            char buf[CMSG_SPACE(4 * sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {.iov_base = p, .iov_len = len};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                             .msg_controllen = sizeof ctl.buf};
+        ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n > 0 || msg.msg_controllen > 0)
+            take_fds(&msg, keep);
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 long vc_msg_recv(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms)
+{
+    return vc_msg_recv_fd(fd, type, buf, cap, NULL, timeout_ms);
+}
+
+long vc_msg_recv_fd(int fd, uint32_t *type, void *buf, size_t cap, int *passed_fd,
+                    int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? -1 : vc_monotonic_ms() + timeout_ms;
     uint32_t head[2];
-    if (read_all(fd, head, sizeof head, deadline) < 0)
-        return -1;
-    if (head[1] > VC_MSG_MAX || (size_t)head[1] >= cap) {
-        errno = EMSGSIZE;
+    if (passed_fd != NULL)
+        *passed_fd = -1;
+    /* A descriptor comes with a frame's first byte: the head.  Without passed_fd, any that
+     * comes is closed (a plain read would let the kernel drop it as well). */
+    if (read_all_fds(fd, head, sizeof head, passed_fd, deadline) < 0) {
+        if (passed_fd != NULL && *passed_fd >= 0) {
+            close(*passed_fd);
+            *passed_fd = -1;
+        }
         return -1;
     }
-    if (head[1] && read_all(fd, buf, head[1], deadline) < 0)
+    if (head[1] > VC_MSG_MAX || (size_t)head[1] >= cap ||
+        (head[1] && read_all_fds(fd, buf, head[1], NULL, deadline) < 0)) {
+        if (head[1] > VC_MSG_MAX || (size_t)head[1] >= cap)
+            errno = EMSGSIZE;
+        if (passed_fd != NULL && *passed_fd >= 0) {
+            close(*passed_fd);
+            *passed_fd = -1;
+        }
         return -1;
+    }
     ((char *)buf)[head[1]] = '\0';
     *type = head[0];
     return (long)head[1];

@@ -101,6 +101,40 @@ struct vc_wire_clock {
     double ns_per_raw;
 };
 
+/* The window a streaming agent records into, shared with vcattach (docs/protocol.md,
+ * "The window"): a memfd the agent passes with HELLO or STARTED (SCM_RIGHTS).  vcattach reads
+ * it only when the session ended without END (the process was killed, or exited before it
+ * could send everything): what the agent had recorded and not sent yet is still there, with
+ * the names of its keys and the clock's fit.  Everything in it is the target's, and untrusted:
+ * read with pread, bounded, and fed to the spool like any frame.
+ *   offset 0                 struct vc_wire_window
+ *   arena_off                the names arena: NAMES entries { u32 id | u32 len | bytes }*,
+ *                            the first arena_len bytes written (each entry whole)
+ *   chunks_off + i * chunk_bytes   chunk i: struct vc_wire_chunk, then count records */
+#define VC_WINDOW_MAGIC "VCWIN001"
+struct vc_wire_window {
+    char magic[8];
+    uint32_t head_bytes;      /* sizeof(struct vc_wire_window) */
+    uint32_t chunk_bytes;     /* 65536 */
+    uint64_t nchunks;
+    uint64_t chunks_off;
+    uint64_t arena_off, arena_cap;
+    uint64_t arena_len;       /* bytes of whole entries in the arena */
+    uint64_t clock_seq;       /* even: clock is whole (odd while it is rewritten) */
+    struct vc_wire_clock clock; /* the latest fit (0 rate: none yet) */
+};
+/* A chunk's head in the window.  state: what the sender did with its records. */
+struct vc_wire_chunk {
+    uint64_t next;            /* the agent's own link: meaningless here */
+    uint32_t state;           /* VC_CHUNK_* */
+    int32_t tid;              /* its thread's track tid (THREADS' tid), 0 if unknown */
+    uint32_t owner;           /* the thread's slot (CHUNK's owner) */
+    uint32_t count;           /* records written (each one whole before it is counted) */
+};
+#define VC_CHUNK_UNSENT 0u    /* being filled, or waiting for the sender */
+#define VC_CHUNK_SENDING 1u   /* in a CHUNK frame being sent (maybe received whole) */
+#define VC_CHUNK_SENT 2u      /* received: not to be read again */
+
 /* Sends one frame; retries on EINTR and short writes, gives up after timeout_ms.
  * Returns 0, or -1 with errno (ETIMEDOUT on timeout, EPIPE when the peer is gone). */
 int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int timeout_ms);
@@ -110,6 +144,13 @@ int vc_msg_send(int fd, uint32_t type, const void *payload, size_t len, int time
  * agent).  Returns the payload length, or -1 with errno: ETIMEDOUT, ECONNRESET (EOF),
  * EMSGSIZE (frame larger than cap - 1 or VC_MSG_MAX). */
 long vc_msg_recv(int fd, uint32_t *type, void *buf, size_t cap, int timeout_ms);
+/* As vc_msg_send, with pass_fd (>= 0) sent along (SCM_RIGHTS) with the frame's first byte. */
+int vc_msg_send_fd(int fd, uint32_t type, const void *payload, size_t len, int pass_fd,
+                   int timeout_ms);
+/* As vc_msg_recv; a descriptor the peer passed with the frame is put in *passed_fd
+ * (close-on-exec; -1 if none; any more than one are closed). */
+long vc_msg_recv_fd(int fd, uint32_t *type, void *buf, size_t cap, int *passed_fd,
+                    int timeout_ms);
 
 /* Looks up `key` in a "key=value\n" text.  Copies the value (NUL-terminated) into out.
  * Returns the value's length, or -1 if the key is absent or the value does not fit. */

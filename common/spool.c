@@ -9,6 +9,7 @@
 #include "fd_io.h"
 #include "monotonic.h"
 #include "protocol.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,13 @@ static int bad(char *err, size_t errlen, const char *what)
     return -1;
 }
 
+/* No memory for what the agent sent: the trace ends there, what came before stays (-2). */
+static int out_of_memory(char *err, size_t errlen, const char *what)
+{
+    snprintf(err, errlen, "out of memory for the %s the agent sent: the trace ends here", what);
+    return -2;
+}
+
 /* ---- the file ------------------------------------------------------------------------------- */
 
 static int file_failed(struct spool *sp, char *err, size_t errlen, int e)
@@ -51,6 +59,7 @@ static int write_iov(struct spool *sp, struct iovec *iov, int n, size_t total, c
                      size_t errlen)
 {
     if (sp->limit && sp->file_bytes + total > sp->limit) {
+        sp->at_limit = 1;
         snprintf(err, errlen, "the spool reached --max-trace-mb (%llu MiB): the trace ends here",
                  (unsigned long long)(sp->limit >> 20));
         return -2;
@@ -393,7 +402,7 @@ static int add_drop(struct spool *sp, uint32_t owner, uint64_t start, uint64_t d
         size_t cap = sp->drops_cap ? sp->drops_cap * 2 : 64;
         struct spool_drop *d = realloc(sp->drops, cap * sizeof *d);
         if (d == NULL)
-            return bad(err, errlen, "out of memory for drop ranges");
+            return out_of_memory(err, errlen, "drop ranges");
         sp->drops = d;
         sp->drops_cap = cap;
     }
@@ -482,7 +491,7 @@ static int write_pairs(struct spool *sp, uint32_t type, uint32_t id, uint32_t ow
 {
     uint64_t *pairs = malloc((size_t)n * 16);
     if (pairs == NULL)
-        return bad(err, errlen, "out of memory for CPU samples or task steps");
+        return out_of_memory(err, errlen, "CPU samples or task steps");
     uint32_t k = 0;
     for (uint32_t i = 0; i < count && k < n; i++) {
         struct vc_wire_record r;
@@ -499,6 +508,70 @@ static int write_pairs(struct spool *sp, uint32_t type, uint32_t id, uint32_t ow
     return rc;
 }
 
+/* What a CHUNK's records add up to, and its task name records as the file takes them (one
+ * TASK_NAME record of 32 bytes each, all written at once: a chunk may hold thousands). */
+struct chunk_tally {
+    uint32_t ncpu, nsteps, nmarks;
+    unsigned char *names;
+    size_t names_len, names_cap;
+};
+
+/* One record of owner's CHUNK.  0, -1 (malformed) or -2 (a budget or memory: the trace ends). */
+static int on_record(struct spool *sp, uint32_t owner, const struct vc_wire_record *r,
+                     struct chunk_tally *c, char *err, size_t errlen)
+{
+    if (r->id == VC_WIRE_TASK) {
+        if (add_task_step(sp, owner, r->start, r->dur) != 0)
+            return out_of_memory(err, errlen, "task steps");
+        c->nsteps++;
+        c->nmarks++;
+        return 0;
+    }
+    if (r->id <= VC_WIRE_TASK_NAME_0 && r->id > VC_WIRE_TASK_NAME_0 - VC_WIRE_TASK_NAME_PARTS) {
+        unsigned char b16[16];
+        memcpy(b16, &r->start, 8);
+        memcpy(b16 + 8, &r->dur, 8);
+        uint32_t part = VC_WIRE_TASK_NAME_0 - r->id;
+        if (add_task_name(sp, r->flags, part, b16) != 0 || c->names_len + 32 > c->names_cap)
+            return out_of_memory(err, errlen, "task names");
+        uint32_t head[4] = {SPOOL_REC_TASK_NAME, 24, r->flags, part};
+        memcpy(c->names + c->names_len, head, 16);
+        memcpy(c->names + c->names_len + 16, b16, 16);
+        c->names_len += 32;
+        c->nmarks++;
+        return 0;
+    }
+    if (r->id == VC_WIRE_CPU) {
+        if (add_cpu(sp, owner, r->start, r->dur) != 0)
+            return out_of_memory(err, errlen, "CPU samples");
+        c->ncpu++;
+        return 0;
+    }
+    if (r->id == VC_WIRE_DROPPED)
+        return add_drop(sp, owner, r->start, r->dur, r->flags, err, errlen);
+    if (r->id >= SPOOL_MAX_IDS)
+        return bad(err, errlen, "a record's key is out of range");
+    uint32_t mark = r->flags & VC_WIRE_AT_ATTACH_INNER ? 3
+                    : r->flags & VC_WIRE_AT_ATTACH     ? 2
+                    : r->flags & VC_WIRE_RESUME        ? 1
+                                                       : 0;
+    if (sp->records == 0 || r->start + r->dur < sp->first_raw)
+        sp->first_raw = r->start + r->dur; /* by ends: a call open since attach is not a span */
+    if (r->start + r->dur > sp->last_raw)
+        sp->last_raw = r->start + r->dur;
+    uint32_t lane;
+    if (lane_for(sp, owner, r->id, mark, r->start, &lane) != 0 ||
+        lane_append(sp, &sp->lanes[lane], r->start, r->dur) != 0) {
+        if (sp->nlanes < SPOOL_MAX_LANES)
+            return out_of_memory(err, errlen, "records");
+        snprintf(err, errlen, "the agent's calls need more than %u lanes (threads x "
+                 "functions): the trace ends here", SPOOL_MAX_LANES);
+        return -2;
+    }
+    sp->records++;
+    return 0;
+}
+
 static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *err,
                     size_t errlen)
 {
@@ -512,76 +585,35 @@ static int on_chunk(struct spool *sp, const unsigned char *p, size_t len, char *
     struct spool_thread *t = thread_slot(sp, owner);
     if (t == NULL)
         return bad(err, errlen, "CHUNK of an impossible thread");
-    uint32_t ncpu = 0, calls = 0, nsteps = 0, nmarks = 0;
-    for (uint32_t k = 0; k < count; k++) {
+    struct chunk_tally c = {0};
+    c.names_cap = (size_t)count * 32;
+    if (count > 0 && (c.names = malloc(c.names_cap)) == NULL)
+        return out_of_memory(err, errlen, "task names");
+    int rc = 0;
+    for (uint32_t k = 0; rc == 0 && k < count; k++) {
         struct vc_wire_record r;
         memcpy(&r, p + 8 + (size_t)k * sizeof r, sizeof r);
-        if (r.id == VC_WIRE_TASK) {
-            if (add_task_step(sp, owner, r.start, r.dur) != 0)
-                return bad(err, errlen, "out of memory for task steps");
-            nsteps++;
-            nmarks++;
-            continue;
-        }
-        if (r.id <= VC_WIRE_TASK_NAME_0 &&
-            r.id > VC_WIRE_TASK_NAME_0 - VC_WIRE_TASK_NAME_PARTS) {
-            unsigned char b16[16];
-            memcpy(b16, &r.start, 8);
-            memcpy(b16 + 8, &r.dur, 8);
-            uint32_t part = VC_WIRE_TASK_NAME_0 - r.id;
-            uint32_t head[2] = {r.flags, part};
-            if (add_task_name(sp, r.flags, part, b16) != 0)
-                return bad(err, errlen, "out of memory for task names");
-            int rc = write_rec(sp, SPOOL_REC_TASK_NAME, head, 8, b16, 16, err, errlen);
-            if (rc != 0)
-                return rc;
-            nmarks++;
-            continue;
-        }
-        if (r.id == VC_WIRE_CPU) {
-            if (add_cpu(sp, owner, r.start, r.dur) != 0)
-                return bad(err, errlen, "out of memory for CPU samples");
-            ncpu++;
-            continue;
-        }
-        if (r.id == VC_WIRE_DROPPED) {
-            int rc = add_drop(sp, owner, r.start, r.dur, r.flags, err, errlen);
-            if (rc != 0)
-                return rc;
-            continue;
-        }
-        if (r.id >= SPOOL_MAX_IDS)
-            return bad(err, errlen, "a record's key is out of range");
-        uint32_t mark = r.flags & VC_WIRE_AT_ATTACH_INNER ? 3
-                        : r.flags & VC_WIRE_AT_ATTACH     ? 2
-                        : r.flags & VC_WIRE_RESUME        ? 1
-                                                          : 0;
-        if (sp->records == 0 || r.start + r.dur < sp->first_raw)
-            sp->first_raw = r.start + r.dur; /* by ends: a call open since attach is not a span */
-        if (r.start + r.dur > sp->last_raw)
-            sp->last_raw = r.start + r.dur;
-        uint32_t lane;
-        if (lane_for(sp, owner, r.id, mark, r.start, &lane) != 0 ||
-            lane_append(sp, &sp->lanes[lane], r.start, r.dur) != 0)
-            return bad(err, errlen, "out of memory (or too many keys) for the spool");
-        sp->records++;
-        calls++;
+        rc = on_record(sp, owner, &r, &c, err, errlen);
     }
-    if (ncpu > 0) {
-        int rc = write_pairs(sp, SPOOL_REC_CPU, VC_WIRE_CPU, owner, p + 8, count, ncpu, err,
-                             errlen);
-        if (rc != 0)
-            return rc;
+    if (rc == 0 && c.names_len > 0) {
+        struct iovec iov = {c.names, c.names_len};
+        rc = write_iov(sp, &iov, 1, c.names_len, err, errlen);
     }
-    if (nsteps > 0) {
-        int rc = write_pairs(sp, SPOOL_REC_TASKS, VC_WIRE_TASK, owner, p + 8, count, nsteps,
-                             err, errlen);
-        if (rc != 0)
-            return rc;
-    }
-    if (ncpu + nmarks < count) /* CPU samples and task marks alone make no thread track */
+    free(c.names);
+    if (rc == 0 && c.ncpu > 0)
+        rc = write_pairs(sp, SPOOL_REC_CPU, VC_WIRE_CPU, owner, p + 8, count, c.ncpu, err,
+                         errlen);
+    if (rc == 0 && c.nsteps > 0)
+        rc = write_pairs(sp, SPOOL_REC_TASKS, VC_WIRE_TASK, owner, p + 8, count, c.nsteps,
+                         err, errlen);
+    if (rc != 0)
+        return rc;
+    if (c.ncpu + c.nmarks < count) /* CPU samples and task marks alone make no thread track */
         t->has_records = 1;
-    if (sp->mem_used > sp->mem_max / 2 || vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
+    /* by the records held, by the buffers allocated for them (a lane's buffer starts at 256
+     * bytes: a million lanes of one record each would hold 256 MiB), or by the clock */
+    if (sp->mem_used > sp->mem_max / 2 || sp->mem_bytes > sp->mem_max ||
+        vc_monotonic_ms() - sp->last_flush_ms > SPOOL_FLUSH_MS)
         return spool_flush(sp, err, errlen);
     return 0;
 }
@@ -596,7 +628,57 @@ static char *dup_n(const unsigned char *p, size_t n)
     return s;
 }
 
-static int on_names(struct spool *sp, const unsigned char *p, size_t len, char *err, size_t errlen)
+/* A name as root keeps it: up to its first NUL, cut to `max` bytes at a character boundary,
+ * every stray byte made '?' (one member's bytes must never make the merged trace unreadable),
+ * and counted against the spool's SPOOL_NAMES_MAX.  NULL when refused (counted) or no memory. */
+static char *keep_name(struct spool *sp, const unsigned char *p, size_t n, size_t max)
+{
+    n = strnlen((const char *)p, n);
+    n = vc_utf8_cut((const char *)p, n, max);
+    if (sp->name_bytes + n + 1 > SPOOL_NAMES_MAX) {
+        sp->names_refused++;
+        return NULL;
+    }
+    char *s = dup_n(p, n);
+    if (s != NULL) {
+        vc_utf8_repair(s, n);
+        sp->name_bytes += n + 1;
+    }
+    return s;
+}
+
+static void drop_name(struct spool *sp, char **name)
+{
+    if (*name != NULL) {
+        sp->name_bytes -= strlen(*name) + 1;
+        free(*name);
+        *name = NULL;
+    }
+}
+
+/* What a frame leaves for the spool file: the names as root keeps them (cut, repaired, within
+ * the budget), so that the file holds no more than memory does; NULL buf when replaying. */
+struct kept {
+    unsigned char *buf; /* at least the frame's length: what is kept is never longer */
+    size_t len;
+};
+
+static void kept_put(struct kept *k, const void *p, size_t n)
+{
+    if (k->buf != NULL) {
+        memcpy(k->buf + k->len, p, n);
+        k->len += n;
+    }
+}
+
+static void kept_name(struct kept *k, const char *name)
+{
+    if (name != NULL)
+        kept_put(k, name, strlen(name));
+}
+
+static int on_names(struct spool *sp, const unsigned char *p, size_t len, struct kept *k,
+                    char *err, size_t errlen)
 {
     for (size_t off = 0; off < len;) {
         uint32_t id, n;
@@ -608,16 +690,21 @@ static int on_names(struct spool *sp, const unsigned char *p, size_t len, char *
         if (n > len - off || id >= SPOOL_MAX_IDS)
             return bad(err, errlen, "NAMES entry out of range");
         if (grow((void **)&sp->names, &sp->names_cap, id + 1, sizeof *sp->names) != 0)
-            return bad(err, errlen, "out of memory for names");
-        free(sp->names[id]);
-        sp->names[id] = dup_n(p + off, n);
+            return out_of_memory(err, errlen, "names");
+        drop_name(sp, &sp->names[id]);
+        sp->names[id] = keep_name(sp, p + off, n, CVF_NAME_MAX);
         off += n;
+        if (sp->names[id] != NULL) {
+            uint32_t head[2] = {id, (uint32_t)strlen(sp->names[id])};
+            kept_put(k, head, 8);
+            kept_name(k, sp->names[id]);
+        }
     }
     return 0;
 }
 
-static int on_threads(struct spool *sp, const unsigned char *p, size_t len, char *err,
-                      size_t errlen)
+static int on_threads(struct spool *sp, const unsigned char *p, size_t len, struct kept *k,
+                      char *err, size_t errlen)
 {
     for (size_t off = 0; off < len;) {
         uint32_t owner, nl, bl;
@@ -635,25 +722,30 @@ static int on_threads(struct spool *sp, const unsigned char *p, size_t len, char
         if (t == NULL)
             return bad(err, errlen, "THREADS entry of an impossible thread");
         t->tid = tid;
-        free(t->name);
-        free(t->blocked);
-        t->name = nl ? dup_n(p + off, nl) : NULL;
-        t->blocked = dup_n(p + off + nl, bl);
+        drop_name(sp, &t->name);
+        drop_name(sp, &t->blocked);
+        t->name = nl ? keep_name(sp, p + off, nl, CVF_NAME_MAX) : NULL;
+        t->blocked = keep_name(sp, p + off + nl, bl, SPOOL_BLOCKED_MAX);
         off += (size_t)nl + bl;
+        uint32_t head[4] = {owner, (uint32_t)tid, t->name ? (uint32_t)strlen(t->name) : 0,
+                            t->blocked ? (uint32_t)strlen(t->blocked) : 0};
+        kept_put(k, head, 16);
+        kept_name(k, t->name);
+        kept_name(k, t->blocked);
     }
     return 0;
 }
 
 static int on_frame(struct spool *sp, uint32_t type, const unsigned char *p, size_t len,
-                    char *err, size_t errlen)
+                    struct kept *k, char *err, size_t errlen)
 {
     switch (type) {
     case VC_MSG_CHUNK:
         return on_chunk(sp, p, len, err, errlen);
     case VC_MSG_NAMES:
-        return on_names(sp, p, len, err, errlen);
+        return on_names(sp, p, len, k, err, errlen);
     case VC_MSG_THREADS:
-        return on_threads(sp, p, len, err, errlen);
+        return on_threads(sp, p, len, k, err, errlen);
     case VC_MSG_CLOCK: {
         struct vc_wire_clock c;
         if (len != sizeof c)
@@ -663,20 +755,24 @@ static int on_frame(struct spool *sp, uint32_t type, const unsigned char *p, siz
             return bad(err, errlen, "CLOCK with an impossible rate");
         sp->clock = (vc_tick_map){c.raw0, c.ns0, c.ns_per_raw};
         sp->have_clock = 1;
+        kept_put(k, p, len);
         return 0;
     }
     case VC_MSG_META:
         if (len < 8 || len > 8 + 65536)
             return bad(err, errlen, "META of the wrong size");
         memcpy(&sp->pid, p, 8);
-        free(sp->process_name);
-        sp->process_name = dup_n(p + 8, len - 8);
+        drop_name(sp, &sp->process_name);
+        sp->process_name = keep_name(sp, p + 8, len - 8, CVF_NAME_MAX);
+        kept_put(k, p, 8);
+        kept_name(k, sp->process_name);
         return 0;
     case VC_MSG_EVENTS:
         free(sp->events_json);
         sp->events_json = dup_n(p, len);
-        sp->events_len = len;
-        return 0;
+        sp->events_len = sp->events_json ? len : 0;
+        kept_put(k, p, len);
+        return sp->events_json ? 0 : out_of_memory(err, errlen, "instants");
     default:
         return bad(err, errlen, "unknown frame");
     }
@@ -687,10 +783,15 @@ int spool_add(struct spool *sp, uint32_t type, const void *payload, size_t len, 
 {
     if (!spool_frame_type(type) || len > VC_MSG_MAX)
         return bad(err, errlen, "unknown frame");
-    int rc = on_frame(sp, type, payload, len, err, errlen);
-    /* everything but records is kept as it came, for a replay (records are in the lanes) */
-    if (rc == 0 && type != VC_MSG_CHUNK)
-        rc = write_rec(sp, type, payload, len, NULL, 0, err, errlen);
+    /* everything but records goes to the file as it is kept, for a replay (records are in
+     * the lanes) */
+    struct kept k = {NULL, 0};
+    if (type != VC_MSG_CHUNK && !sp->replaying && (k.buf = malloc(len ? len : 1)) == NULL)
+        return out_of_memory(err, errlen, "frames");
+    int rc = on_frame(sp, type, payload, len, &k, err, errlen);
+    if (rc == 0 && k.buf != NULL)
+        rc = write_rec(sp, type, k.buf, k.len, NULL, 0, err, errlen);
+    free(k.buf);
     return rc;
 }
 
@@ -734,46 +835,78 @@ int spool_create(struct spool **out, const char *path, uint64_t pid, char *err, 
     return 0;
 }
 
-/* Replays one record of the file. */
+/* A LANE record: the next lane's owner, id and kind, in the order the lanes were made. */
+static int replay_lane(struct spool *sp, const unsigned char *p, char *err, size_t errlen)
+{
+    uint32_t d[4], lane;
+    memcpy(d, p, 16);
+    if (d[0] != sp->nlanes || d[1] >= SPOOL_MAX_OWNERS || d[2] >= SPOOL_MAX_IDS || d[3] > 3)
+        return bad(err, errlen, "spool lane out of order");
+    uint32_t prev = group_last_lane(sp, d[1], d[2], d[3]);
+    if (lane_new(sp, d[1], d[2], d[3], prev, &lane) != 0)
+        return bad(err, errlen, "out of memory");
+    sp->lanes[lane].declared = 1;
+    struct spool_thread *t = thread_slot(sp, d[1]);
+    if (t != NULL)
+        t->has_records = 1;
+    return 0;
+}
+
+/* A SEGMENT record: count records of a known lane, at file offset at + 24. */
+static int replay_segment(struct spool *sp, const unsigned char *p, size_t len, uint64_t at,
+                          char *err, size_t errlen)
+{
+    uint32_t lane, count;
+    uint64_t first, last;
+    memcpy(&lane, p, 4);
+    memcpy(&count, p + 4, 4);
+    memcpy(&first, p + 8, 8);
+    memcpy(&last, p + 16, 8);
+    if (lane >= sp->nlanes || count == 0)
+        return bad(err, errlen, "spool segment of an unknown lane");
+    struct spool_lane *l = &sp->lanes[lane];
+    if (add_segment(l, at + 24, first, count, (uint32_t)(len - 24)) != 0)
+        return bad(err, errlen, "out of memory");
+    l->count += count;
+    sp->records += count;
+    if (sp->records == count || first < sp->first_raw)
+        sp->first_raw = first;
+    if (last > sp->last_raw)
+        sp->last_raw = last;
+    return 0;
+}
+
+/* A TASKS or CPU record: an owner, a count, then count pairs of u64, each given to add. */
+static int replay_pairs(struct spool *sp, const unsigned char *p, size_t len,
+                        int (*add)(struct spool *, uint32_t, uint64_t, uint64_t),
+                        const char *what, char *err, size_t errlen)
+{
+    uint32_t owner, count;
+    memcpy(&owner, p, 4);
+    memcpy(&count, p + 4, 4);
+    if ((len - 8) / 16 != count || (len - 8) % 16 != 0 || owner >= SPOOL_MAX_OWNERS)
+        return bad(err, errlen, what);
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t pair[2];
+        memcpy(pair, p + 8 + (size_t)k * 16, 16);
+        if (add(sp, owner, pair[0], pair[1]) != 0)
+            return bad(err, errlen, "out of memory");
+    }
+    return 0;
+}
+
+/* Replays one record of the file: each kind checked for its length before it is read. */
 static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, size_t len,
                       uint64_t at, char *err, size_t errlen)
 {
-    if (spool_frame_type(type) && type != VC_MSG_CHUNK)
-        return on_frame(sp, type, p, len, err, errlen);
-    if (type == SPOOL_REC_LANE && len == 16) {
-        uint32_t d[4], lane;
-        memcpy(d, p, 16);
-        if (d[0] != sp->nlanes || d[1] >= SPOOL_MAX_OWNERS || d[2] >= SPOOL_MAX_IDS || d[3] > 3)
-            return bad(err, errlen, "spool lane out of order");
-        uint32_t prev = group_last_lane(sp, d[1], d[2], d[3]);
-        if (lane_new(sp, d[1], d[2], d[3], prev, &lane) != 0)
-            return bad(err, errlen, "out of memory");
-        sp->lanes[lane].declared = 1;
-        struct spool_thread *t = thread_slot(sp, d[1]);
-        if (t != NULL)
-            t->has_records = 1;
-        return 0;
+    if (spool_frame_type(type) && type != VC_MSG_CHUNK) {
+        struct kept none = {NULL, 0};
+        return on_frame(sp, type, p, len, &none, err, errlen);
     }
-    if (type == SPOOL_REC_SEGMENT && len >= 24) {
-        uint32_t lane, count;
-        uint64_t first, last;
-        memcpy(&lane, p, 4);
-        memcpy(&count, p + 4, 4);
-        memcpy(&first, p + 8, 8);
-        memcpy(&last, p + 16, 8);
-        if (lane >= sp->nlanes || count == 0)
-            return bad(err, errlen, "spool segment of an unknown lane");
-        struct spool_lane *l = &sp->lanes[lane];
-        if (add_segment(l, at + 24, first, count, (uint32_t)(len - 24)) != 0)
-            return bad(err, errlen, "out of memory");
-        l->count += count;
-        sp->records += count;
-        if (sp->records == count || first < sp->first_raw)
-            sp->first_raw = first;
-        if (last > sp->last_raw)
-            sp->last_raw = last;
-        return 0;
-    }
+    if (type == SPOOL_REC_LANE && len == 16)
+        return replay_lane(sp, p, err, errlen);
+    if (type == SPOOL_REC_SEGMENT && len >= 24)
+        return replay_segment(sp, p, len, at, err, errlen);
     if (type == SPOOL_REC_DROP && len == 32) {
         struct spool_drop d;
         memcpy(&d.owner, p, 4);
@@ -782,40 +915,17 @@ static int replay_rec(struct spool *sp, uint32_t type, const unsigned char *p, s
         memcpy(&d.calls, p + 24, 8);
         return add_drop(sp, d.owner, d.start, d.dur, d.calls, err, errlen);
     }
-    if (type == SPOOL_REC_TASKS && len >= 8) {
-        uint32_t owner, count;
-        memcpy(&owner, p, 4);
-        memcpy(&count, p + 4, 4);
-        if ((len - 8) / 16 != count || (len - 8) % 16 != 0 || owner >= SPOOL_MAX_OWNERS)
-            return bad(err, errlen, "spool task steps out of range");
-        for (uint32_t k = 0; k < count; k++) {
-            uint64_t pair[2];
-            memcpy(pair, p + 8 + (size_t)k * 16, 16);
-            if (add_task_step(sp, owner, pair[0], pair[1]) != 0)
-                return bad(err, errlen, "out of memory");
-        }
-        return 0;
-    }
+    if (type == SPOOL_REC_TASKS && len >= 8)
+        return replay_pairs(sp, p, len, add_task_step, "spool task steps out of range", err,
+                            errlen);
     if (type == SPOOL_REC_TASK_NAME && len == 24) {
         uint32_t task, part;
         memcpy(&task, p, 4);
         memcpy(&part, p + 4, 4);
         return add_task_name(sp, task, part, p + 8) != 0 ? bad(err, errlen, "out of memory") : 0;
     }
-    if (type == SPOOL_REC_CPU && len >= 8) {
-        uint32_t owner, count;
-        memcpy(&owner, p, 4);
-        memcpy(&count, p + 4, 4);
-        if ((len - 8) / 16 != count || (len - 8) % 16 != 0 || owner >= SPOOL_MAX_OWNERS)
-            return bad(err, errlen, "spool CPU samples out of range");
-        for (uint32_t k = 0; k < count; k++) {
-            uint64_t pair[2];
-            memcpy(pair, p + 8 + (size_t)k * 16, 16);
-            if (add_cpu(sp, owner, pair[0], pair[1]) != 0)
-                return bad(err, errlen, "out of memory");
-        }
-        return 0;
-    }
+    if (type == SPOOL_REC_CPU && len >= 8)
+        return replay_pairs(sp, p, len, add_cpu, "spool CPU samples out of range", err, errlen);
     return bad(err, errlen, "unknown spool record");
 }
 
@@ -832,6 +942,16 @@ int spool_open(struct spool **out, const char *path, char *err, size_t errlen)
         vc_pread_all(sp->fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic || memcmp(magic, SPOOL_MAGIC, 8) != 0) {
         snprintf(err, errlen, "%.300s is not a vcattach spool (%s)", path,
                  sp->fd < 0 ? strerror(errno) : "bad header");
+        spool_close(sp, 0);
+        return -1;
+    }
+    /* A spool is written front to back and never has a hole; a file with one (its user may
+     * have written it: a `start` session's spool) would claim gigabytes of records it never
+     * stored, each built into the trace. */
+    off_t hole = lseek(sp->fd, 0, SEEK_HOLE);
+    if (hole >= 0 && hole < st.st_size) {
+        snprintf(err, errlen, "%.300s is not a spool vcattach wrote (it has a hole at byte "
+                 "%lld)", path, (long long)hole);
         spool_close(sp, 0);
         return -1;
     }
@@ -926,6 +1046,8 @@ int spool_rotate(const struct spool *from, const char *path, struct spool **out,
     struct spool *sp;
     if (spool_create(&sp, path, from->pid, err, errlen) != 0)
         return -1;
+    sp->limit = from->limit; /* a generation holds what the one before it may */
+    sp->mem_max = from->mem_max;
     int rc = seed_names(from, sp, err, errlen);
     if (rc == 0)
         rc = seed_threads(from, sp, err, errlen);
@@ -952,6 +1074,40 @@ int spool_rotate(const struct spool *from, const char *path, struct spool **out,
     return 0;
 }
 
+int spool_next_generation(struct spool **cur, struct spool **prev, uint64_t *dropped_records,
+                          uint64_t *dropped_bytes, char *err, size_t errlen)
+{
+    char path[PATH_MAX], older[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s", (*cur)->path);
+    if (snprintf(older, sizeof older, "%s.prev", path) >= (int)sizeof older) {
+        snprintf(err, errlen, "spool path too long: %.300s", path);
+        return -2;
+    }
+    int rc = spool_flush(*cur, err, errlen);
+    if (rc == -2 && (*cur)->at_limit)
+        rc = 0; /* a generation at its cap keeps in memory what its file could not take */
+    if (rc == 0 && *prev != NULL) {
+        if (dropped_records != NULL)
+            *dropped_records += (*prev)->records;
+        if (dropped_bytes != NULL)
+            *dropped_bytes += (*prev)->file_bytes;
+        spool_close(*prev, 1);
+        *prev = NULL;
+    }
+    if (rc == 0)
+        rc = spool_rename(*cur, older, err, errlen);
+    struct spool *next = NULL;
+    if (rc == 0 && spool_rotate(*cur, path, &next, err, errlen) != 0)
+        rc = -2;
+    if (rc != 0)
+        return rc;
+    next->limit = (*cur)->limit; /* the new generation is bound as the old one was */
+    next->mem_max = (*cur)->mem_max;
+    *prev = *cur;
+    *cur = next;
+    return 0;
+}
+
 void spool_set_memory(struct spool *sp, uint64_t max_bytes)
 {
     sp->mem_max = max_bytes;
@@ -960,6 +1116,11 @@ void spool_set_memory(struct spool *sp, uint64_t max_bytes)
 void spool_set_limit(struct spool *sp, uint64_t max_bytes)
 {
     sp->limit = max_bytes;
+}
+
+int spool_at_limit(const struct spool *sp)
+{
+    return sp->at_limit;
 }
 
 void spool_progress(const struct spool *sp, uint64_t *records, uint64_t *dropped,
@@ -978,6 +1139,11 @@ int spool_rename(struct spool *sp, const char *path, char *err, size_t errlen)
     }
     snprintf(sp->path, sizeof sp->path, "%s", path);
     return 0;
+}
+
+int spool_thread_known(const struct spool *sp, uint32_t owner)
+{
+    return owner < sp->threads_cap && sp->threads[owner].tid > 0;
 }
 
 uint64_t spool_thread_count(const struct spool *sp)
@@ -1017,6 +1183,7 @@ void spool_close(struct spool *sp, int remove_file)
     free(sp->group_slots);
     free(sp->drops);
     free(sp->cpu);
+    free(sp->sched);
     free(sp->steps);
     free(sp->task_names);
     free(sp->process_name);

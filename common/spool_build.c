@@ -13,6 +13,7 @@
 #include "spool_impl.h"
 #include "fd_io.h"
 #include "json_scan.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,20 +28,26 @@ struct build {
     struct spool **all;  /* every generation, oldest first */
     size_t nall;
     uint64_t cutoff;     /* --last: calls that end before this raw time are left out */
-    int processes;       /* all[] are processes of a tree, not generations of one */
+    uint64_t cutoff_ns;  /* ... processes: the same moment on the shared clock (0: none) */
+    int processes;       /* all[] are several processes (of a tree), each its generations */
+    /* processes: all[first[p] .. first[p+1]) are process p's generations, oldest first (its
+     * newest names its keys and threads); cut[p] its --last cutoff (raw, its clock) */
+    const size_t *first;
+    size_t nprocs;
+    uint64_t *cut;
     cvf_writer *w;
     struct spool_stats *st;
     cvf_fee_event *piece;
     size_t n, cap;       /* piece grows to PIECE events as lanes need it */
-    char *args;          /* a marked piece's args list */
-    size_t args_cap;
+    vc_text args;        /* a marked piece's args list */
     unsigned char *seg;  /* one segment's bytes */
     size_t seg_cap;
-    char *tasks_json;    /* the "vcattach task" instants, comma-separated (write_tasks) */
-    size_t tasks_len;
+    vc_text tasks;       /* the "vcattach task" instants, comma-separated (write_tasks) */
     char *err;
     size_t errlen;
 };
+
+static size_t proc_of(const struct build *b, size_t g);
 
 static int build_fail(struct build *b, const char *what)
 {
@@ -70,9 +77,10 @@ static const char *lane_name(const struct spool *sp, const struct spool_lane *l)
     return l->id < sp->names_cap ? sp->names[l->id] : NULL;
 }
 
-/* The args list of n events with the lane's mark.  0 or -1. */
+/* The args list of n events with the lane's mark (b->args).  0, or -1 when it passes
+ * SPOOL_ARGS_MAX or memory ran out. */
 static int make_args(struct build *b, const struct spool_lane *l, const struct spool_thread *t,
-                     size_t n, size_t *len)
+                     size_t n)
 {
     char blocked[64] = "";
     if (l->mark == 3 && t->blocked) { /* the agent's text: only what a wchan can hold */
@@ -84,32 +92,19 @@ static int make_args(struct build *b, const struct spool_lane *l, const struct s
                                : '?';
         blocked[k] = '\0';
     }
-    const char *one = mark_args[l->mark];
-    size_t each = strlen(one) + (l->mark == 3 ? strlen(blocked) + 2 : 0) + 1;
-    size_t need = 2 + n * each + 1;
-    if (need > b->args_cap) {
-        char *bigger = realloc(b->args, need);
-        if (bigger == NULL)
-            return -1;
-        b->args = bigger;
-        b->args_cap = need;
-    }
     /* Every element is the same text: made once, then copied (a generator's lane holds
      * millions of resumes, and a formatted print each was a tenth of the build's time). */
     char elem[sizeof blocked + 64];
-    size_t elen = (size_t)snprintf(elem, sizeof elem, ",%s%s%s", one, l->mark == 3 ? blocked : "",
-                                   l->mark == 3 ? "\"}" : "");
-    if (elen >= sizeof elem)
+    vc_text e;
+    vc_text_fixed(&e, elem, sizeof elem);
+    if (vc_text_printf(&e, ",%s%s%s", mark_args[l->mark], l->mark == 3 ? blocked : "",
+                       l->mark == 3 ? "\"}" : "") != 0)
         return -1;
-    size_t used = 0;
-    b->args[used++] = '[';
-    for (size_t i = 0; i < n; i++) {
-        memcpy(b->args + used, elem + (i == 0), elen - (i == 0));
-        used += elen - (i == 0);
-    }
-    b->args[used++] = ']';
-    *len = used;
-    return 0;
+    vc_text_rollback(&b->args, 0);
+    vc_text_putc(&b->args, '[');
+    for (size_t i = 0; i < n; i++)
+        vc_text_put(&b->args, elem + (i == 0), e.len - (i == 0));
+    return vc_text_putc(&b->args, ']');
 }
 
 static int events_sorted(const cvf_fee_event *e, size_t n)
@@ -129,17 +124,22 @@ static int write_piece(struct build *b, const struct spool_lane *l)
         return 0;
     const struct spool_thread *t = lane_thread(b->sp, l);
     const char *name = lane_name(b->sp, l);
-    if (t == NULL || name == NULL) {
-        b->st->unnamed += n;
+    char placeholder[40];
+    if (t == NULL) { /* no track to put them on */
+        b->st->unthreaded += n;
         return 0;
+    }
+    if (name == NULL) { /* the process ended before its agent named the function: kept */
+        snprintf(placeholder, sizeof placeholder, "unknown function 0x%x", (unsigned)l->id);
+        name = placeholder;
+        b->st->unnamed += n;
     }
     if (!events_sorted(b->piece, n))
         cvf_fee_sort(b->piece, n);
-    size_t alen = 0;
-    if (l->mark != 0 && make_args(b, l, t, n, &alen) != 0)
-        return build_fail(b, "out of memory");
+    if (l->mark != 0 && make_args(b, l, t, n) != 0)
+        return build_fail(b, "out of memory for the marks of a piece");
     if (cvf_write_fee_group(b->w, b->sp->pid, (uint64_t)t->tid, name, b->piece, n,
-                            l->mark ? b->args : NULL, alen) != 0)
+                            l->mark ? b->args.buf : NULL, l->mark ? b->args.len : 0) != 0)
         return writer_fail(b);
     b->st->events += n;
     return 0;
@@ -245,11 +245,30 @@ static int write_names(struct build *b)
     return rc;
 }
 
-/* The agent's instants (when it sent them: a process killed before its stop did not) and one
- * "vcattach dropped" instant per range of calls lost at the source, on its thread's track. */
+/* The head of a thread-scoped instant, up to its args' opening brace. */
+static void put_instant_head(vc_text *json, int first, const char *name, uint64_t pid,
+                             long long tid, double ts_us)
+{
+    vc_text_printf(json,
+                   "%s{\"ph\":\"i\",\"name\":\"%s\",\"cat\":\"INSTANT\",\"pid\":%llu,"
+                   "\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\",\"args\":{",
+                   first ? "" : ",", name, (unsigned long long)pid, tid, ts_us);
+}
+
+/* A record of the instants list, refused whole (and counted) when it does not fit the list's
+ * cap: what came before stays. */
+static int end_instant(struct build *b, vc_text *json, size_t mark)
+{
+    if (!json->failed && json->len < json->max) /* the list's ']' always has its byte */
+        return 1;
+    vc_text_rollback(json, mark);
+    b->st->instants_refused++;
+    return 0;
+}
+
 /* The agent's own instants (a JSON list from EVENTS; nothing when the process ended before
- * it could send them), without their brackets, after what json holds. */
-static size_t put_agent_events(char *json, size_t used, const struct spool *sp)
+ * it could send them), without their brackets, appended to json. */
+static void put_agent_events(struct build *b, vc_text *json, const struct spool *sp)
 {
     size_t epos, nitems = 0;
     const char *ewhat;
@@ -258,19 +277,19 @@ static size_t put_agent_events(char *json, size_t used, const struct spool *sp)
         sp->events_json[sp->events_len - 1] == ']' &&
         cvf_json_scan(sp->events_json, sp->events_len, &items, &nitems, &epos, &ewhat) == 0 &&
         nitems > 0) {
-        if (used > 1)
-            json[used++] = ',';
-        memcpy(json + used, sp->events_json + 1, sp->events_len - 2);
-        used += sp->events_len - 2;
+        size_t mark = vc_text_mark(json);
+        if (json->len > 1)
+            vc_text_putc(json, ',');
+        vc_text_put(json, sp->events_json + 1, sp->events_len - 2);
+        end_instant(b, json, mark);
     }
     free(items);
-    return used;
 }
 
 /* One "vcattach dropped" instant per range of `from`'s lost calls that ends after the cutoff,
  * on its thread's track as `names` (the same process) knows it. */
-static size_t put_drops(char *json, size_t used, size_t cap, const struct spool *names,
-                        const struct spool *from, uint64_t cutoff)
+static void put_drops(struct build *b, vc_text *json, const struct spool *names,
+                      const struct spool *from, uint64_t cutoff)
 {
     for (size_t i = 0; i < from->ndrops; i++) {
         const struct spool_drop *d = &from->drops[i];
@@ -279,15 +298,13 @@ static size_t put_drops(char *json, size_t used, size_t cap, const struct spool 
         int32_t tid = d->owner < names->threads_cap ? names->threads[d->owner].tid : 0;
         double ts = (double)vc_tick_map_ns(&names->clock, d->start) / 1000.0;
         double te = (double)vc_tick_map_ns(&names->clock, d->start + d->dur) / 1000.0;
-        used += (size_t)snprintf(json + used, cap - used,
-                                 "%s{\"ph\":\"i\",\"name\":\"vcattach dropped\",\"cat\":"
-                                 "\"INSTANT\",\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\","
-                                 "\"args\":{\"calls\":%llu,\"until\":%.3f}}",
-                                 used > 1 ? "," : "", (unsigned long long)names->pid,
-                                 (long long)(tid > 0 ? tid : (int32_t)names->pid), ts,
-                                 (unsigned long long)d->calls, te);
+        size_t mark = vc_text_mark(json);
+        put_instant_head(json, json->len <= 1, "vcattach dropped", names->pid,
+                         tid > 0 ? tid : (int32_t)names->pid, ts);
+        vc_text_printf(json, "\"calls\":%llu,\"until\":%.3f}}", (unsigned long long)d->calls,
+                       te);
+        end_instant(b, json, mark);
     }
-    return used;
 }
 
 /* ---- asyncio tasks: one counter group per thread, an instant per task ---------------------- */
@@ -379,42 +396,6 @@ static int write_task_counters(struct build *b, const struct spool *names, struc
     return rc;
 }
 
-/* Appends name as the inside of a JSON string: quotes, backslashes and control characters
- * escaped, bytes that are not well-formed UTF-8 (an agent may send anything) as '?'. */
-static size_t put_json_text(char *json, size_t used, const char *name)
-{
-    const unsigned char *p = (const unsigned char *)name;
-    while (*p) {
-        unsigned c = *p;
-        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                  : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        int ok = len > 0;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = (p[k] & 0xc0) == 0x80;
-        if (ok && len >= 3) { /* no overlong form, no surrogate, nothing past U+10FFFF */
-            unsigned c1 = p[1];
-            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) &&
-                 !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
-        }
-        if (!ok) {
-            json[used++] = '?';
-            p++;
-        } else if (c == '"' || c == '\\') {
-            json[used++] = '\\';
-            json[used++] = (char)c;
-            p++;
-        } else if (c < 0x20) {
-            used += (size_t)sprintf(json + used, "\\u%04x", c);
-            p++;
-        } else {
-            memcpy(json + used, p, len);
-            used += len;
-            p += len;
-        }
-    }
-    return used;
-}
-
 struct name_row {
     uint32_t task;
     uint32_t order; /* newer generation, later arrival: higher */
@@ -430,53 +411,40 @@ static int by_task_newest_first(const void *a, const void *b)
 }
 
 /* One "vcattach task" instant per task with a kept step, at its first one, on that thread:
- * args {"task": number, "name": its newest name, "" when none came}, appended to b->tasks_json
+ * args {"task": number, "name": its newest name, "" when none came}, appended to b->tasks
  * (without brackets).  rows are sorted here by (task, raw). */
 static int put_tasks(struct build *b, const struct spool *names, size_t g0, size_t g1,
                      struct step_row *rows, size_t m)
 {
     qsort(rows, m, sizeof *rows, by_task_then_raw);
-    size_t ntasks = 0, nnames = 0;
-    for (size_t i = 0; i < m; i++)
-        ntasks += i == 0 || rows[i - 1].task != rows[i].task;
+    size_t nnames = 0;
     for (size_t g = g0; g < g1; g++)
         nnames += b->all[g]->ntask_names;
     struct name_row *nr = malloc((nnames ? nnames : 1) * sizeof *nr);
-    size_t cap = b->tasks_len + ntasks * (160 + 6 * SPOOL_TASK_NAME_MAX) + 1;
-    char *json = realloc(b->tasks_json, cap);
-    if (nr == NULL || json == NULL) {
-        free(nr);
-        if (json != NULL)
-            b->tasks_json = json;
+    if (nr == NULL)
         return build_fail(b, "out of memory for task names");
-    }
-    b->tasks_json = json;
     size_t k = 0;
     for (size_t g = g0; g < g1; g++)
         for (size_t i = 0; i < b->all[g]->ntask_names; i++, k++)
             nr[k] = (struct name_row){b->all[g]->task_names[i].task, (uint32_t)k,
                                       b->all[g]->task_names[i].name};
     qsort(nr, nnames, sizeof *nr, by_task_newest_first);
-    size_t used = b->tasks_len, j = 0;
+    vc_text *json = &b->tasks;
+    size_t j = 0;
     for (size_t i = 0; i < m; i++) {
         if (i > 0 && rows[i - 1].task == rows[i].task)
             continue;
         while (j < nnames && nr[j].task < rows[i].task)
             j++;
         const char *name = j < nnames && nr[j].task == rows[i].task ? nr[j].name : "";
-        used += (size_t)snprintf(json + used, cap - used,
-                                 "%s{\"ph\":\"i\",\"name\":\"vcattach task\",\"cat\":"
-                                 "\"INSTANT\",\"pid\":%llu,\"tid\":%lld,\"ts\":%.3f,\"s\":\"t\","
-                                 "\"args\":{\"task\":%u,\"name\":\"",
-                                 used > 0 ? "," : "", (unsigned long long)names->pid,
-                                 (long long)rows[i].tid,
-                                 (double)vc_tick_map_ns(&names->clock, rows[i].raw) / 1000.0,
-                                 rows[i].task);
-        used = put_json_text(json, used, name);
-        used += (size_t)snprintf(json + used, cap - used, "\"}}");
-        b->st->tasks++;
+        size_t mark = vc_text_mark(json);
+        put_instant_head(json, json->len == 0, "vcattach task", names->pid, rows[i].tid,
+                         (double)vc_tick_map_ns(&names->clock, rows[i].raw) / 1000.0);
+        vc_text_printf(json, "\"task\":%u,\"name\":\"", rows[i].task);
+        vc_text_json(json, name, strlen(name));
+        vc_text_puts(json, "\"}}");
+        b->st->tasks += (uint64_t)end_instant(b, json, mark);
     }
-    b->tasks_len = used;
     free(nr);
     return 0;
 }
@@ -497,43 +465,52 @@ static int write_tasks_of(struct build *b, const struct spool *names, size_t g0,
 
 
 /* The other events: generations of one process (the newest's instants, every generation's
- * drops, the --last cut) or several processes (each one's instants and drops). */
+ * drops, the --last cut) or several processes (each one's instants and drops), as one JSON list
+ * of at most SPOOL_INSTANTS_MAX bytes (beyond: instants refused whole, counted). */
 static int write_instants(struct build *b)
 {
     struct spool *sp = b->sp;
-    size_t cap = 512;
-    for (size_t g = 0; g < b->nall; g++)
-        cap += b->all[g]->ndrops * 192 + (b->all[g]->events_json ? b->all[g]->events_len + 1 : 0);
-    cap += b->tasks_len + 1;
-    char *json = malloc(cap);
-    if (json == NULL)
-        return build_fail(b, "out of memory");
-    size_t used = 0;
-    json[used++] = '[';
+    vc_text json;
+    vc_text_init(&json, SPOOL_INSTANTS_MAX);
+    vc_text_putc(&json, '[');
     for (size_t g = 0; g < b->nall; g++) {
-        const struct spool *names = b->processes ? b->all[g] : sp;
-        if (b->processes || g == b->nall - 1)
-            used = put_agent_events(json, used, names);
-        used = put_drops(json, used, cap, names, b->all[g], b->cutoff);
+        size_t p = proc_of(b, g);
+        const struct spool *names = b->processes ? b->all[b->first[p + 1] - 1] : sp;
+        if (g == (b->processes ? b->first[p + 1] : b->nall) - 1) {
+            put_agent_events(b, &json, names);
+            size_t mark = vc_text_mark(&json);
+            spool_sched_instant(&json, names);
+            end_instant(b, &json, mark);
+        }
+        put_drops(b, &json, names, b->all[g], b->processes ? b->cut[p] : b->cutoff);
     }
-    if (b->tasks_len > 0) {
-        if (used > 1)
-            json[used++] = ',';
-        memcpy(json + used, b->tasks_json, b->tasks_len);
-        used += b->tasks_len;
+    if (b->tasks.len > 0) {
+        size_t mark = vc_text_mark(&json);
+        if (json.len > 1)
+            vc_text_putc(&json, ',');
+        vc_text_put(&json, b->tasks.buf, b->tasks.len);
+        end_instant(b, &json, mark);
     }
-    if (b->cutoff) /* where the kept window begins (--last) */
-        used += (size_t)snprintf(json + used, cap - used,
-                                 "%s{\"ph\":\"i\",\"name\":\"vcattach last\",\"cat\":\"INSTANT\","
-                                 "\"pid\":%llu,\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":"
-                                 "{\"note\":\"calls that ended before this were left out (--last)\"}}",
-                                 used > 1 ? "," : "", (unsigned long long)sp->pid,
-                                 (unsigned long long)sp->pid,
-                                 (double)vc_tick_map_ns(&sp->clock, b->cutoff) / 1000.0);
-    json[used++] = ']';
-    int rc = cvf_write_other_events(b->w, json, used);
-    free(json);
-    return rc != 0 ? writer_fail(b) : 0;
+    if (b->processes) { /* one instant for the tree, on its first process's track */
+        sp = b->all[b->first[1] - 1];
+        b->cutoff = b->cut[0];
+    }
+    if (b->cutoff && (!b->processes || b->cutoff_ns)) { /* where the kept window begins */
+        size_t mark = vc_text_mark(&json);
+        vc_text_printf(&json,
+                       "%s{\"ph\":\"i\",\"name\":\"vcattach last\",\"cat\":\"INSTANT\","
+                       "\"pid\":%llu,\"tid\":%llu,\"ts\":%.3f,\"s\":\"p\",\"args\":"
+                       "{\"note\":\"calls that ended before this were left out (--last)\"}}",
+                       json.len > 1 ? "," : "", (unsigned long long)sp->pid,
+                       (unsigned long long)sp->pid,
+                       (double)vc_tick_map_ns(&sp->clock, b->cutoff) / 1000.0);
+        end_instant(b, &json, mark);
+    }
+    int rc = vc_text_putc(&json, ']') == 0 ? 0 : build_fail(b, "out of memory for the instants");
+    if (rc == 0 && cvf_write_other_events(b->w, json.buf, json.len) != 0)
+        rc = writer_fail(b);
+    vc_text_free(&json);
+    return rc;
 }
 
 /* ---- CPU clock samples: one counter group per thread --------------------------------------- */
@@ -613,14 +590,23 @@ static int write_cpu_of(struct build *b, const struct spool *names, size_t g0, s
     return rc;
 }
 
+static int write_sched_of(struct build *b, const struct spool *names, size_t g0, size_t g1)
+{
+    int rc = spool_sched_write(b->w, names, b->all, g0, g1, &b->st->sched_changes);
+    return rc == -1 ? build_fail(b, "out of memory for scheduler events")
+           : rc    ? writer_fail(b)
+                   : 0;
+}
+
 /* write_cpu_of or write_tasks_of for each process: every spool of a tree, or the generations
  * of one process together (the newest names its threads). */
 static int per_process(struct build *b,
                        int (*fn)(struct build *, const struct spool *, size_t, size_t))
 {
     if (b->processes) {
-        for (size_t g = 0; g < b->nall; g++) {
-            int rc = fn(b, b->all[g], g, g + 1);
+        for (size_t p = 0; p < b->nprocs; p++) {
+            b->cutoff = b->cut[p];
+            int rc = fn(b, b->all[b->first[p + 1] - 1], b->first[p], b->first[p + 1]);
             if (rc != 0)
                 return rc;
         }
@@ -629,24 +615,70 @@ static int per_process(struct build *b,
     return fn(b, b->all[b->nall - 1], 0, b->nall);
 }
 
-/* Generations of one process (processes 0) or one spool per process of a tree. */
-static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, cvf_sink_fn sink,
-                 void *ctx, struct spool_stats *st, char *err, size_t errlen)
+/* The process of generation g (processes only). */
+static size_t proc_of(const struct build *b, size_t g)
+{
+    size_t p = 0;
+    while (b->processes && p + 1 < b->nprocs && g >= b->first[p + 1])
+        p++;
+    return p;
+}
+
+/* --last over processes (a tree): the kept window ends at the newest call of any of them, on
+ * the one clock they share (CLOCK_MONOTONIC); each process's cutoff in its own raw clock. */
+static void tree_cutoffs(struct build *b, uint64_t last_ns)
+{
+    uint64_t newest_ns = 0;
+    for (size_t g = 0; g < b->nall; g++) {
+        const struct spool *newest = b->all[b->first[proc_of(b, g) + 1] - 1];
+        uint64_t ns = b->all[g]->records ? vc_tick_map_ns(&newest->clock, b->all[g]->last_raw)
+                                         : 0;
+        if (ns > newest_ns)
+            newest_ns = ns;
+    }
+    uint64_t cut_ns = newest_ns > last_ns ? newest_ns - last_ns : 0;
+    for (size_t p = 0; p < b->nprocs; p++) {
+        const vc_tick_map *m = &b->all[b->first[p + 1] - 1]->clock;
+        double raw = (double)m->raw0 + ((double)cut_ns - (double)m->ns0) / m->ns_per_raw;
+        b->cut[p] = last_ns == 0 || raw <= 0 ? 0 : raw >= 1.8e19 ? UINT64_MAX : (uint64_t)raw;
+    }
+    b->cutoff_ns = last_ns ? cut_ns : 0;
+}
+
+/* Generations of one process (first NULL), or processes each with its generations (all[first[p]
+ * .. first[p + 1]), nprocs of them). */
+static int build(struct spool **sps, size_t n, const size_t *first, size_t nprocs,
+                 uint64_t last_ns, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
+                 char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
+    int processes = first != NULL;
     struct build b = {.sp = sps[n - 1], .all = sps, .nall = n, .processes = processes,
-                      .st = st, .err = err, .errlen = errlen};
+                      .first = first, .nprocs = nprocs, .st = st, .err = err, .errlen = errlen};
+    vc_text_init(&b.args, SPOOL_ARGS_MAX);
+    vc_text_init(&b.tasks, SPOOL_INSTANTS_MAX);
+    if (processes && (b.cut = calloc(nprocs, sizeof *b.cut)) == NULL)
+        return build_fail(&b, "out of memory");
     uint64_t newest = 0;
+    const struct spool *clocked = NULL; /* a tree's processes share one raw clock (the TSC) */
+    for (size_t g = 0; g < n && processes && clocked == NULL; g++)
+        if (sps[g]->have_clock)
+            clocked = sps[g];
     for (size_t g = 0; g < n; g++) {
-        if (!sps[g]->have_clock) /* nothing came but maybe records: any sane rate (clock.c's) */
-            sps[g]->clock = (vc_tick_map){0, 0, 1.0 / 2.5};
+        if (!sps[g]->have_clock) /* nothing came but maybe records: another process's fit, or
+                                    any sane rate (clock.c's) */
+            sps[g]->clock = clocked ? clocked->clock : (vc_tick_map){0, 0, 1.0 / 2.5};
         st->records += sps[g]->records;
         st->dropped += sps[g]->dropped;
         st->drop_ranges += sps[g]->ndrops;
         st->spool_bytes += sps[g]->file_bytes;
+        st->names_refused += sps[g]->names_refused;
+        st->marks_lost += sps[g]->cpu_lost + sps[g]->tasks_lost;
         if (sps[g]->last_raw > newest)
             newest = sps[g]->last_raw;
     }
+    if (processes)
+        tree_cutoffs(&b, last_ns);
     if (last_ns && !processes) {
         double raw = (double)last_ns / b.sp->clock.ns_per_raw; /* the rate is > 0 (spool.c) */
         uint64_t back = raw < 1.8e19 ? (uint64_t)raw : UINT64_C(18000000000000000000);
@@ -654,19 +686,24 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
     }
     b.w = cvf_writer_new(sink, ctx);
     int rc = b.w ? 0 : build_fail(&b, "out of memory");
-    for (size_t g = processes ? 0 : n - 1; rc == 0 && g < n; g++) {
-        b.sp = sps[g];
+    for (size_t p = 0; rc == 0 && p < (processes ? nprocs : 1); p++) {
+        b.sp = processes ? sps[first[p + 1] - 1] : sps[n - 1];
         rc = write_names(&b);
     }
     for (size_t g = 0; g < n; g++) {
-        if (processes)
-            b.sp = sps[g];
+        if (processes) { /* its process's newest generation names it; its cutoff */
+            size_t p = proc_of(&b, g);
+            b.sp = sps[first[p + 1] - 1];
+            b.cutoff = b.cut[p];
+        }
         for (uint32_t i = 0; rc == 0 && i < sps[g]->nlanes; i++)
             rc = build_lane(&b, sps[g], &sps[g]->lanes[i]);
     }
     b.sp = sps[n - 1];
     if (rc == 0)
         rc = per_process(&b, write_cpu_of);
+    if (rc == 0)
+        rc = per_process(&b, write_sched_of);
     if (rc == 0)
         rc = per_process(&b, write_tasks_of);
     if (rc == 0)
@@ -675,9 +712,10 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
         rc = writer_fail(&b);
     st->cvf_bytes = b.w ? cvf_writer_bytes(b.w) : 0;
     cvf_writer_free(b.w);
+    free(b.cut);
     free(b.piece);
-    free(b.tasks_json);
-    free(b.args);
+    vc_text_free(&b.tasks);
+    vc_text_free(&b.args);
     free(b.seg);
     return rc;
 }
@@ -685,17 +723,61 @@ static int build(struct spool **sps, size_t n, int processes, uint64_t last_ns, 
 int spool_build_many(struct spool **sps, size_t n, uint64_t last_ns, cvf_sink_fn sink,
                      void *ctx, struct spool_stats *st, char *err, size_t errlen)
 {
-    return build(sps, n, 0, last_ns, sink, ctx, st, err, errlen);
+    return build(sps, n, NULL, 1, last_ns, sink, ctx, st, err, errlen);
 }
 
 int spool_build_processes(struct spool **sps, size_t n, cvf_sink_fn sink, void *ctx,
                           struct spool_stats *st, char *err, size_t errlen)
 {
-    return build(sps, n, 1, 0, sink, ctx, st, err, errlen);
+    return spool_build_tree(sps, n, NULL, 0, sink, ctx, st, err, errlen);
+}
+
+int spool_build_tree(struct spool **sps, size_t n, const size_t *first, uint64_t last_ns,
+                     cvf_sink_fn sink, void *ctx, struct spool_stats *st, char *err,
+                     size_t errlen)
+{
+    size_t *one = NULL, nprocs = 0;
+    if (first == NULL) { /* one generation each */
+        if ((one = malloc((n + 1) * sizeof *one)) == NULL) {
+            memset(st, 0, sizeof *st);
+            snprintf(err, errlen, "building the trace from the spool failed: out of memory");
+            return -1;
+        }
+        for (size_t g = 0; g <= n; g++)
+            one[g] = g;
+        first = one;
+    }
+    while (first[nprocs] < n)
+        nprocs++;
+    int rc = build(sps, n, first, nprocs, last_ns, sink, ctx, st, err, errlen);
+    free(one);
+    return rc;
 }
 
 int spool_build(struct spool *sp, cvf_sink_fn sink, void *ctx, struct spool_stats *st,
                 char *err, size_t errlen)
 {
-    return build(&sp, 1, 0, 0, sink, ctx, st, err, errlen);
+    return build(&sp, 1, NULL, 1, 0, sink, ctx, st, err, errlen);
+}
+
+int spool_refusals(const struct spool_stats *st, char *buf, size_t cap)
+{
+    if (st->names_refused + st->instants_refused + st->marks_lost == 0)
+        return 0;
+    vc_text t;
+    vc_text_fixed(&t, buf, cap);
+    vc_text_puts(&t, "kept less than the agent sent (its budgets, SECURITY.md):");
+    if (st->names_refused)
+        vc_text_printf(&t, " %llu names refused (past %llu MiB of names: their calls are "
+                       "unnamed),", (unsigned long long)st->names_refused,
+                       (unsigned long long)(SPOOL_NAMES_MAX >> 20));
+    if (st->instants_refused)
+        vc_text_printf(&t, " %llu instants refused (past %zu MiB),",
+                       (unsigned long long)st->instants_refused, SPOOL_INSTANTS_MAX >> 20);
+    if (st->marks_lost)
+        vc_text_printf(&t, " %llu CPU samples or task marks not kept,",
+                       (unsigned long long)st->marks_lost);
+    if (t.len > 0 && buf[t.len - 1] == ',')
+        buf[t.len - 1] = '\0';
+    return 1;
 }

@@ -9,9 +9,18 @@
 #include <limits.h>
 #include <stdint.h>
 
+/* What one process's agent may make root's vcattach hold (SECURITY.md, "Budgets"): beyond
+ * each, what it sends is refused (counted) or its trace ends there, keeping what came before. */
 #define SPOOL_MAX_OWNERS 65536u     /* thread slots of one agent (it has 1024) */
 #define SPOOL_MAX_IDS (1u << 22)    /* keys of one agent (a busy service has ~10^4) */
-#define SPOOL_MAX_LANES (1u << 22)
+/* Lanes, one or a few per (thread, key, mark): ~120 bytes each in memory (a busy service has
+ * ~10^4); beyond, the trace ends there. */
+#define SPOOL_MAX_LANES (1u << 20)
+/* Names (keys, threads, the process): each cut to CVF_NAME_MAX bytes (what a .cvf keeps) with
+ * every stray byte made '?', all of them together at most this many bytes (a busy service has
+ * ~1 MiB); beyond, names are refused and their calls built as unnamed. */
+#define SPOOL_NAMES_MAX ((uint64_t)16 << 20)
+#define SPOOL_BLOCKED_MAX 64        /* a thread's kernel wait channel, as /proc shows it */
 #define SPOOL_MAX_DROPS (1u << 20)  /* drop ranges kept (beyond: only counted) */
 /* CPU clock samples kept (24 MiB; beyond: only counted): 200 busy threads sampled every
  * 55 ms for an hour.  `start` holds them in the target's memory too. */
@@ -20,6 +29,12 @@
 #define SPOOL_MAX_TASK_STEPS (1u << 21)
 #define SPOOL_MAX_TASK_NAMES (1u << 19)
 #define SPOOL_TASK_NAME_MAX 48
+/* What a build formats from what the agent sent (spool_build.c, through text.h): the instants
+ * list of a trace (the agent's EVENTS, a drop range, a task, a --last mark; ~100-450 bytes
+ * each; beyond: refused whole, counted in spool_stats.instants_refused), and the args list of
+ * one piece of marked events (a piece is at most 2^20 events of at most ~110 bytes). */
+#define SPOOL_INSTANTS_MAX ((size_t)256 << 20)
+#define SPOOL_ARGS_MAX ((size_t)128 << 20)
 #define SPOOL_LANES_PER_GROUP 16    /* more nesting of one key than this: an unsorted lane */
 
 /* The file's own records, after the agent's frame types (common/protocol.h). */
@@ -86,11 +101,20 @@ struct spool_cpu {
     uint64_t raw, cpu_ns;
 };
 
+/* One scheduler state change of a thread (spool_add_sched): from ns on, `state`. */
+struct spool_sched {
+    int32_t tid;
+    uint8_t state;
+    uint64_t ns;
+};
+#define SPOOL_MAX_SCHED (1u << 22) /* 64 MiB of state changes; beyond: counted in sched_lost */
+
 struct spool {
     char path[PATH_MAX];
     int fd;
     int replaying;           /* spool_open: frames come from the file, not to be rewritten */
     uint64_t file_bytes, limit;
+    int at_limit;            /* a write was refused because it would pass `limit` */
     uint64_t pid;
     char *process_name;
     char *events_json;       /* the agent's other events (a JSON list) */
@@ -99,6 +123,8 @@ struct spool {
     int have_clock;
     char **names;            /* by id */
     uint32_t names_cap;
+    uint64_t name_bytes;     /* held by names, thread names and the process name */
+    uint64_t names_refused;  /* beyond SPOOL_NAMES_MAX (not kept) */
     struct spool_thread *threads; /* by owner */
     uint32_t threads_cap;
     struct spool_lane *lanes;
@@ -110,6 +136,9 @@ struct spool {
     struct spool_cpu *cpu;   /* CPU clock samples, in arrival order */
     size_t ncpu, cpu_cap;
     uint64_t cpu_lost;       /* samples beyond SPOOL_MAX_CPU (not kept) */
+    struct spool_sched *sched; /* scheduler state changes (vcattach's own; memory only) */
+    size_t nsched, sched_cap;
+    struct spool_sched_info sched_info; /* spool_set_sched_info; lost includes the cap's */
     struct spool_task_step *steps; /* asyncio task steps, in arrival order */
     size_t nsteps, steps_cap;
     struct spool_task_name *task_names; /* in arrival order; a task's parts share one */
@@ -165,5 +194,13 @@ static inline int64_t spool_unzigzag(uint64_t z)
 {
     return (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
 }
+
+/* spool_sched.c: the state changes of `names`'s process (every spool of it in all[g0, g1))
+ * as counter groups "sched TID" (threads the trace names only; *written += changes).  0, -1
+ * out of memory, -2 the writer failed.  And the instant "vcattach sched", appended to json. */
+struct vc_text;
+int spool_sched_write(cvf_writer *w, const struct spool *names, struct spool *const *all,
+                      size_t g0, size_t g1, uint64_t *written);
+void spool_sched_instant(struct vc_text *json, const struct spool *sp);
 
 #endif /* VC_SPOOL_IMPL_H */

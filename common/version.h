@@ -6,4 +6,9 @@
 
 #define VC_VERSION_STRING "0.1.0"
 
+/* The oldest glibc the agents load into, 2.N (their symbol versions are pinned to it by
+ * scripts/glibc-floor, agent/agent.mk, which read it here), which preflight asks of a target's
+ * libc. */
+#define VC_AGENT_GLIBC_FLOOR_MINOR 17
+
 #endif

@@ -3,6 +3,7 @@
  * reads them before the deadline, and kills and reaps the child whatever happened. */
 #include "bounded_read.h"
 #include "monotonic.h"
+#include "test_seam.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,12 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Test-only fault injection: VCATTACH_TEST_BLOCKING_READ=TAG (tests/test_security_sock.py)
+/* Test-only fault injection (test_seam.h, not in the product): VCATTACH_TEST_BLOCKING_READ=TAG (tests/system/test_security_sock.py)
  * makes the child of that call block as a read of a stalled FUSE mapping would.  Unset, it
  * does nothing. */
 static void test_block(const char *tag)
 {
-    const char *v = getenv("VCATTACH_TEST_BLOCKING_READ");
+    const char *v = VC_SEAM(BLOCKING_READ);
     if (v && strcmp(v, tag) == 0)
         for (;;)
             pause();

@@ -186,9 +186,11 @@ static int check_layout(struct py_debug_offsets *o, const unsigned char *t,
     return bad ? -1 : 0;
 }
 
-int debug_offsets_read(pid_t pid, struct py_debug_offsets *o, char *err, size_t errlen)
+/* Where _PyRuntime is in pid (o->runtime, o->file: the interpreter's file, libpython or the
+ * executable) and the size of its .PyRuntime section in *size.  0 or -errno with err. */
+static int find_runtime(pid_t pid, struct py_debug_offsets *o, uint64_t *size, char *err,
+                        size_t errlen)
 {
-    memset(o, 0, sizeof *o);
     struct proc_maps maps;
     int rc = proc_read_maps_or_explain(pid, &maps, err, errlen);
     if (rc < 0)
@@ -218,9 +220,9 @@ int debug_offsets_read(pid_t pid, struct py_debug_offsets *o, char *err, size_t 
         proc_free_maps(&maps);
         return rc;
     }
-    uint64_t vaddr = 0, size = 0;
-    if (elf_section(&ef, ".PyRuntime", &vaddr, &size) < 0) {
-        size = 4096; /* stripped section headers: the symbol, the table fits in a page */
+    uint64_t vaddr = 0;
+    if (elf_section(&ef, ".PyRuntime", &vaddr, size) < 0) {
+        *size = 4096; /* stripped section headers: the symbol, the table fits in a page */
         if (elf_lookup(&ef, "_PyRuntime", &vaddr) < 0)
             vaddr = 0;
     }
@@ -232,36 +234,59 @@ int debug_offsets_read(pid_t pid, struct py_debug_offsets *o, char *err, size_t 
                               "3.14+ has)", o->file);
         return -ENOENT;
     }
+    return 0;
+}
 
-    unsigned char t[1024];
-    rc = dbg_read(pid, o->runtime, t, 24);
-    if (rc < 0) {
-        snprintf(err, errlen, "cannot read _PyRuntime of pid %d: %s", (int)pid, strerror(-rc));
-        return rc;
+/* The layout of the table's head (cookie, version, free-threaded flag) for its minor, the
+ * version in o->version.  The layout, or NULL with *rc and err. */
+static const struct layout *table_layout(pid_t pid, struct py_debug_offsets *o, uint64_t size,
+                                         int *rc, char *err, size_t errlen)
+{
+    unsigned char t[24];
+    *rc = dbg_read(pid, o->runtime, t, sizeof t);
+    if (*rc < 0) {
+        snprintf(err, errlen, "cannot read _PyRuntime of pid %d: %s", (int)pid, strerror(-*rc));
+        return NULL;
     }
     o->version = u64_at(t, 8);
     int major = (int)((o->version >> 24) & 0xff), minor = (int)((o->version >> 16) & 0xff);
+    *rc = -ENOENT;
     if (memcmp(t, COOKIE, 8) != 0 || major != 3 || minor < 14) {
         snprintf(err, errlen, "%s has no debug offsets table (CPython 3.14+ has one)", o->file);
-        return -ENOENT;
+        return NULL;
     }
+    *rc = -EPROTO;
     if (u64_at(t, 16) != 0) {
         snprintf(err, errlen, "pid %d runs a free-threaded CPython 3.%d, whose thread states "
                               "vcattach does not handle", (int)pid, minor);
-        return -EPROTO;
+        return NULL;
     }
     const struct layout *l = NULL;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         if (layouts[i].minor == minor)
             l = &layouts[i];
-    if (!l) {
+    if (!l)
         snprintf(err, errlen, "vcattach knows the debug offsets of CPython 3.14 and 3.15 only, "
                               "and pid %d runs 3.%d: use --method ptrace", (int)pid, minor);
-        return -EPROTO;
-    }
-    if (l->size > size || l->size > sizeof t) {
+    else if (l->size > size)
         snprintf(err, errlen, "the .PyRuntime section of %s is too small for 3.%d's debug "
                               "offsets", o->file, minor);
+    return l && l->size <= size ? l : NULL;
+}
+
+int debug_offsets_read(pid_t pid, struct py_debug_offsets *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    uint64_t size = 0;
+    int rc = find_runtime(pid, o, &size, err, errlen);
+    if (rc < 0)
+        return rc;
+    const struct layout *l = table_layout(pid, o, size, &rc, err, errlen);
+    if (l == NULL)
+        return rc;
+    unsigned char t[1024];
+    if (l->size > sizeof t) {
+        snprintf(err, errlen, "the debug offsets of %s are larger than vcattach reads", o->file);
         return -EPROTO;
     }
     rc = dbg_read(pid, o->runtime, t, l->size);
@@ -273,7 +298,8 @@ int debug_offsets_read(pid_t pid, struct py_debug_offsets *o, char *err, size_t 
     if (check_layout(o, t, l, why, sizeof why) < 0) {
         snprintf(err, errlen, "the debug offsets of pid %d (Python 3.%d.%d) have a layout "
                               "vcattach does not know (%s): use --method ptrace",
-                 (int)pid, minor, (int)((o->version >> 8) & 0xff), why);
+                 (int)pid, (int)((o->version >> 16) & 0xff), (int)((o->version >> 8) & 0xff),
+                 why);
         return -EPROTO;
     }
     return 0;

@@ -3,8 +3,8 @@
  * The files come from the target's filesystem and may be anything: every offset and size is
  * checked against the file's length before use, and a malformed file is -ENOEXEC, never a
  * crash.  Only what injection needs is read (pread into our own buffers, never mmap: see
- * read_at): program headers (load bias), section headers (symbol tables, and one section by
- * name) and the entry point. */
+ * read_at): program headers (load bias), section headers (symbol tables, one section by name,
+ * the symbol versions a library defines) and the entry point. */
 #include "elf.h"
 #include "fd_io.h"
 
@@ -169,27 +169,47 @@ int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr)
     return -ENOENT;
 }
 
-int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size)
+/* The file's ELF header and section headers, read again through our duplicate of the
+ * descriptor, like elf_find_code: nothing of the file is mapped, so a truncation is a miss, not
+ * a SIGBUS.  0 with *eh and *sh (free both), or -ENOENT. */
+static int read_section_headers(const struct elf_file *ef, Elf64_Ehdr **eh, Elf64_Shdr **sh)
 {
-    /* read again through our duplicate of the descriptor, like elf_find_code: nothing of the
-     * file is mapped, so a truncation is a miss, not a SIGBUS */
+    *eh = NULL;
+    *sh = NULL;
     if (!ef->fd_plus1)
         return -ENOENT;
     int fd = ef->fd_plus1 - 1;
-    int rc = -ENOENT;
-    Elf64_Shdr *sh = NULL;
+    *eh = read_at(fd, 0, sizeof **eh);
+    if (!*eh || !(*eh)->e_shoff || (*eh)->e_shentsize != sizeof(Elf64_Shdr) ||
+        !in_file(ef, (*eh)->e_shoff, (uint64_t)(*eh)->e_shnum * sizeof(Elf64_Shdr)) ||
+        !(*sh = read_at(fd, (*eh)->e_shoff, (uint64_t)(*eh)->e_shnum * sizeof(Elf64_Shdr)))) {
+        free(*eh);
+        *eh = NULL;
+        return -ENOENT;
+    }
+    return 0;
+}
+
+/* The bytes of section s (NUL-terminated, see read_at), or NULL. */
+static void *read_section(const struct elf_file *ef, const Elf64_Shdr *s)
+{
+    if (!in_file(ef, s->sh_offset, s->sh_size))
+        return NULL;
+    return read_at(ef->fd_plus1 - 1, s->sh_offset, s->sh_size);
+}
+
+int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+    Elf64_Ehdr *eh;
+    Elf64_Shdr *sh;
     char *str = NULL;
-    Elf64_Ehdr *eh = read_at(fd, 0, sizeof *eh);
-    if (!eh || !eh->e_shoff || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        eh->e_shstrndx >= eh->e_shnum ||
-        !in_file(ef, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
-        goto out;
-    sh = read_at(fd, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr));
-    if (!sh)
+    int rc = -ENOENT;
+    if (read_section_headers(ef, &eh, &sh) < 0)
+        return -ENOENT;
+    if (eh->e_shstrndx >= eh->e_shnum)
         goto out;
     const Elf64_Shdr *names = &sh[eh->e_shstrndx];
-    if (!in_file(ef, names->sh_offset, names->sh_size) ||
-        !(str = read_at(fd, names->sh_offset, names->sh_size)))
+    if (!(str = read_section(ef, names)))
         goto out;
     size_t want = strlen(name) + 1;
     for (unsigned i = 0; i < eh->e_shnum; i++) {
@@ -205,6 +225,62 @@ int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, ui
 out:
     free(eh);
     free(sh);
+    free(str);
+    return rc;
+}
+
+#ifndef SHT_GNU_verdef
+#define SHT_GNU_verdef 0x6ffffffd
+#endif
+/* Elf64_Verdef and Elf64_Verdaux (the gABI's symbol versioning), copied out of the section
+ * with memcpy: entries sit at offsets the file chooses, aligned or not. */
+struct verdef {
+    uint16_t version, flags, ndx, cnt;
+    uint32_t hash, aux, next;
+};
+struct verdaux {
+    uint32_t name, next;
+};
+#define ELF_MAX_VERDEFS 4096 /* glibc 2.41's libc defines 60 */
+
+int elf_version_names(const struct elf_file *ef, void (*each)(void *ctx, const char *name),
+                      void *ctx)
+{
+    Elf64_Ehdr *eh;
+    Elf64_Shdr *sh;
+    unsigned char *defs = NULL;
+    char *str = NULL;
+    int rc = -ENOENT;
+    if (read_section_headers(ef, &eh, &sh) < 0)
+        return -ENOENT;
+    const Elf64_Shdr *vs = NULL;
+    for (unsigned i = 0; i < eh->e_shnum && !vs; i++)
+        if (sh[i].sh_type == SHT_GNU_verdef && sh[i].sh_link < eh->e_shnum)
+            vs = &sh[i];
+    if (!vs || !(defs = read_section(ef, vs)) || !(str = read_section(ef, &sh[vs->sh_link])))
+        goto out;
+    uint64_t size = vs->sh_size, strsize = sh[vs->sh_link].sh_size, off = 0;
+    for (unsigned n = 0; n < vs->sh_info && n < ELF_MAX_VERDEFS; n++) {
+        struct verdef vd;
+        struct verdaux va;
+        if (off > size || size - off < sizeof vd)
+            break;
+        memcpy(&vd, defs + off, sizeof vd);
+        uint64_t aux = off + vd.aux;
+        if (vd.cnt && aux <= size && size - aux >= sizeof va) {
+            memcpy(&va, defs + aux, sizeof va);
+            if (va.name < strsize) /* str ends in a NUL of ours (read_at) */
+                each(ctx, str + va.name);
+        }
+        if (vd.next == 0)
+            break;
+        off += vd.next;
+    }
+    rc = 0;
+out:
+    free(eh);
+    free(sh);
+    free(defs);
     free(str);
     return rc;
 }

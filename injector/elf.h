@@ -1,7 +1,7 @@
 /* elf.h — symbol lookup in the ELF files a target has mapped (libc, the python executable or
  * libpython, the agent), without a debugger: .dynsym/.dynstr (and .symtab when not stripped),
- * the entry point, byte patterns in executable segments, and the load bias that turns a file
- * address into a target address. */
+ * the symbol versions a library defines, the entry point, byte patterns in executable
+ * segments, and the load bias that turns a file address into a target address. */
 #ifndef VC_ELF_H
 #define VC_ELF_H
 
@@ -40,6 +40,12 @@ int elf_lookup(const struct elf_file *ef, const char *name, uint64_t *vaddr);
 /* File address and size of the section called name (".PyRuntime": where CPython 3.14+ keeps
  * _PyRuntime, which starts with its _Py_DebugOffsets).  0 or -ENOENT. */
 int elf_section(const struct elf_file *ef, const char *name, uint64_t *vaddr, uint64_t *size);
+
+/* Calls each(ctx, name) for every symbol version the file defines (its .gnu.version_d: for a
+ * glibc libc.so.6 its soname, then GLIBC_2.2.5 ... GLIBC_2.N of its release, GLIBC_PRIVATE).
+ * 0, or -ENOENT when the file defines none. */
+int elf_version_names(const struct elf_file *ef, void (*each)(void *ctx, const char *name),
+                      void *ctx);
 
 /* Name of the function containing file address vaddr (the nearest symbol below it when sizes
  * are missing); name points into ef (valid until elf_close).  0 or -ENOENT. */

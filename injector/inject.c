@@ -1,5 +1,5 @@
 /* inject.c — owns vcinject.h part 3: inject_choose, inject and inject_method_name, the one
- * door from the CLI to the injection methods (inject.h).
+ * door from the CLI to the injection methods (method.h).
  *
  * Why here and not in the CLI: which method suits a target (remote-exec needs 3.14+ and a
  * target that accepts it), auto's fallback from a remote-exec that nothing took to ptrace, the
@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "inject.h"
+#include "method.h"
 #include "proc.h"
 #include "rexec_script.h"
 #include "watchdog.h"

@@ -1,4 +1,4 @@
-/* inject_gdb.c — the fallback injection method: the same two calls through gdb (see inject.h).
+/* inject_gdb.c — the fallback injection method: the same two calls through gdb (see method.h).
  *
  *   gdb -batch -nx -nw -p PID  (stdin /dev/null, own process group, bounded by the timeout)
  *     -iex 'set auto-solib-add off'        no symbol loading for 100s of libraries (slow attach)
@@ -17,7 +17,10 @@
  *                                          calling anything; and that gdb can write the
  *                                          thread's register state back (VC_REGSFAIL: gdb < 14
  *                                          on an AMX CPU cannot, and a call would leave the
- *                                          thread broken)
+ *                                          thread broken), at the places this CPU keeps it
+ *                                          (VC_LAYOUT: gdb < 14 on AMD with AVX-512 reads
+ *                                          the opmask and zmm at Intel's offsets, and a call
+ *                                          left k0-k2 changed)
  *     -ex  'python exec(…/dev/fd/3…)'      the script (gdb's Python) from a memfd that gdb
  *                                          inherits as fd 3: no file anywhere, so a vcattach
  *                                          killed meanwhile leaves nothing behind.  It is
@@ -39,7 +42,7 @@
  * running is first stopped and unwound by gdb itself (a SIGURG to the chosen thread, see
  * run_gdb); gdb is killed only if it does not exit after that (the kernel then detaches it
  * from every thread; only a call still in progress at that moment is at risk). */
-#include "inject.h"
+#include "method.h"
 #include "monotonic.h"
 
 #include <errno.h>
@@ -58,6 +61,7 @@
 #include <unistd.h>
 
 #include "gdb_script.h"
+#include "xsave_layout.h"
 #include "proc.h"
 
 #define DEFAULT_TIMEOUT_MS 20000
@@ -92,10 +96,12 @@ static void hex_encode(const char *s, char *out)
 }
 
 /* The lines inject_gdb.c puts before vc_gdb_script: the paths, hex-encoded (any byte is safe
- * in them).  %s: agent (hex), control (hex). */
+ * in them), and the XSAVE component a gdb before 14 would misplace on this CPU (empty: none;
+ * xsave_layout.c).  %s: agent (hex), control (hex), component (hex). */
 static const char script_head_fmt[] =
     "AGENT = bytes.fromhex('%s').decode('utf-8', 'surrogateescape')\n"
-    "CONTROL = bytes.fromhex('%s').decode('utf-8', 'surrogateescape')\n";
+    "CONTROL = bytes.fromhex('%s').decode('utf-8', 'surrogateescape')\n"
+    "OLD_GDB_MISPLACES = bytes.fromhex('%s').decode()\n";
 
 static const char *marker(const char *out, const char *m);
 
@@ -274,12 +280,6 @@ static void first_gdb_error(const char *out, char *buf, size_t len)
     }
 }
 
-static int is_libc_name(const char *b)
-{
-    return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && strstr(b, ".so")) ||
-           strncmp(b, "ld-musl-", 8) == 0 || strncmp(b, "libc.musl-", 10) == 0;
-}
-
 static int valid_path(const char *s)
 {
     for (; *s; s++)
@@ -308,7 +308,7 @@ static int check_request(const struct method_request *req, char *gdb, size_t gdb
     struct proc_maps maps;
     if (proc_read_maps_or_explain(pid, &maps, err, errlen) < 0)
         return -1;
-    int has_libc = proc_find_module(&maps, is_libc_name) != NULL;
+    int has_libc = proc_find_module(&maps, proc_is_libc_name) != NULL;
     proc_free_maps(&maps);
     if (!has_libc) {
         inject_set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
@@ -337,8 +337,11 @@ static int write_all(int fd, const char *p, size_t n)
  * err set. */
 static int write_script(const struct method_request *req, char *err, size_t errlen)
 {
+    char misplaced[160] = "", mhex[2 * sizeof misplaced];
+    xsave_foreign_to_old_gdb(misplaced, sizeof misplaced);
+    hex_encode(misplaced, mhex);
     size_t alen = strlen(req->agent_path), clen = strlen(req->control_path);
-    size_t cap = sizeof script_head_fmt + 2 * (alen + clen);
+    size_t cap = sizeof script_head_fmt + 2 * (alen + clen) + sizeof mhex;
     char *head = malloc(cap), *ahex = malloc(2 * alen + 1), *chex = malloc(2 * clen + 1);
     int fd = -1;
     if (!head || !ahex || !chex) {
@@ -347,7 +350,7 @@ static int write_script(const struct method_request *req, char *err, size_t errl
     }
     hex_encode(req->agent_path, ahex);
     hex_encode(req->control_path, chex);
-    int n = snprintf(head, cap, script_head_fmt, ahex, chex);
+    int n = snprintf(head, cap, script_head_fmt, ahex, chex, mhex);
     fd = memfd_create("vcattach-gdb-inject", MFD_CLOEXEC);
     if (fd < 0 || write_all(fd, head, (size_t)n) < 0 ||
         write_all(fd, vc_gdb_script, strlen(vc_gdb_script)) < 0) {
@@ -367,41 +370,70 @@ out:
 /* Step 3: what one gdb run means (r: run_gdb's result, out: its output).  Returns the
  * inject_status with err set when not OK; *no_safe_point is set when the script found no
  * thread at a safe point and called nothing (the caller may run gdb again). */
-static int interpret_run(const struct method_request *req, const char *gdb, int r,
-                         const char *out, int timeout_ms, int *no_safe_point, char *err,
-                         size_t errlen)
+/* Markers of the script (gdb_inject.py) that refuse before any call, each said in one line
+ * made of the marker's own line: nothing was called. */
+static const struct {
+    const char *marker, *fmt;
+} refusals[] = {
+    {"VC_WRONGLIB", "gdb: refusing to call into the target: %s (its root or mount namespace "
+                    "hides its own files from gdb; use --method ptrace)"},
+    {"VC_LAYOUT", "gdb %s does not know this CPU's XSAVE layout; its calls would not bring the "
+                  "borrowed thread's vector registers home; nothing was called; use --method "
+                  "ptrace (or gdb 14 or later)"},
+    {"VC_PREPFAIL", "gdb: could not prepare the call: %s"},
+};
+
+/* What gdb itself says when it cannot start on the target, and what it means (%d: the pid). */
+static const struct {
+    const char *needle, *fmt;
+} gdb_failures[] = {
+    {"ptrace: Operation not permitted", "gdb: ptrace: Operation not permitted on pid %d "
+     "(another user's process? run as its user or with CAP_SYS_PTRACE; check "
+     "kernel.yama.ptrace_scope)"},
+    {"ptrace: No such process", "gdb: no process with pid %d"},
+    {"Python scripting is not supported", "this gdb has no Python support: install Debian's "
+     "gdb or use --method ptrace (pid %d)"},
+};
+
+/* gdb did not end by itself (r < 0): a timeout, or it could not be run.  An INJECT_*. */
+static int gdb_did_not_finish(const char *gdb, int r, const char *out, int timeout_ms,
+                              char *err, size_t errlen)
 {
-    char line[512], gerr[512];
-    const char *p;
-    *no_safe_point = 0;
-    first_gdb_error(out, gerr, sizeof gerr);
+    int status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
     if (r == -ETIMEDOUT && strstr(out, "GDB has restored the context")) {
         inject_set_err(err, errlen, "the call into the target did not return within the timeout "
-                "(%d ms); gdb unwound it (registers restored) and detached", timeout_ms);
-        return marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
-    }
-    if (r == -ETIMEDOUT) {
-        int status = marker(out, "VC_CALLING") ? INJECT_FAILED : INJECT_UNTOUCHED;
-        inject_set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel detached "
-                "it)%s", timeout_ms, status == INJECT_FAILED ? " during the call" : "");
+                       "(%d ms); gdb unwound it (registers restored) and detached", timeout_ms);
         return status;
     }
-    if (r < 0) {
-        inject_set_err(err, errlen, "cannot run %s: %s", gdb, strerror(-r));
-        return INJECT_UNTOUCHED;
+    if (r == -ETIMEDOUT) {
+        inject_set_err(err, errlen, "gdb did not finish within %d ms (killed; the kernel "
+                       "detached it)%s", timeout_ms,
+                       status == INJECT_FAILED ? " during the call" : "");
+        return status;
     }
+    inject_set_err(err, errlen, "cannot run %s: %s", gdb, strerror(-r));
+    return INJECT_UNTOUCHED;
+}
+
+/* The calls ran: the agent connected, dlopen said why not, or a call failed.  An INJECT_*,
+ * or -1 when the output holds none of these. */
+static int call_outcome(const struct method_request *req, const char *out, char *err,
+                        size_t errlen)
+{
+    char line[512];
+    const char *p;
     if ((p = marker(out, "VC_CONNECT"))) {
         int rc = atoi(p);
         if (rc)
             inject_set_err(err, errlen, "vc_agent_connect(%.*s) failed in the target: %d (%s)",
-                    (int)strcspn(req->control_path, "#"), req->control_path, rc,
-                    rc < 0 ? strerror(-rc) : "error");
+                           (int)strcspn(req->control_path, "#"), req->control_path, rc,
+                           rc < 0 ? strerror(-rc) : "error");
         return rc == 0 ? INJECT_OK : INJECT_FAILED;
     }
     if ((p = marker(out, "VC_DLERROR"))) {
         line_at(p, line, sizeof line);
         inject_set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
-                line[0] ? line : "(no dlerror text)");
+                       line[0] ? line : "(no dlerror text)");
         return INJECT_FAILED;
     }
     if ((p = marker(out, "VC_CALLFAIL"))) {
@@ -412,28 +444,33 @@ static int interpret_run(const struct method_request *req, const char *gdb, int 
             sscanf(sig + 16, "%63[A-Z0-9]", signame);
         if (strstr(line, "signaled while in a function called from GDB"))
             inject_set_err(err, errlen, "the injected call crashed with %s; gdb restored the "
-                    "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
+                           "thread (%.*s)", signame, (int)strcspn(line, ":"), line);
         else
             inject_set_err(err, errlen, "gdb: the call failed: %s", line);
         return INJECT_FAILED;
     }
-    if ((p = marker(out, "VC_WRONGLIB"))) {
-        line_at(p, line, sizeof line);
-        inject_set_err(err, errlen, "gdb: refusing to call into the target: %s (its root or "
-                "mount namespace hides its own files from gdb; use --method ptrace)", line);
-        return INJECT_UNTOUCHED;
-    }
+    return -1;
+}
+
+/* The script refused before any call, or gdb could not start.  INJECT_UNTOUCHED with err, or
+ * -1 when the output says neither. */
+static int refused_before_calling(const struct method_request *req, const char *out,
+                                  int *no_safe_point, char *err, size_t errlen)
+{
+    char line[512];
+    const char *p;
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+        if ((p = marker(out, refusals[i].marker))) {
+            line_at(p, line, sizeof line);
+            inject_set_err(err, errlen, refusals[i].fmt, line);
+            return INJECT_UNTOUCHED;
+        }
     if ((p = marker(out, "VC_REGSFAIL"))) {
         line_at(p, line, sizeof line);
         inject_set_err(err, errlen, "gdb cannot write the registers of pid %d (%s)%s; nothing "
-                "was called; use --method ptrace", (int)req->pid, line,
-                strstr(line, "extended state") ? ": a gdb older than 14 on a CPU whose register "
-                "state it does not know (AMX)" : "");
-        return INJECT_UNTOUCHED;
-    }
-    if ((p = marker(out, "VC_PREPFAIL"))) {
-        line_at(p, line, sizeof line);
-        inject_set_err(err, errlen, "gdb: could not prepare the call: %s", line);
+                       "was called; use --method ptrace", (int)req->pid, line,
+                       strstr(line, "extended state") ? ": a gdb older than 14 on a CPU whose "
+                       "register state it does not know (AMX)" : "");
         return INJECT_UNTOUCHED;
     }
     if (marker(out, "VC_UNSAFE")) {
@@ -441,27 +478,35 @@ static int interpret_run(const struct method_request *req, const char *gdb, int 
         inject_set_err(err, errlen, "no thread reached a safe point");
         return INJECT_UNTOUCHED;
     }
-    if (strstr(out, "ptrace: Operation not permitted")) {
-        inject_set_err(err, errlen, "gdb: ptrace: Operation not permitted on pid %d (another "
-                "user's process? run as its user or with CAP_SYS_PTRACE; check "
-                "kernel.yama.ptrace_scope)", (int)req->pid);
-        return INJECT_UNTOUCHED;
-    }
-    if (strstr(out, "ptrace: No such process")) {
-        inject_set_err(err, errlen, "gdb: no process with pid %d", (int)req->pid);
-        return INJECT_UNTOUCHED;
-    }
-    if (strstr(out, "Python scripting is not supported")) {
-        inject_set_err(err, errlen, "this gdb has no Python support: install Debian's gdb or use "
-                "--method ptrace");
-        return INJECT_UNTOUCHED;
-    }
+    for (size_t i = 0; i < sizeof gdb_failures / sizeof gdb_failures[0]; i++)
+        if (strstr(out, gdb_failures[i].needle)) {
+            inject_set_err(err, errlen, gdb_failures[i].fmt, (int)req->pid);
+            return INJECT_UNTOUCHED;
+        }
+    return -1;
+}
+
+static int interpret_run(const struct method_request *req, const char *gdb, int r,
+                         const char *out, int timeout_ms, int *no_safe_point, char *err,
+                         size_t errlen)
+{
+    *no_safe_point = 0;
+    if (r < 0)
+        return gdb_did_not_finish(gdb, r, out, timeout_ms, err, errlen);
+    int status = call_outcome(req, out, err, errlen);
+    if (status < 0)
+        status = refused_before_calling(req, out, no_safe_point, err, errlen);
+    if (status >= 0)
+        return status;
+    char gerr[512];
+    first_gdb_error(out, gerr, sizeof gerr);
     if (marker(out, "VC_CALLING")) {
-        inject_set_err(err, errlen, "gdb stopped during the call: %s", gerr[0] ? gerr : "no output");
+        inject_set_err(err, errlen, "gdb stopped during the call: %s",
+                       gerr[0] ? gerr : "no output");
         return INJECT_FAILED;
     }
     inject_set_err(err, errlen, "gdb failed before the call: %s",
-            gerr[0] ? gerr : "no recognizable output (run with -v)");
+                   gerr[0] ? gerr : "no recognizable output (run with -v)");
     return INJECT_UNTOUCHED;
 }
 

@@ -1,4 +1,4 @@
-/* inject_ptrace.c — the default injection method: ptrace only, no debugger (see inject.h).
+/* inject_ptrace.c — the default injection method: ptrace only, no debugger (see method.h).
  *
  *   checks (nothing touched) → find dlopen/dlerror in the target's libc (.dynsym + map base)
  *   → block termination signals → seize + interrupt every thread → pick a safe thread
@@ -16,7 +16,7 @@
  * injection early.  SIGKILL cannot be blocked: the kernel then detaches every
  * thread itself (no PTRACE_O_EXITKILL), and the thread inside the remote call finishes the
  * piece it is in and returns home through its signal frame (remote_call.h). */
-#include "inject.h"
+#include "method.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -49,12 +49,6 @@ struct libc_syms {
     int internal_dlopen;            /* dlopen is __libc_dlopen_mode */
 };
 
-static int is_libc_name(const char *b)
-{
-    return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && strstr(b, ".so")) ||
-           (strncmp(b, "ld-musl-", 8) == 0) || strncmp(b, "libc.musl-", 10) == 0;
-}
-
 /* Whether [addr, addr + len) lies inside one executable mapping of the target. */
 static int in_exec_mapping(const struct proc_maps *maps, uint64_t addr, uint64_t len)
 {
@@ -64,10 +58,40 @@ static int in_exec_mapping(const struct proc_maps *maps, uint64_t addr, uint64_t
     return 0;
 }
 
+static int is_libdl_name(const char *b)
+{
+    return strcmp(b, "libdl.so.2") == 0 || (strncmp(b, "libdl-2.", 8) == 0 && strstr(b, ".so"));
+}
+
+/* glibc < 2.34 keeps dlopen and dlerror in libdl.so.2; its libc has only __libc_dlopen_mode,
+ * which drops the loader's error text.  A target that maps libdl (CPython links it) is called
+ * through libdl's own pair, so that a failed dlopen comes back with dlerror()'s words ("version
+ * `GLIBC_2.34' not found", "libz.so.1: cannot open shared object file").  0 with both
+ * addresses in ls, or -1 (not mapped, or without them). */
+static int find_libdl_syms(pid_t pid, const struct proc_maps *maps, struct libc_syms *ls)
+{
+    const struct proc_map *m = proc_find_module(maps, is_libdl_name);
+    int fd = m ? proc_open_mapped(pid, m) : -1;
+    struct elf_file ef;
+    int r = fd >= 0 ? elf_open_fd(fd, &ef) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (r < 0)
+        return -1;
+    uint64_t bias = elf_load_bias(&ef, m->start), open_at, error_at;
+    r = elf_lookup(&ef, "dlopen", &open_at) == 0 && elf_lookup(&ef, "dlerror", &error_at) == 0;
+    elf_close(&ef);
+    if (!r)
+        return -1;
+    ls->dlopen = bias + open_at;
+    ls->dlerror = bias + error_at;
+    return 0;
+}
+
 static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_syms *ls,
                           char *err, size_t errlen)
 {
-    const struct proc_map *m = proc_find_module(maps, is_libc_name);
+    const struct proc_map *m = proc_find_module(maps, proc_is_libc_name);
     if (!m) {
         inject_set_err(err, errlen, "no libc is mapped in process %d (statically linked, or not a "
                 "native process): it cannot load the agent", (int)pid);
@@ -89,12 +113,13 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
     memset(ls, 0, sizeof *ls);
     if (elf_lookup(&ef, "dlopen", &v) == 0) {
         ls->dlopen = bias + v;
-    } else if (elf_lookup(&ef, "__libc_dlopen_mode", &v) == 0) {
-        ls->dlopen = bias + v; /* glibc < 2.34: dlopen lives in libdl, maybe not loaded */
+        if (elf_lookup(&ef, "dlerror", &v) == 0)
+            ls->dlerror = bias + v;
+    } else if (find_libdl_syms(pid, maps, ls) < 0 &&
+               elf_lookup(&ef, "__libc_dlopen_mode", &v) == 0) {
+        ls->dlopen = bias + v; /* glibc < 2.34 without libdl loaded: no error text */
         ls->internal_dlopen = 1;
     }
-    if (elf_lookup(&ef, "dlerror", &v) == 0)
-        ls->dlerror = bias + v;
     /* the code borrowed must be code the target maps executable (its bytes are checked
      * against its memory by remote_begin) */
     int have_gadgets = remote_find_gadgets(&ef, bias, &ls->gadgets) == 0 &&
@@ -226,77 +251,20 @@ static void read_remote_string(pid_t tid, uint64_t addr, char *buf, size_t len)
  * scratch region (remote_end unmaps it, or leaves it mapped when a call was abandoned on
  * timeout: its frames may still be referenced).  Returns an inject_status: UNTOUCHED while
  * dlopen has not run, FAILED after. */
-static int run_calls(const struct method_request *req, struct remote *rc,
-                     const struct libc_syms *ls, int64_t deadline, int64_t t0, char *err,
-                     size_t errlen)
+/* Why a remote call failed (remote_call's -errno), the thread's registers being restored. */
+static int call_failed(const struct method_request *req, const struct remote *rc, int r,
+                       char *err, size_t errlen)
 {
-    pid_t tid = rc->t->tid;
-    size_t alen = strlen(req->agent_path) + 1, clen = strlen(req->control_path) + 1;
-    uint64_t data = 0, ret = 0;
-    int r = remote_map_scratch(rc, SCRATCH_DATA, &data, deadline);
-    if (r == -ENOSPC) {
-        inject_set_err(err, errlen, "no room for a signal frame on the stack of thread %d (near its "
-                "guard page); nothing was run, retry later", (int)tid);
-        return INJECT_UNTOUCHED;
-    }
-    if (r < 0) {
-        inject_set_err(err, errlen, "cannot map the call stub in the target: %s",
-                r == -ENOSYS ? "blocked by seccomp" : strerror(-r));
-        return INJECT_UNTOUCHED;
-    }
-    note(req, t0, "scratch region at %#llx", (unsigned long long)rc->scratch);
-    /* data: [agent path] [control path] */
-    uint64_t agent_str = data, control_str = data + alen;
-    if (pt_write(tid, agent_str, req->agent_path, alen) < 0 ||
-        pt_write(tid, control_str, req->control_path, clen) < 0) {
-        inject_set_err(err, errlen, "cannot write into the target's memory");
-        return INJECT_UNTOUCHED;
-    }
-    if (termination_pending()) {
-        inject_set_err(err, errlen, "interrupted by a signal before anything ran in the target");
-        return INJECT_UNTOUCHED;
-    }
-
-    uint64_t flags = RTLD_NOW | RTLD_LOCAL | (ls->internal_dlopen ? RTLD_DLOPEN_INTERNAL : 0);
-    r = remote_call(rc, ls->dlopen, agent_str, flags, &ret, deadline);
-    note(req, t0, "dlopen -> %d, handle %#llx", r, (unsigned long long)ret);
-    if (r < 0)
-        goto call_failed;
-    if (ret == 0) {
-        char msg[512] = "";
-        uint64_t s = 0;
-        if (ls->dlerror && remote_call(rc, ls->dlerror, 0, 0, &s, deadline) == 0 && s)
-            read_remote_string(tid, s, msg, sizeof msg);
-        inject_set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
-                msg[0] ? msg : "(no dlerror text)");
-        return INJECT_FAILED;
-    }
-    uint64_t entry = 0;
-    if (find_agent_entry(req->pid, req->agent_path, &entry, err, errlen) < 0)
-        return INJECT_FAILED;
-    r = remote_call(rc, entry, control_str, 0, &ret, deadline);
-    note(req, t0, "vc_agent_connect -> %d, rc %d", r, (int)(int32_t)ret);
-    if (r < 0)
-        goto call_failed;
-    if ((int32_t)ret != 0) {
-        int e = (int32_t)ret;
-        inject_set_err(err, errlen, "vc_agent_connect(%.*s) failed in the target: %d (%s)",
-                (int)strcspn(req->control_path, "#"), req->control_path, e,
-                e < 0 ? strerror(-e) : "error");
-        return INJECT_FAILED;
-    }
-    return INJECT_OK;
-
-call_failed:
     if (r == -ETIMEDOUT)
-        inject_set_err(err, errlen, "the call into the target did not return within the timeout (%d ms); "
-                "registers restored, the call was abandoned", req->timeout_ms);
+        inject_set_err(err, errlen, "the call into the target did not return within the "
+                       "timeout (%d ms); registers restored, the call was abandoned",
+                       req->timeout_ms);
     else if (r == -ENOSYS)
-        inject_set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); registers "
-                "restored");
+        inject_set_err(err, errlen, "the injected call was blocked by seccomp (SIGSYS); "
+                       "registers restored");
     else if (r == -EFAULT)
         inject_set_err(err, errlen, "the injected call crashed with %s; registers restored",
-                strsignal(rc->fault_sig));
+                       strsignal(rc->fault_sig));
     else if (r == -ESRCH)
         inject_set_err(err, errlen, "the target thread exited during the injected call");
     else
@@ -304,12 +272,206 @@ call_failed:
     return INJECT_FAILED;
 }
 
+/* The agent's and the control socket's paths written into a scratch region of the target:
+ * their addresses in *agent_str, *control_str.  INJECT_OK, or INJECT_UNTOUCHED with err. */
+static int stage_strings(const struct method_request *req, struct remote *rc, int64_t t0,
+                         int64_t deadline, uint64_t *agent_str, uint64_t *control_str,
+                         char *err, size_t errlen)
+{
+    pid_t tid = rc->t->tid;
+    size_t alen = strlen(req->agent_path) + 1, clen = strlen(req->control_path) + 1;
+    uint64_t data = 0;
+    int r = remote_map_scratch(rc, SCRATCH_DATA, &data, deadline);
+    if (r == -ENOSPC) {
+        inject_set_err(err, errlen, "no room for a signal frame on the stack of thread %d (near "
+                       "its guard page); nothing was run, retry later", (int)tid);
+        return INJECT_UNTOUCHED;
+    }
+    if (r < 0) {
+        inject_set_err(err, errlen, "cannot map the call stub in the target: %s",
+                       r == -ENOSYS ? "blocked by seccomp" : strerror(-r));
+        return INJECT_UNTOUCHED;
+    }
+    note(req, t0, "scratch region at %#llx", (unsigned long long)rc->scratch);
+    *agent_str = data, *control_str = data + alen; /* data: [agent path] [control path] */
+    if (pt_write(tid, *agent_str, req->agent_path, alen) < 0 ||
+        pt_write(tid, *control_str, req->control_path, clen) < 0) {
+        inject_set_err(err, errlen, "cannot write into the target's memory");
+        return INJECT_UNTOUCHED;
+    }
+    return INJECT_OK;
+}
+
+/* dlopen(agent) in the target; on failure the target's own dlerror() text.  INJECT_*. */
+static int call_dlopen(const struct method_request *req, struct remote *rc,
+                       const struct libc_syms *ls, uint64_t agent_str, int64_t t0,
+                       int64_t deadline, char *err, size_t errlen)
+{
+    uint64_t flags = RTLD_NOW | RTLD_LOCAL | (ls->internal_dlopen ? RTLD_DLOPEN_INTERNAL : 0);
+    uint64_t handle = 0;
+    int r = remote_call(rc, ls->dlopen, agent_str, flags, &handle, deadline);
+    note(req, t0, "dlopen -> %d, handle %#llx", r, (unsigned long long)handle);
+    if (r < 0)
+        return call_failed(req, rc, r, err, errlen);
+    if (handle != 0)
+        return INJECT_OK;
+    char msg[512] = "";
+    uint64_t s = 0;
+    if (ls->dlerror && remote_call(rc, ls->dlerror, 0, 0, &s, deadline) == 0 && s)
+        read_remote_string(rc->t->tid, s, msg, sizeof msg);
+    inject_set_err(err, errlen, "dlopen(%s) failed in the target: %s", req->agent_path,
+                   msg[0] ? msg : ls->internal_dlopen
+                       ? "(glibc before 2.34 keeps the loader's error text in libdl.so.2, which "
+                         "this process has not loaded)"
+                       : "(no dlerror text)");
+    return INJECT_FAILED;
+}
+
+static int run_calls(const struct method_request *req, struct remote *rc,
+                     const struct libc_syms *ls, int64_t deadline, int64_t t0, char *err,
+                     size_t errlen)
+{
+    uint64_t agent_str, control_str, ret = 0;
+    int status = stage_strings(req, rc, t0, deadline, &agent_str, &control_str, err, errlen);
+    if (status != INJECT_OK)
+        return status;
+    if (termination_pending()) {
+        inject_set_err(err, errlen, "interrupted by a signal before anything ran in the target");
+        return INJECT_UNTOUCHED;
+    }
+    status = call_dlopen(req, rc, ls, agent_str, t0, deadline, err, errlen);
+    if (status != INJECT_OK)
+        return status;
+    uint64_t entry = 0;
+    if (find_agent_entry(req->pid, req->agent_path, &entry, err, errlen) < 0)
+        return INJECT_FAILED;
+    int r = remote_call(rc, entry, control_str, 0, &ret, deadline);
+    note(req, t0, "vc_agent_connect -> %d, rc %d", r, (int)(int32_t)ret);
+    if (r < 0)
+        return call_failed(req, rc, r, err, errlen);
+    if ((int32_t)ret != 0) {
+        int e = (int32_t)ret;
+        inject_set_err(err, errlen, "vc_agent_connect(%.*s) failed in the target: %d (%s)",
+                       (int)strcspn(req->control_path, "#"), req->control_path, e,
+                       e < 0 ? strerror(-e) : "error");
+        return INJECT_FAILED;
+    }
+    return INJECT_OK;
+}
+
+/* Why the threads of pid could not all be seized and stopped (pt_seize_all's -errno). */
+static void explain_seize(int r, pid_t pid, char *err, size_t errlen)
+{
+    if (r == -EPERM)
+        inject_set_err(err, errlen, "ptrace: Operation not permitted on pid %d (another "
+                       "user's process? run as its user or with CAP_SYS_PTRACE; check "
+                       "kernel.yama.ptrace_scope)", (int)pid);
+    else if (r == -EBUSY)
+        inject_set_err(err, errlen, "a thread of process %d is already traced by another tool "
+                       "(a debugger, a profiler, another vcattach?): detach it first", (int)pid);
+    else if (r == -ESRCH)
+        inject_set_err(err, errlen, "process %d exited", (int)pid);
+    else if (r == -ETIMEDOUT)
+        inject_set_err(err, errlen, "a thread of process %d did not stop within %d ms (in an "
+                       "uninterruptible wait: vfork, disk or NFS I/O?); nothing was run, retry "
+                       "later", (int)pid, SEIZE_STOP_MS);
+    else
+        inject_set_err(err, errlen, "cannot stop the threads of %d: %s", (int)pid,
+                       strerror(-r));
+}
+
+/* Seizes every thread of the target until one is stopped at a safe point, within half the
+ * budget (the calls need the rest).  The index of that thread in g (every thread stopped,
+ * maps re-read), or -1 with err (g released: nothing ran). */
+static int seize_at_safe_point(const struct method_request *req, struct tracee_group *g,
+                               struct proc_maps *maps, int64_t t0, int64_t deadline,
+                               int timeout_ms, char *err, size_t errlen)
+{
+    pid_t pid = req->pid;
+    int64_t search_deadline = t0 + (int64_t)timeout_ms * 500000;
+    char why[256] = "";
+    for (int attempts = 1;; attempts++) {
+        /* Every thread stops within moments unless one is in an uninterruptible wait (a vfork
+         * parent, disk I/O): then all the others would stay stopped until the deadline. */
+        int64_t stop_by = pt_now_ns() + (int64_t)SEIZE_STOP_MS * 1000000;
+        int r = pt_seize_all(g, pid, stop_by < deadline ? stop_by : deadline);
+        note(req, t0, "seize+interrupt: %d (%zu threads)", r, g->n);
+        if (r < 0) {
+            explain_seize(r, pid, err, errlen);
+            return -1;
+        }
+        /* Every thread is stopped: its credentials cannot change until it runs again, so
+         * this is the last look at them, and the one that counts (a setuid() between the
+         * preflight and the seize is caught here). */
+        if (req->facts && target_facts_same_identity(req->facts, err, errlen) < 0)
+            return -1;
+        /* the map may have changed while the threads ran */
+        proc_free_maps(maps);
+        if (proc_read_maps(pid, maps) < 0) {
+            inject_set_err(err, errlen, "process %d exited", (int)pid);
+            return -1;
+        }
+        int chosen = safepoint_choose(g, maps, req->verbose, why, sizeof why);
+        note(req, t0, "safe point: %s", chosen >= 0 ? why : "none");
+        if (chosen >= 0)
+            return chosen;
+        pt_release(g);
+        if (termination_pending()) {
+            inject_set_err(err, errlen, "interrupted by a signal before anything ran in the "
+                           "target");
+            return -1;
+        }
+        if (pt_now_ns() >= search_deadline) {
+            inject_set_err(err, errlen, "no thread reached a safe point in %d attempts (%s); "
+                           "nothing was run, retry later", attempts, why);
+            return -1;
+        }
+        struct timespec pause = {0, 20 * 1000000}; /* let the threads move on */
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* The calls on thread `chosen` of g, every other thread running again first (the calls may
+ * need their locks); the thread is restored on every path.  An INJECT_* status. */
+static int call_on_thread(const struct method_request *req, struct tracee_group *g, int chosen,
+                          const struct libc_syms *ls, int64_t t0, int64_t deadline, char *err,
+                          size_t errlen)
+{
+    struct tracee *t = &g->t[chosen];
+    for (size_t i = 0; i < g->n; i++)
+        if ((int)i != chosen)
+            pt_detach(g, &g->t[i]);
+    note(req, t0, "other threads resumed; calling on thread %d", (int)t->tid);
+
+    struct remote rc;
+    int r = remote_begin(&rc, t, &ls->gadgets);
+    if (r == -EOPNOTSUPP) {
+        inject_set_err(err, errlen, "thread %d runs with an x86 shadow stack (CET), which the "
+                       "ptrace method cannot call into; nothing was run (use --method gdb)",
+                       (int)t->tid);
+        return INJECT_UNTOUCHED;
+    }
+    if (r < 0) {
+        inject_set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
+        return INJECT_UNTOUCHED;
+    }
+    int status = run_calls(req, &rc, ls, deadline, t0, err, errlen);
+    int rr = remote_end(&rc);
+    if (rc.fp_missed)
+        note(req, t0, "thread %d: a frame did not bring xstate components %#llx home; they "
+             "were set directly", (int)t->tid, (unsigned long long)rc.fp_missed);
+    if (rr < 0 && t->state != TRACEE_GONE) {
+        status = INJECT_FAILED;
+        inject_set_err(err, errlen, "could not restore thread %d: %s", (int)t->tid, strerror(-rr));
+    }
+    return status;
+}
+
 int inject_ptrace(const struct method_request *req, char *err, size_t errlen)
 {
     int64_t t0 = pt_now_ns();
     int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
     int64_t deadline = t0 + (int64_t)timeout_ms * 1000000;
-    pid_t pid = req->pid;
     err[0] = 0;
     if (!req->control_path || strlen(req->control_path) >= SCRATCH_DATA / 2 ||
         !req->agent_path || strlen(req->agent_path) >= SCRATCH_DATA / 2) {
@@ -317,104 +479,21 @@ int inject_ptrace(const struct method_request *req, char *err, size_t errlen)
         return INJECT_UNTOUCHED;
     }
     struct proc_maps maps;
-    int r = proc_read_maps_or_explain(pid, &maps, err, errlen);
-    if (r < 0)
+    if (proc_read_maps_or_explain(req->pid, &maps, err, errlen) < 0)
         return INJECT_UNTOUCHED;
     struct libc_syms ls;
-    if (find_libc_syms(pid, &maps, &ls, err, errlen) < 0) {
+    if (find_libc_syms(req->pid, &maps, &ls, err, errlen) < 0) {
         proc_free_maps(&maps);
         return INJECT_UNTOUCHED;
     }
-
+    /* a signal that would end vcattach waits until every thread is restored */
     sigset_t old_mask;
     sigprocmask(SIG_BLOCK, termination_signals(), &old_mask);
-
     struct tracee_group g = {0};
-    int status = INJECT_UNTOUCHED, chosen = -1, attempts = 0;
-    char why[256] = "";
-    /* safe-point search gets at most half the budget: the calls need the rest */
-    int64_t search_deadline = t0 + (int64_t)timeout_ms * 500000;
-    for (;;) {
-        attempts++;
-        /* Every thread stops within moments unless one is in an uninterruptible wait (a vfork
-         * parent, disk I/O): then all the others would stay stopped until the deadline. */
-        int64_t stop_by = pt_now_ns() + (int64_t)SEIZE_STOP_MS * 1000000;
-        r = pt_seize_all(&g, pid, stop_by < deadline ? stop_by : deadline);
-        note(req, t0, "seize+interrupt: %d (%zu threads)", r, g.n);
-        if (r < 0) {
-            if (r == -EPERM)
-                inject_set_err(err, errlen, "ptrace: Operation not permitted on pid %d (another "
-                        "user's process? run as its user or with CAP_SYS_PTRACE; check "
-                        "kernel.yama.ptrace_scope)", (int)pid);
-            else if (r == -EBUSY)
-                inject_set_err(err, errlen, "a thread of process %d is already traced by another tool "
-                        "(a debugger, a profiler, another vcattach?): detach it first", (int)pid);
-            else if (r == -ESRCH)
-                inject_set_err(err, errlen, "process %d exited", (int)pid);
-            else if (r == -ETIMEDOUT)
-                inject_set_err(err, errlen, "a thread of process %d did not stop within %d ms (in an "
-                        "uninterruptible wait: vfork, disk or NFS I/O?); nothing was run, retry "
-                        "later", (int)pid, SEIZE_STOP_MS);
-            else
-                inject_set_err(err, errlen, "cannot stop the threads of %d: %s", (int)pid,
-                        strerror(-r));
-            goto out;
-        }
-        /* Every thread is stopped: its credentials cannot change until it runs again, so
-         * this is the last look at them, and the one that counts (a setuid() between the
-         * preflight and the seize is caught here). */
-        if (req->facts && target_facts_same_identity(req->facts, err, errlen) < 0)
-            goto out;
-        /* the map may have changed while the threads ran */
-        proc_free_maps(&maps);
-        if (proc_read_maps(pid, &maps) < 0) {
-            inject_set_err(err, errlen, "process %d exited", (int)pid);
-            goto out;
-        }
-        chosen = safepoint_choose(&g, &maps, req->verbose, why, sizeof why);
-        note(req, t0, "safe point: %s", chosen >= 0 ? why : "none");
-        if (chosen >= 0)
-            break;
-        pt_release(&g);
-        if (termination_pending()) {
-            inject_set_err(err, errlen, "interrupted by a signal before anything ran in the target");
-            goto out;
-        }
-        if (pt_now_ns() >= search_deadline) {
-            inject_set_err(err, errlen, "no thread reached a safe point in %d attempts (%s); nothing "
-                    "was run, retry later", attempts, why);
-            goto out;
-        }
-        struct timespec pause = {0, 20 * 1000000}; /* let the threads move on */
-        nanosleep(&pause, NULL);
-    }
-
-    /* every other thread runs again before the call: the call may need their locks */
-    struct tracee *t = &g.t[chosen];
-    for (size_t i = 0; i < g.n; i++)
-        if ((int)i != chosen)
-            pt_detach(&g, &g.t[i]);
-    note(req, t0, "other threads resumed; calling on thread %d", (int)t->tid);
-
-    struct remote rc;
-    r = remote_begin(&rc, t, &ls.gadgets);
-    if (r == -EOPNOTSUPP) {
-        inject_set_err(err, errlen, "thread %d runs with an x86 shadow stack (CET), which the ptrace "
-                "method cannot call into; nothing was run (use --method gdb)", (int)t->tid);
-        goto out;
-    }
-    if (r < 0) {
-        inject_set_err(err, errlen, "cannot prepare thread %d: %s", (int)t->tid, strerror(-r));
-        goto out;
-    }
-    status = run_calls(req, &rc, &ls, deadline, t0, err, errlen);
-    int rr = remote_end(&rc);
-    if (rr < 0 && t->state != TRACEE_GONE) {
-        status = INJECT_FAILED;
-        inject_set_err(err, errlen, "could not restore thread %d: %s", (int)t->tid, strerror(-rr));
-    }
-
-out:
+    int status = INJECT_UNTOUCHED;
+    int chosen = seize_at_safe_point(req, &g, &maps, t0, deadline, timeout_ms, err, errlen);
+    if (chosen >= 0)
+        status = call_on_thread(req, &g, chosen, &ls, t0, deadline, err, errlen);
     pt_release(&g);
     note(req, t0, "all threads detached");
     proc_free_maps(&maps);

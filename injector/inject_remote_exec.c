@@ -1,4 +1,4 @@
-/* inject_remote_exec.c — the remote-exec method (PEP 768, CPython 3.14+), see inject.h.
+/* inject_remote_exec.c — the remote-exec method (PEP 768, CPython 3.14+), see method.h.
  *
  * What sys.remote_exec(pid, script) does, done from C so that no matching Python is needed on
  * the operator's side: with the target's _Py_DebugOffsets (debug_offsets.c) find the main
@@ -41,7 +41,7 @@
  * buffer keeps /dev/null, inert while the flag is clear.  Left: a take between the cancel's
  * two writes copies either path; it is waited for as taken (await_script).
  */
-#include "inject.h"
+#include "method.h"
 #include "monotonic.h"
 
 #include <errno.h>
@@ -507,6 +507,30 @@ static int await_script(const struct target *t, const struct request *r, inject_
     return INJECT_FAILED;
 }
 
+/* The deadline passed and no thread took the request: it is withdrawn (unless it was taken
+ * meanwhile: then the agent is awaited) and the agent gets a last grace to connect. */
+static int give_up(const struct method_request *req, struct target *t, struct request *r,
+                   inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen)
+{
+    pid_t tid = r->tid;
+    if (!cancel(t, r))
+        return await_script(t, r, wait_connected, ctx, err, errlen);
+    if (wait_for(wait_connected, ctx, CANCEL_GRACE_MS) == 1)
+        return INJECT_OK;
+    if (tid == 0) {
+        inject_set_err(err, errlen, "pid %d's thread states changed at every look for %.1f s: "
+                       "no request was posted; use --method ptrace",
+                       (int)req->pid, (double)req->timeout_ms / 1000.0);
+        return INJECT_UNTOUCHED;
+    }
+    inject_set_err(err, errlen,
+                   "no thread of pid %d reached an evaluation breaker within %.1f s (the last "
+                   "one asked, thread %d, is blocked in C code: accept(), a long sleep, a "
+                   "lock); the request was withdrawn", (int)req->pid,
+                   (double)req->timeout_ms / 1000.0, (int)tid);
+    return INJECT_UNTOUCHED;
+}
+
 int inject_remote_exec(const struct method_request *req, const char *script_path,
                        inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen)
 {
@@ -569,22 +593,6 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
         if (took == 1)
             return await_script(&t, &r, wait_connected, ctx, err, errlen);
         if (vc_monotonic_ms() >= deadline)
-            break;
+            return give_up(req, &t, &r, wait_connected, ctx, err, errlen);
     }
-    pid_t tid = r.tid;
-    if (!cancel(&t, &r))
-        return await_script(&t, &r, wait_connected, ctx, err, errlen);
-    if (wait_for(wait_connected, ctx, CANCEL_GRACE_MS) == 1)
-        return INJECT_OK;
-    if (tid == 0) {
-        inject_set_err(err, errlen, "pid %d's thread states changed at every look for %.1f s: no "
-                             "request was posted; use --method ptrace",
-                (int)req->pid, (double)req->timeout_ms / 1000.0);
-        return INJECT_UNTOUCHED;
-    }
-    inject_set_err(err, errlen,
-            "no thread of pid %d reached an evaluation breaker within %.1f s (the last one "
-            "asked, thread %d, is blocked in C code: accept(), a long sleep, a lock); the "
-            "request was withdrawn", (int)req->pid, (double)req->timeout_ms / 1000.0, (int)tid);
-    return INJECT_UNTOUCHED;
 }

@@ -1,6 +1,7 @@
 # injector/ — libvcinject.a, the injection machinery behind one public header,
 # injector/include/vcinject.h: the target's facts (target_facts.c), CPython detection
-# (target_python.c), process questions (proc_tree.c), the choice of method and the fallback
+# (target_python.c), process questions (proc_tree.c; their namespaces: namespaces.c; the
+# abstract socket names they listen on: unix_names.c), the choice of method and the fallback
 # (inject.c); inside, /proc parsing, ELF symbol lookup in the target's files, ptrace
 # seize/interrupt/detach, the safe-point check (libunwind-ptrace), the remote call, and the
 # methods built on them (inject_ptrace, inject_gdb, inject_remote_exec).  No CLI; callers

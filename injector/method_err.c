@@ -1,6 +1,6 @@
-/* method_err.c — the one-line error every injection method fills in (see inject.h): a
+/* method_err.c — the one-line error every injection method fills in (see method.h): a
  * printf-style message into the caller's buffer, always terminated, never longer. */
-#include "inject.h"
+#include "method.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -77,6 +77,15 @@ int proc_read_maps(pid_t pid, struct proc_maps *maps)
     FILE *f = fopen(path, "re");
     if (!f)
         return errno == ENOENT ? -ESRCH : -errno;
+    int rc = proc_maps_parse(f, maps);
+    fclose(f);
+    return rc;
+}
+
+int proc_maps_parse(FILE *f, struct proc_maps *maps)
+{
+    maps->v = NULL;
+    maps->n = 0;
     size_t cap = 0;
     char *line = NULL;
     size_t linecap = 0;
@@ -115,7 +124,6 @@ int proc_read_maps(pid_t pid, struct proc_maps *maps)
         maps->v[maps->n++] = m;
     }
     free(line);
-    fclose(f);
     if (rc == 0 && maps->n == 0)
         rc = -ESRCH; /* exited, or a kernel thread: nothing mapped */
     if (rc)
@@ -155,6 +163,21 @@ const struct proc_map *proc_find_module(const struct proc_maps *maps,
             return m;
     }
     return NULL;
+}
+
+int proc_is_glibc_name(const char *b)
+{
+    return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && strstr(b, ".so"));
+}
+
+int proc_is_musl_name(const char *b)
+{
+    return strncmp(b, "ld-musl-", 8) == 0 || strncmp(b, "libc.musl-", 10) == 0;
+}
+
+int proc_is_libc_name(const char *b)
+{
+    return proc_is_glibc_name(b) || proc_is_musl_name(b);
 }
 
 const struct proc_map *proc_find_inode(const struct proc_maps *maps, dev_t dev, uint64_t inode)
@@ -244,6 +267,12 @@ int proc_stat_read(pid_t pid, struct proc_stat *st)
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     if (proc_read_text(path, buf, sizeof buf) <= 0)
         return -ESRCH;
+    return proc_stat_parse(buf, st);
+}
+
+int proc_stat_parse(const char *buf, struct proc_stat *st)
+{
+    memset(st, 0, sizeof *st);
     /* comm may contain spaces and parentheses: the fields follow the LAST ')' */
     const char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ' || !p[2])
@@ -333,7 +362,7 @@ static long status_long(const char *buf, const char *field, long dflt)
 
 int proc_status_read(pid_t pid, pid_t tid, struct proc_status *st)
 {
-    char path[96], buf[8192], v[256];
+    char path[96], buf[8192];
     memset(st, 0, sizeof *st);
     if (pid <= 0)
         snprintf(path, sizeof path, "/proc/self/status");
@@ -344,6 +373,13 @@ int proc_status_read(pid_t pid, pid_t tid, struct proc_status *st)
     int r = proc_read_text(path, buf, sizeof buf);
     if (r <= 0)
         return r == -ENOENT || r == 0 ? -ESRCH : r;
+    return proc_status_parse(buf, pid, tid, st);
+}
+
+int proc_status_parse(const char *buf, pid_t pid, pid_t tid, struct proc_status *st)
+{
+    char v[256];
+    memset(st, 0, sizeof *st);
     unsigned u[4], g[4];
     if (status_ids(buf, "Uid", u) < 0 || status_ids(buf, "Gid", g) < 0)
         return -EINVAL;
@@ -646,9 +682,14 @@ void proc_cmdline(pid_t pid, char *buf, size_t cap)
         snprintf(buf, cap, "%s", comm);
         return;
     }
+    proc_cmdline_text(buf, (size_t)n);
+}
+
+void proc_cmdline_text(char *buf, size_t n)
+{
     while (n > 0 && buf[n - 1] == '\0')
         n--;
-    for (ssize_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)
         if (buf[i] == '\0' || buf[i] == '\n')
             buf[i] = ' ';
     buf[n] = '\0';

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* One line of /proc/PID/maps. */
@@ -28,6 +29,10 @@ struct proc_maps {
 int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n);
 
 int proc_read_maps(pid_t pid, struct proc_maps *maps);
+/* proc_read_maps's parser, on any stream of /proc/PID/maps text (the fuzz harness,
+ * tests/fuzz/fuzz_proc.c, feeds it bytes: the paths in it are the target's user's).  0,
+ * -ESRCH when no line parses, -ENOMEM; maps is empty on failure. */
+int proc_maps_parse(FILE *f, struct proc_maps *maps);
 /* proc_read_maps with a one-line message for the injection methods: exited / kernel thread,
  * or permission.  Returns 0 or the negative errno. */
 int proc_read_maps_or_explain(pid_t pid, struct proc_maps *out, char *err, size_t errlen);
@@ -38,6 +43,11 @@ const struct proc_map *proc_map_at(const struct proc_maps *maps, uint64_t addr);
  * or NULL. */
 const struct proc_map *proc_find_module(const struct proc_maps *maps,
                                         int (*match)(const char *basename));
+/* Predicates for proc_find_module: glibc's libc ("libc.so.6", before 2.34 "libc-2.N.so"),
+ * musl's ("ld-musl-x86_64.so.1", Alpine's "libc.musl-x86_64.so.1"), either. */
+int proc_is_glibc_name(const char *basename);
+int proc_is_musl_name(const char *basename);
+int proc_is_libc_name(const char *basename);
 /* The offset-0 mapping of the file with this device and inode (the st_dev/st_ino of the
  * target's view of it), or NULL. */
 const struct proc_map *proc_find_inode(const struct proc_maps *maps, dev_t dev, uint64_t inode);
@@ -76,6 +86,9 @@ struct proc_status {
  * /proc/PID/task/TID/status) once.  Returns 0, -ESRCH when the process is gone, -EINVAL
  * when Uid:/Gid: are missing, or another -errno. */
 int proc_status_read(pid_t pid, pid_t tid, struct proc_status *st);
+/* proc_status_read's parser, on the NUL-terminated text of a status file (pid and tid as
+ * given to proc_status_read: the own_pid when NSpid is absent).  0 or -EINVAL. */
+int proc_status_parse(const char *buf, pid_t pid, pid_t tid, struct proc_status *st);
 
 /* What the project reads of /proc/PID/stat (after the "(comm)", which may hold anything). */
 struct proc_stat {
@@ -86,6 +99,8 @@ struct proc_stat {
 };
 /* Returns 0, or -ESRCH when the process is gone (or the file unparsable). */
 int proc_stat_read(pid_t pid, struct proc_stat *st);
+/* proc_stat_read's parser, on the NUL-terminated text of a stat file.  0 or -ESRCH. */
+int proc_stat_parse(const char *buf, struct proc_stat *st);
 /* 1 for a kernel thread (PF_KTHREAD), else 0. */
 int proc_kernel_thread(pid_t pid);
 
@@ -136,6 +151,9 @@ pid_t proc_parent(pid_t pid);
 long proc_age_ms(pid_t pid);
 /* The command line, NULs as spaces, cut to cap ("" if unreadable: its comm then). */
 void proc_cmdline(pid_t pid, char *buf, size_t cap);
+/* proc_cmdline's rewrite of the n bytes read into buf (n < its size): trailing NULs dropped,
+ * NULs and newlines made spaces, NUL-terminated at the end. */
+void proc_cmdline_text(char *buf, size_t n);
 /* The target of /proc/PID/exe ("" if unreadable). */
 void proc_exe(pid_t pid, char *buf, size_t cap);
 

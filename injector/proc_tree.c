@@ -10,10 +10,16 @@
  */
 #include "vcinject.h"
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -160,6 +166,78 @@ int target_descends_from(pid_t pid, pid_t root)
             return 0;
         pid = pp;
     }
+    return 0;
+}
+
+/* ---- pidfds: identities that are not reused ------------------------------------------- */
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#define PIDFS_MAGIC 0x50494446 /* "PIDF": pidfds have a pidfs inode of their own (6.9+) */
+/* PIDFD_GET_INFO's first version (linux/pidfd.h, 6.13): the fields this file reads. */
+struct vc_pidfd_info {
+    uint64_t mask;
+    uint64_t cgroupid;
+    uint32_t pid, tgid, ppid;
+    uint32_t ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    uint32_t spare0[1];
+};
+#define VC_PIDFD_INFO_PID 1ull
+#define VC_PIDFD_GET_INFO _IOWR(0xFF, 11, struct vc_pidfd_info)
+
+int target_pidfd_open(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int target_peer_pidfd(int sock)
+{
+    int fd = -1;
+    socklen_t len = sizeof fd;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) != 0 || len != sizeof fd)
+        return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) { /* it comes close-on-exec; make sure */
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+pid_t target_pidfd_pid(int pidfd)
+{
+    char path[64], line[128];
+    long seen = -1;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Pid: %ld", &seen) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (seen <= 0 || syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) != 0)
+        return -1; /* not in our pid namespace, exited, or not a pidfd */
+    return (pid_t)seen;
+}
+
+uint64_t target_pidfd_id(int pidfd)
+{
+    struct statfs fs;
+    struct stat st;
+    if (pidfd < 0 || fstatfs(pidfd, &fs) != 0 || (unsigned long)fs.f_type != PIDFS_MAGIC ||
+        fstat(pidfd, &st) != 0)
+        return 0;
+    return (uint64_t)st.st_ino;
+}
+
+int target_pidfd_parent(int pidfd, pid_t *ppid)
+{
+    struct vc_pidfd_info info;
+    memset(&info, 0, sizeof info);
+    info.mask = VC_PIDFD_INFO_PID;
+    if (ioctl(pidfd, VC_PIDFD_GET_INFO, &info) != 0 || !(info.mask & VC_PIDFD_INFO_PID))
+        return -1;
+    *ppid = (pid_t)info.ppid;
     return 0;
 }
 

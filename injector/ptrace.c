@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "test_seam.h"
 
 #ifndef NT_X86_XSTATE
 #define NT_X86_XSTATE 0x202 /* <linux/elf.h>; <elf.h> is shadowed by injector/elf.h */
@@ -336,12 +337,12 @@ static int peek_word(pid_t tid, uint64_t addr, long *word)
     return 0;
 }
 
-/* Test-only fault injection: VCATTACH_TEST_BLOCKING_READ=peek (tests/test_security_sock.py)
+/* Test-only fault injection (test_seam.h, not in the product): VCATTACH_TEST_BLOCKING_READ=peek (tests/system/test_security_sock.py)
  * makes every read of the target's memory block as one of a stalled FUSE mapping would, so
  * that the method's watchdog (watchdog.h) is what ends it.  Unset, it does nothing. */
 static void test_block(void)
 {
-    const char *v = getenv("VCATTACH_TEST_BLOCKING_READ");
+    const char *v = VC_SEAM(BLOCKING_READ);
     if (v && strcmp(v, "peek") == 0)
         for (;;)
             pause();

@@ -32,8 +32,8 @@
  *    (-ETIMEDOUT). */
 #include "remote_call.h"
 #include "proc.h"
+#include "xsave_layout.h"
 
-#include <cpuid.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,8 +60,6 @@
 #define FP_XSTATE_MAGIC1 0x46505853U
 #define FP_XSTATE_MAGIC2 0x46505845U
 #endif
-#define SW_BYTES_AT 464            /* fpx_sw_bytes inside the fxsave area */
-#define XSTATE_MIN 576             /* fxsave area + xsave header */
 #define UC_FP_XSTATE 0x1
 #define UC_SIGCONTEXT_SS 0x2
 #define UC_STRICT_RESTORE_SS 0x4
@@ -177,55 +175,57 @@ static int write_frame(struct remote *rc, uint64_t below, int own_stack, uint64_
     return r < 0 && own_stack ? -ENOSPC : r;
 }
 
-/* The software bytes of the frame's xsave image (fpx_sw_bytes), as the kernel writes them for
- * this thread; returns the image's size (xstate_size).
+/* The software bytes of the frame's xsave image (fpx_sw_bytes), as the kernel's own signal
+ * frames carry them; returns the image's size (their xstate_size).
  *
- * PTRACE_GETREGSET's image carries the kernel's *largest* software bytes (every feature the
- * kernel could enable, AMX's tile data included: 11008 bytes on Xeon Sapphire Rapids), while
- * rt_sigreturn takes an image no larger than the thread's own size (2816 there, without tile
- * data unless the process asked for AMX) and restores only the legacy x87/SSE area from a
- * larger one: the upper halves of ymm0-15 and all of zmm were lost
- * (test_inject_kill.py::test_vector_state_comes_home, on such a CPU).  So the features are the
- * kernel's, minus those enabled per process (XFD: tile data) that the image does not hold,
- * and the size is where the last of them ends in the standard layout (CPUID leaf 0xD: its
- * size and offset).  A feature left out is initialized by rt_sigreturn: tile data, which our
- * code never touches and which is in its initial state whenever the image lacks it. */
+ * PTRACE_GETREGSET gives the image in the standard form with the kernel's XCR0 in bytes
+ * 464..471 (not signal-frame software bytes) and, in the header's xstate_bv, the components
+ * the thread has in use; the others read as their initial values.  rt_sigreturn restores the
+ * components the software bytes name from the image (XRSTOR: those not marked in xstate_bv
+ * are initialized, as they were) and initializes every other component of the thread, but
+ * only if the image is no larger than the thread's own size (fpstate->user_size); a larger
+ * one makes it restore the legacy x87/SSE area alone and initialize the rest: the upper
+ * halves of ymm0-15, zmm, opmask were lost that way when the frame carried the kernel's
+ * largest size (11008 bytes with AMX tile data on Xeon Sapphire Rapids; the thread's own was
+ * 2816).  So the frame names the components in use (x87 and SSE always, as the kernel's
+ * frames do: MXCSR is restored with them) and its size is where the last of them ends, from
+ * CPUID (xsave_layout.c): never more than the thread's own size, since the components it
+ * uses are among those its size covers, on every layout (AMD's AVX-512 and PKRU sit at other
+ * offsets than Intel's; AMX tile data is in use only in a thread whose size holds it). */
 static uint32_t frame_sw_bytes(unsigned char *fx, size_t len)
 {
-    uint32_t magic1, ext;
-    uint64_t bv, features;
-    memcpy(&magic1, fx + SW_BYTES_AT, 4);
-    memcpy(&features, fx + SW_BYTES_AT + 8, 8);
-    memcpy(&bv, fx + 512, 8); /* the header's xstate_bv: the features the image holds */
-    if (magic1 != FP_XSTATE_MAGIC1)
-        features = bv;
-    features |= 3; /* x87 and SSE: always in the legacy area */
-    uint64_t size = XSTATE_MIN;
-    for (unsigned i = 2; i < 63; i++) {
-        if (!(features >> i & 1))
-            continue;
-        unsigned eax, ebx, ecx, edx;
-        if (!__get_cpuid_count(0xD, i, &eax, &ebx, &ecx, &edx) || eax == 0) {
-            features &= ~(1ull << i); /* a supervisor or unknown feature: not in the image */
-            continue;
-        }
-        if ((ecx & 4) && !(bv >> i & 1)) { /* enabled per process (XFD), not held */
-            features &= ~(1ull << i);
-            continue;
-        }
-        if ((uint64_t)ebx + eax > size)
-            size = (uint64_t)ebx + eax;
-    }
-    if (size > len)
-        size = len;
-    uint32_t xsize = (uint32_t)size;
-    ext = xsize + 4;
-    magic1 = FP_XSTATE_MAGIC1;
-    memcpy(fx + SW_BYTES_AT, &magic1, 4);
-    memcpy(fx + SW_BYTES_AT + 4, &ext, 4);
-    memcpy(fx + SW_BYTES_AT + 8, &features, 8);
-    memcpy(fx + SW_BYTES_AT + 16, &xsize, 4);
+    uint64_t features;
+    memcpy(&features, fx + XSAVE_HEADER_AT, 8);
+    features |= 3;
+    uint32_t xsize = xsave_image_size(&features);
+    if (xsize > len)
+        xsize = (uint32_t)len;
+    const uint32_t magic1 = FP_XSTATE_MAGIC1, ext = xsize + 4;
+    memcpy(fx + XSAVE_SW_BYTES_AT, &magic1, 4);
+    memcpy(fx + XSAVE_SW_BYTES_AT + 4, &ext, 4);
+    memcpy(fx + XSAVE_SW_BYTES_AT + 8, &features, 8);
+    memcpy(fx + XSAVE_SW_BYTES_AT + 16, &xsize, 4);
     return xsize;
+}
+
+/* After our rt_sigreturn: the thread's FPU/vector state must be what it was.  The frame is
+ * what brings it home when we cannot (killed at any instant); while we can, this checks the
+ * frame did, and where it did not (a layout this code does not foresee), sets the state
+ * directly and records which components the frame missed (rc->fp_missed, for -v and the
+ * tests).  0 or -errno. */
+static int check_fpstate_home(struct remote *rc)
+{
+    pid_t tid = rc->t->tid;
+    int r = pt_get_fpstate(tid, rc->now_fp);
+    if (r < 0)
+        return r;
+    size_t len = rc->saved_fp->len < rc->now_fp->len ? rc->saved_fp->len : rc->now_fp->len;
+    uint64_t missed = rc->now_fp->kind != rc->saved_fp->kind ? ~0ull :
+                      xsave_differences(rc->saved_fp->buf, rc->now_fp->buf, len);
+    if (!missed)
+        return 0;
+    rc->fp_missed |= missed;
+    return pt_set_fpstate(tid, rc->saved_fp);
 }
 
 static int is_fault(int sig)
@@ -286,101 +286,131 @@ static int set_home_directly(struct remote *rc, const struct user_regs_struct *r
 /* Runs one piece from regs until its rt_sigreturn (entry stop at done_rip) has brought the
  * thread home (the exit stop).  sys_rip: rip after the gadget's syscall, whose result goes to
  * *sysret (0: none). */
+/* One piece of code run on the borrowed thread: where it ends (done_rip: the rt_sigreturn that
+ * brings it home), where a system call's result is read (sys_rip), and the stops seen so far. */
+struct piece {
+    uint64_t done_rip, sys_rip, *sysret;
+    int in_sys;    /* entry and exit stops alternate; we start outside */
+    int returning; /* 1: its rt_sigreturn runs; 2: skipped, the registers set directly */
+};
+
+#define PIECE_GOES_ON 1 /* not ended: resume the thread (any other result ends the piece) */
+
+/* The piece did not end by the deadline (stuck, e.g. on a lock): the thread is taken back so
+ * that it can be restored. */
+static int piece_timed_out(struct remote *rc)
+{
+    struct tracee *t = rc->t;
+    foreign_stop(rc);
+    rc->timed_out = 1;
+    ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+    /* Not stopped within 1 s (uninterruptible sleep, e.g. a vfork in the call): remote_end
+     * waits longer before it restores. */
+    int r = pt_wait_stop(t, pt_now_ns() + 1000000000, NULL);
+    if (r == -ESRCH)
+        return -ESRCH;
+    if (r == 0)
+        keep_signal_of_abandoned_call(t);
+    return -ETIMEDOUT;
+}
+
+/* A system-call stop of the piece: its own rt_sigreturn home, or the result of its call. */
+static int piece_syscall_stop(struct remote *rc, struct piece *pc)
+{
+    pid_t tid = rc->t->tid;
+    struct user_regs_struct now;
+    int r = pt_getregs(tid, &now);
+    if (r < 0)
+        return r;
+    pc->in_sys = !pc->in_sys;
+    if (pc->in_sys) {
+        if (now.orig_rax == SYS_rt_sigreturn && now.rip == pc->done_rip) {
+            pc->returning = skip_sigreturn(rc) ? 2 : 1;
+            if (pc->returning == 2) {
+                /* getpid instead, returning to the restorer: if we die before the exit stop,
+                 * the thread still comes home through its frame */
+                now.orig_rax = SYS_getpid;
+                now.rip = rc->g.restorer;
+                r = pt_setregs(tid, &now);
+                if (r < 0)
+                    return r;
+            }
+        }
+        return PIECE_GOES_ON;
+    }
+    if (pc->returning == 2)
+        return set_home_directly(rc, &rc->saved_regs);
+    if (pc->returning) {
+        struct user_regs_struct h;
+        home_regs(rc, &h);
+        if (now.rip != h.rip || now.rsp != h.rsp) {
+            rc->fault_sig = SIGSEGV; /* the frame was refused (badframe) */
+            return -EFAULT;
+        }
+        rc->at_home = 1;
+        return check_fpstate_home(rc);
+    }
+    if (pc->sysret && now.rip == pc->sys_rip)
+        *pc->sysret = now.rax;
+    return PIECE_GOES_ON;
+}
+
+/* Any other stop: job control (redone later), our call's own fault (the call is dead), or
+ * someone else's signal (handed back when the thread is itself again). */
+static int piece_signal_stop(struct remote *rc, int st)
+{
+    struct tracee *t = rc->t;
+    int sig = WSTOPSIG(st), event = (unsigned)st >> 16;
+    foreign_stop(rc);
+    if (event == PTRACE_EVENT_STOP) {
+        if (t->group_stop) /* job control stopped the process meanwhile: redo it later */
+            t->pending_sigs |= 1ull << (t->group_stop - 1);
+        return PIECE_GOES_ON;
+    }
+    if (event != 0)
+        return PIECE_GOES_ON;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    int have_si = ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0;
+    /* a kernel-generated fault (si_code > 0), or one aimed at this very thread (abort() inside
+     * the call raises SIGABRT with tgkill): the call is dead */
+    if (is_fault(sig) && have_si && (si.si_code > 0 || si.si_code == SI_TKILL)) {
+        rc->fault_sig = sig;
+        t->in_signal_stop = 0;
+        return sig == SIGSYS ? -ENOSYS : -EFAULT;
+    }
+    if (sig >= 1 && sig <= 64)
+        t->pending_sigs |= 1ull << (sig - 1);
+    t->in_signal_stop = 0;
+    return PIECE_GOES_ON;
+}
+
 static int run_piece(struct remote *rc, struct user_regs_struct *regs, uint64_t done_rip,
                      uint64_t sys_rip, uint64_t *sysret, int64_t deadline_ns)
 {
     struct tracee *t = rc->t;
-    pid_t tid = t->tid;
     regs->orig_rax = (unsigned long long)-1; /* never restart a syscall into our code */
     regs->eflags &= ~(1ull << 10);           /* DF clear, as the ABI requires at a call */
-    int r = pt_setregs(tid, regs);
+    int r = pt_setregs(t->tid, regs);
     if (r < 0)
         return r;
     rc->at_home = 0;
-    int resume_sig = 0, in_sys = 0, returning = 0;
     rc->fault_sig = 0;
-    for (;;) {
-        if (ptrace(PTRACE_SYSCALL, tid, 0, (void *)(long)resume_sig) < 0)
+    struct piece pc = {done_rip, sys_rip, sysret, 0, 0};
+    for (r = PIECE_GOES_ON; r == PIECE_GOES_ON;) {
+        /* signals for the thread are kept and handed back at home, never delivered here */
+        if (ptrace(PTRACE_SYSCALL, t->tid, 0, 0) < 0)
             return errno == ESRCH ? -ESRCH : -errno;
         t->state = TRACEE_RUNNING;
-        resume_sig = 0;
         int st;
         r = pt_wait_stop(t, deadline_ns, &st);
-        if (r == -ETIMEDOUT) {
-            foreign_stop(rc);
-            rc->timed_out = 1;
-            /* stuck (e.g. on a lock): take the thread back so it can be restored */
-            ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-            /* Not stopped within 1 s (uninterruptible sleep, e.g. a vfork in the call):
-             * remote_end waits longer before it restores. */
-            int r2 = pt_wait_stop(t, pt_now_ns() + 1000000000, NULL);
-            if (r2 == -ESRCH)
-                return -ESRCH;
-            if (r2 == 0)
-                keep_signal_of_abandoned_call(t);
-            return -ETIMEDOUT;
-        }
+        if (r == -ETIMEDOUT)
+            return piece_timed_out(rc);
         if (r < 0)
             return r;
-        if (t->syscall_stop) {
-            struct user_regs_struct now;
-            r = pt_getregs(tid, &now);
-            if (r < 0)
-                return r;
-            in_sys = !in_sys; /* entry and exit stops alternate; we start outside */
-            if (in_sys) {
-                if (now.orig_rax == SYS_rt_sigreturn && now.rip == done_rip) {
-                    returning = skip_sigreturn(rc) ? 2 : 1;
-                    if (returning == 2) {
-                        /* getpid instead, returning to the restorer: if we die before the
-                         * exit stop, the thread still comes home through its frame */
-                        now.orig_rax = SYS_getpid;
-                        now.rip = rc->g.restorer;
-                        r = pt_setregs(tid, &now);
-                        if (r < 0)
-                            return r;
-                    }
-                }
-            } else if (returning == 2) {
-                return set_home_directly(rc, &rc->saved_regs);
-            } else if (returning) {
-                struct user_regs_struct h;
-                home_regs(rc, &h);
-                if (now.rip != h.rip || now.rsp != h.rsp) {
-                    rc->fault_sig = SIGSEGV; /* the frame was refused (badframe) */
-                    return -EFAULT;
-                }
-                rc->at_home = 1;
-                return 0;
-            } else if (sysret && now.rip == sys_rip) {
-                *sysret = now.rax;
-            }
-            continue;
-        }
-        int sig = WSTOPSIG(st), event = (unsigned)st >> 16;
-        foreign_stop(rc);
-        if (event == PTRACE_EVENT_STOP) {
-            if (t->group_stop) /* job control stopped the process meanwhile: redo it later */
-                t->pending_sigs |= 1ull << (t->group_stop - 1);
-            continue;
-        }
-        if (event != 0)
-            continue;
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        int have_si = ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0;
-        /* a kernel-generated fault (si_code > 0), or one aimed at this very thread (abort() inside
-         * the call raises SIGABRT with tgkill): the call is dead */
-        if (is_fault(sig) && have_si && (si.si_code > 0 || si.si_code == SI_TKILL)) {
-            rc->fault_sig = sig;
-            t->in_signal_stop = 0;
-            return sig == SIGSYS ? -ENOSYS : -EFAULT;
-        }
-        /* someone else's signal: hand it back when the thread is itself again */
-        if (sig >= 1 && sig <= 64)
-            t->pending_sigs |= 1ull << (sig - 1);
-        t->in_signal_stop = 0;
+        r = t->syscall_stop ? piece_syscall_stop(rc, &pc) : piece_signal_stop(rc, st);
     }
+    return r;
 }
 
 /* Whether the thread runs with an x86 user shadow stack (CET): our `ret` into the restorer and
@@ -400,8 +430,12 @@ int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadget
     rc->t = t;
     rc->g = *g;
     rc->saved_fp = malloc(sizeof *rc->saved_fp);
-    if (!rc->saved_fp)
+    rc->now_fp = malloc(sizeof *rc->now_fp);
+    if (!rc->saved_fp || !rc->now_fp) {
+        free(rc->saved_fp);
+        free(rc->now_fp);
         return -ENOMEM;
+    }
     unsigned char code[9];
     int r = pt_read(t->tid, g->syscall_ret, code, sizeof gadget_syscall_ret);
     if (r == 0 && memcmp(code, gadget_syscall_ret, sizeof gadget_syscall_ret) != 0)
@@ -424,7 +458,7 @@ int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadget
     if (rc->saved_fp->kind == 1) {
         rc->fp_size = frame_sw_bytes(fx, rc->saved_fp->len);
     } else { /* fxsave only: no software bytes, the kernel restores the legacy area */
-        memset(fx + SW_BYTES_AT, 0, 512 - SW_BYTES_AT);
+        memset(fx + XSAVE_SW_BYTES_AT, 0, 512 - XSAVE_SW_BYTES_AT);
         rc->fp_size = 512;
     }
     rc->regs_saved = 1;
@@ -432,7 +466,8 @@ int remote_begin(struct remote *rc, struct tracee *t, const struct remote_gadget
     return 0;
 fail:
     free(rc->saved_fp);
-    rc->saved_fp = NULL;
+    free(rc->now_fp);
+    rc->saved_fp = rc->now_fp = NULL;
     return r;
 }
 
@@ -577,6 +612,7 @@ int remote_end(struct remote *rc)
     }
 out:
     free(rc->saved_fp);
-    rc->saved_fp = NULL;
+    free(rc->now_fp);
+    rc->saved_fp = rc->now_fp = NULL;
     return err;
 }

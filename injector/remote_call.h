@@ -47,6 +47,9 @@ struct remote {
     struct user_regs_struct home_regs;  /* what every frame restores: saved_regs with the
                                          * interrupted syscall's restart applied */
     struct pt_fpstate *saved_fp;
+    struct pt_fpstate *now_fp;          /* the state read back after each rt_sigreturn */
+    uint64_t fp_missed;                 /* xstate components a frame did not bring home (set
+                                         * directly then): none on any CPU seen so far */
     uint64_t sigmask;
     uint32_t fp_size;                   /* bytes of saved_fp->buf a frame carries */
     uint64_t scratch, scratch_len;      /* stub page + data + stack + frame area (0: none) */

@@ -29,6 +29,7 @@
 
 #include "proc.h"
 #include "vcinject.h"
+#include "test_seam.h"
 
 #define SCRIPT_NAME "attach.py"
 #define DIR_PREFIX ".vcattach-rx-"
@@ -199,12 +200,12 @@ struct rx_job {
     pid_t self;                /* the vcattach (its pid names the directory) */
 };
 
-/* Test-only fault injection: VCATTACH_TEST_RX_PAUSE_MS=N (tests/test_security_sock.py) makes
+/* Test-only fault injection (test_seam.h, not in the product): VCATTACH_TEST_RX_PAUSE_MS=N (tests/system/test_security_sock.py) makes
  * the helper sleep N ms (at most 5 s) right after creating the directory, so that a test can
  * mount something over it in that window.  Unset, it does nothing. */
 static void test_pause(void)
 {
-    const char *v = getenv("VCATTACH_TEST_RX_PAUSE_MS");
+    const char *v = VC_SEAM(RX_PAUSE_MS);
     long ms = v ? strtol(v, NULL, 10) : 0;
     if (ms > 0) {
         struct timespec ts = {.tv_sec = (ms > 5000 ? 5000 : ms) / 1000,

@@ -21,7 +21,7 @@ const char *safepoint_unsafe_symbol(const char *name);
 const char *safepoint_unsafe_module(const char *path);
 /* One frame: function name (may be empty) in the module at module_path (absolute, else the
  * module is not judged).  The ptrace method judges every frame with it; the gdb method's script
- * does the same from the same table (tests/test_safepoint_rules.py compares the two). */
+ * does the same from the same table (tests/unit/test_safepoint_rules.py compares the two). */
 const char *safepoint_unsafe_frame(const char *name, const char *module_path);
 
 #endif /* VC_SAFEPOINT_H */

@@ -41,18 +41,6 @@ static int open_pidfd(pid_t pid)
 #endif
 }
 
-/* 1 when /proc/PID/ns/NAME is another namespace than ours, 0 when ours or unknown. */
-static int other_ns(pid_t pid, const char *name)
-{
-    char theirs[64], mine[64];
-    struct stat a, b;
-    snprintf(theirs, sizeof theirs, "/proc/%d/ns/%s", (int)pid, name);
-    snprintf(mine, sizeof mine, "/proc/self/ns/%s", name);
-    if (stat(theirs, &a) < 0 || stat(mine, &b) < 0)
-        return 0;
-    return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
-}
-
 int target_facts_read(pid_t pid, struct target_facts *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
@@ -92,13 +80,14 @@ int target_facts_read(pid_t pid, struct target_facts *f, char *err, size_t errle
     snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
     f->dumpable = stat(dir, &ds) < 0 || ds.st_uid == f->uid[1];
     f->other_mnt_ns = proc_other_root(pid); /* another mount namespace, or chrooted */
-    f->other_user_ns = other_ns(pid, "user");
-    f->other_net_ns = other_ns(pid, "net");
+    f->other_user_ns = (target_ns_other(pid, "user") == 1);
+    f->other_net_ns = (target_ns_other(pid, "net") == 1);
     if (f->kernel_thread) {
         f->python = 0;
         snprintf(f->python_why, sizeof f->python_why, "a kernel thread");
     } else {
         f->python = target_python_detect(pid, &f->py, f->python_why, sizeof f->python_why);
+        target_libc_detect(pid, &f->libc);
     }
     return 0;
 }

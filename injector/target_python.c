@@ -102,6 +102,51 @@ static int read_free_threaded(pid_t pid, const struct elf_file *ef, const struct
     return head.free_threaded != 0;
 }
 
+/* What the C-API's file says of the build (ef is open): 3.11+'s own PY_VERSION_HEX, the debug
+ * builds' exports, the free-threaded marker.  Returns read_free_threaded's answer. */
+static int read_build(pid_t pid, const struct elf_file *ef, const struct proc_map *capi,
+                      struct target_python *py)
+{
+    uint64_t hex, unused;
+    if (read_py_version(pid, ef, capi, &hex) == 0 && ((hex >> 24) & 0xff) == 3) {
+        py->major = 3;
+        py->minor = (int)((hex >> 16) & 0xff);
+        py->micro = (int)((hex >> 8) & 0xff);
+        snprintf(py->how, sizeof py->how, "Py_Version");
+    }
+    /* Debug builds, from what only they export: Py_REF_DEBUG's reference total (_Py_RefTotal
+     * up to 3.11, _Py_IncRefTotal from 3.12; Py_DEBUG implies it), and Py_TRACE_REFS's list
+     * of every object (_Py_PrintReferences), whose two extra pointers in every object header
+     * no agent build shares. */
+    py->debug = elf_lookup(ef, "_Py_RefTotal", &unused) == 0 ||
+                elf_lookup(ef, "_Py_IncRefTotal", &unused) == 0;
+    py->trace_refs = elf_lookup(ef, "_Py_PrintReferences", &unused) == 0;
+    return read_free_threaded(pid, ef, capi);
+}
+
+/* The version from the names, when the build did not say it, and the free-threaded mark the
+ * names also carry (python3.13t, libpython3.13t.so), whose object layout no agent shares. */
+static void read_names(const struct proc_map *lib, const char *exe, int debug_ft,
+                       struct target_python *py)
+{
+    int lib_major = 0, lib_minor = 0, lib_t = 0, exe_major = 0, exe_minor = 0, exe_t = 0;
+    int lib_named = lib && version_from_name(base_name(lib->path), "libpython", &lib_major,
+                                             &lib_minor, &lib_t) == 0;
+    int exe_named = version_from_name(base_name(exe), "python", &exe_major, &exe_minor,
+                                      &exe_t) == 0;
+    py->free_threaded = (lib_named && lib_t) || (exe_named && exe_t) || debug_ft == 1;
+    if (!py->major && lib_named) {
+        py->major = lib_major;
+        py->minor = lib_minor;
+        snprintf(py->how, sizeof py->how, "soname");
+    }
+    if (!py->major && exe_named) {
+        py->major = exe_major;
+        py->minor = exe_minor;
+        snprintf(py->how, sizeof py->how, "executable name");
+    }
+}
+
 int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t errlen)
 {
     char path[64], exe[PATH_MAX];
@@ -138,53 +183,19 @@ int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t 
     int exports_capi = have_elf && (elf_lookup(&ef, "Py_Version", &unused) == 0 ||
                                     elf_lookup(&ef, "_PyRuntime", &unused) == 0 ||
                                     elf_lookup(&ef, "PyGILState_Ensure", &unused) == 0);
-    if (!lib && !exports_capi) {
-        snprintf(err, errlen, "%s maps no libpython and exports no Python C-API", exe);
+    int debug_ft = -1;
+    if (lib || exports_capi) {
         if (have_elf)
-            elf_close(&ef);
-        proc_free_maps(&maps);
-        return 0;
-    }
-
-    /* 3.11+: the running interpreter's own PY_VERSION_HEX. */
-    uint64_t hex;
-    if (have_elf && read_py_version(pid, &ef, capi, &hex) == 0 && ((hex >> 24) & 0xff) == 3) {
-        py->major = 3;
-        py->minor = (int)((hex >> 16) & 0xff);
-        py->micro = (int)((hex >> 8) & 0xff);
-        snprintf(py->how, sizeof py->how, "Py_Version");
-    }
-    int debug_ft = have_elf ? read_free_threaded(pid, &ef, capi) : -1;
-    /* Debug builds, from what only they export: Py_REF_DEBUG's reference total (_Py_RefTotal
-     * up to 3.11, _Py_IncRefTotal from 3.12; Py_DEBUG implies it), and Py_TRACE_REFS's list
-     * of every object (_Py_PrintReferences), whose two extra pointers in every object header
-     * no agent build shares. */
-    if (have_elf) {
-        py->debug = elf_lookup(&ef, "_Py_RefTotal", &unused) == 0 ||
-                    elf_lookup(&ef, "_Py_IncRefTotal", &unused) == 0;
-        py->trace_refs = elf_lookup(&ef, "_Py_PrintReferences", &unused) == 0;
+            debug_ft = read_build(pid, &ef, capi, py);
+        read_names(lib, exe, debug_ft, py);
     }
     if (have_elf)
         elf_close(&ef);
-    /* The names also tell a free-threaded build (python3.13t, libpython3.13t.so), whose
-     * object layout the agent builds do not share. */
-    int lib_major = 0, lib_minor = 0, lib_t = 0, exe_major = 0, exe_minor = 0, exe_t = 0;
-    int lib_named = lib && version_from_name(base_name(lib->path), "libpython", &lib_major,
-                                             &lib_minor, &lib_t) == 0;
-    int exe_named = version_from_name(base_name(exe), "python", &exe_major, &exe_minor,
-                                      &exe_t) == 0;
-    py->free_threaded = (lib_named && lib_t) || (exe_named && exe_t) || debug_ft == 1;
-    if (!py->major && lib_named) {
-        py->major = lib_major;
-        py->minor = lib_minor;
-        snprintf(py->how, sizeof py->how, "soname");
-    }
-    if (!py->major && exe_named) {
-        py->major = exe_major;
-        py->minor = exe_minor;
-        snprintf(py->how, sizeof py->how, "executable name");
-    }
     proc_free_maps(&maps);
+    if (!lib && !exports_capi) {
+        snprintf(err, errlen, "%s maps no libpython and exports no Python C-API", exe);
+        return 0;
+    }
     if (!py->major) {
         snprintf(err, errlen,
                  "%s looks like CPython but its version is unknown (no Py_Version symbol, "

@@ -6,7 +6,7 @@
  * the target's user may stall: no deadline of ours reaches there, and the thread cannot be
  * cancelled.  FUSE waits are killable, and when a tracer exits the kernel detaches every
  * tracee (each thread in the middle of a call comes home through its own signal frame, see
- * inject.h), so ending vcattach is a bound that leaves the target running: the watchdog says
+ * method.h), so ending vcattach is a bound that leaves the target running: the watchdog says
  * why on stderr and exits. */
 #ifndef VC_WATCHDOG_H
 #define VC_WATCHDOG_H

@@ -121,5 +121,8 @@ cat <<EOF
                 $CLI summary $SHOW/demo.cvf --thread load-generator --sort total
 The slow path: find_duplicate_skus (an O(n^2) loop under GET /report) tops the working
 table: high self time, a few calls, a mean in milliseconds.  Waits (locks, poll, sockets)
-are in the waiting table below it; --all ranks everything together.
+are in the waiting table below it; --all ranks everything together.  Run as root, working
+and waiting come from the scheduler's own context switches ("CPU exact" in the header).
+Watch a live service the same way, refreshed every second (q detaches, the service runs on):
+                $CLI top --pid PID
 EOF

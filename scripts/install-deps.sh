@@ -12,8 +12,12 @@ PACKAGES=(
   zlib1g-dev                        # .cvf zblobs (agent, codec)
   libjansson-dev                    # JSON side of `vcattach convert`
   libunwind-dev                     # libunwind-ptrace: safe-point check before injecting
+  liblzma-dev                       # libunwind's static archive needs it (the static vcattach)
   gdb                               # --method gdb
-  debootstrap                       # scripts/test-root: the sid root with CPython 3.14/3.15
+  debootstrap                       # scripts/test-root: the sid (CPython 3.14/3.15), bullseye
+                                    # (glibc 2.31, 3.9) and trixie (glibc 2.41, 3.13) roots
+  musl-tools                        # musl-gcc: musl stand-ins for the refusal tests, the musl
+                                    # root's CPython (scripts/test-root musl), musl agents
   python3 python3-pytest            # test runner (Debian's python3)
   python3-pip python3-setuptools    # the test that `pip install ./python` works (offline)
   python3.11 python3.11-dev         # Debian's static, non-PIE CPython: part of the matrix
@@ -21,13 +25,14 @@ PACKAGES=(
   hyperfine                         # bench/
   gunicorn python3-flask wrk        # bench/filters, bench/tree, --subprocesses tests: a real
                                     # forking Flask service under gunicorn, local load
-  python3-uvicorn python3-fastapi   # tests/test_requests.py: an ASGI service (uvicorn)
-  python3-celery                    # tests/test_requests.py: a Celery worker (filesystem broker)
-  apache2 libapache2-mod-wsgi-py3   # tests/test_embedded.py: hosts that embed CPython in C:
+  python3-uvicorn python3-fastapi   # tests/unit/test_requests.py: an ASGI service (uvicorn)
+  python3-celery                    # tests/unit/test_requests.py: a Celery worker (filesystem broker)
+  apache2 libapache2-mod-wsgi-py3   # tests/system/test_embedded.py: hosts that embed CPython in C:
   uwsgi uwsgi-plugin-python3        # Apache + mod_wsgi, uWSGI (under wrk)
-  python3.11-dbg                    # tests/test_builds.py: a Py_DEBUG interpreter, and the
+  python3.11-dbg                    # tests/system/test_builds.py: a Py_DEBUG interpreter, and the
                                     # headers of its agent build (libvcagent-py311d.so)
   nodejs npm chromium               # real-viewer test (speedscope in headless Chromium)
+  tmux                              # tests/system/test_top.py: `vcattach top` in a real terminal
 )
 
 missing=()

@@ -10,24 +10,12 @@ from support import gdb_probe
 from support.chroot import ChrootService
 from support.paths import ALL_PYTHONS, BUILD, COPIES, CORPUS, ROOT_DIRS, TEST_ROOT_ERROR
 
-# The fast tier (`make test-unit`, i.e. `pytest -m unit`): modules that start no target process,
-# use no ptrace and need no root or test root, seconds in all.  Their tests get the `unit`
-# marker here, except those marked `system` in the module (a real traced target among offline
-# checks).  Everything else is a system test (real targets); `make test` runs both tiers.
-UNIT_MODULES = {
-    "test_codec_unit.py",        # the C unit programs of tests/unit/ (plain and ASan+UBSan)
-    "test_codec_generated.py",   # codec round trips through `vcattach convert`, both readers
-    "test_codec_corpus.py",      # codec against VizTracer's files (../shared/corpus)
-    "test_codec_corrupt.py",     # malformed input: drivers, CLI (plain and ASan), Python reader
-    "test_cli.py",               # option parsing, help, exit codes; the pid a `sleep` (whose
-                                 # preflight probes PTRACE_SEIZE on a child of vcattach's own)
-    "test_safepoint_rules.py",   # both judges of injector/safepoint_rules.def, on recorded stacks
-    "test_export.py",            # convert --format speedscope|collapsed
-    "test_summary.py",           # summary on written traces (its test_real_* are `system`)
-    "test_requests.py",          # requests, convert --requests on written traces (its real
-                                 # services, gunicorn/uvicorn/Celery, are `system`)
-    "test_security_offline.py",  # hostile files given to summary, convert, the ELF reader
-}
+# Two folders: unit/ (the fast tier, `make test-unit`: modules that start no target process,
+# use no ptrace and need no root or test root, seconds in all) and system/ (real targets,
+# services, roots).  A unit module's test gets the `unit` marker here, except one marked
+# `system` in the module (a real traced target among offline checks: requests' services,
+# summary's real traces, the C-library refusals) or `slow` (timed fuzzing runs).  `make test`
+# runs both folders; the markers stay for selection (`-m unit`, `-m "not slow"`).
 
 
 # Tests that make gdb call into a target: every one with "gdb" in its id (the method as a
@@ -39,14 +27,14 @@ GDB_CALLING = {"test_inject.py::test_inject_idle_target",
 def _calls_gdb(item):
     base = "%s::%s" % (item.path.name, item.originalname)
     return base in GDB_CALLING or ("gdb" in item.name and
-                                   item.originalname != "test_gdb_refuses_when_it_cannot_"
-                                                       "write_registers")
+                                   not item.originalname.startswith("test_gdb_refuses_"))
 
 
 def pytest_collection_modifyitems(config, items):
     gdb_skip = None
     for item in items:
-        if item.path.name in UNIT_MODULES and item.get_closest_marker("system") is None:
+        if (item.path.parent.name == "unit" and item.get_closest_marker("system") is None and
+                item.get_closest_marker("slow") is None):
             item.add_marker(pytest.mark.unit)
         elif _calls_gdb(item):
             if gdb_skip is None:
@@ -102,9 +90,9 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_report_header(config):
     lines = ["vcattach build: %s" % BUILD, "interpreters: " + ", ".join(
         "%s=%s" % (p["id"], p["path"]) for p in ALL_PYTHONS)]
-    if gdb_probe.gdb_register_problem():
-        lines.append("gdb cannot write registers on this host: its tests are skipped (%s)"
-                     % gdb_probe.gdb_register_problem())
+    if gdb_probe.skip_reason():
+        lines.append("the gdb method refuses on this host: its tests are skipped (%s)"
+                     % gdb_probe.skip_reason())
     if TEST_ROOT_ERROR:
         lines.append("NO 3.14/3.15: no sid test root (%s); their tests are skipped"
                      % TEST_ROOT_ERROR)

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert.h"
+#include "chrome.h"
 #include "cvf_reader.h"
 #include "json_scan.h"
 #include "window.h"
@@ -320,39 +320,113 @@ static size_t escape_into(char *dst, const char *s)
     return (size_t)(p - dst);
 }
 
-static int on_fee(void *ctx, const cvf_fee_group *g)
+/* The part every event of a FEE group shares, {"ph":"X","name":…,"cat":"FEE","pid":…,"tid":…,
+ * "ts":, built once: the tid may change per event (--tasks moves an event to another track). */
+typedef struct fee_prefix {
+    char *text;    /* room for the name escaped, 128 bytes more */
+    size_t len;
+    size_t tid_at; /* where the tid goes */
+    uint64_t tid;  /* the tid written there */
+} fee_prefix;
+
+static int prefix_init(chrome *c, fee_prefix *px, const cvf_fee_group *g)
 {
-    chrome *c = ctx;
-    /* The part every event of the group shares, built once: {"ph":"X","name":…,"ts": */
-    size_t nlen = strlen(g->name);
-    char *prefix = malloc(nlen * 6 + 128);
-    if (!prefix) {
+    px->text = malloc(strlen(g->name) * 6 + 128);
+    if (!px->text) {
         snprintf(c->err->msg, sizeof c->err->msg, "out of memory");
         return -1;
     }
-    size_t plen = 0;
-    memcpy(prefix, "{\"ph\":\"X\",\"name\":", 17);
-    plen = 17;
-    plen += escape_into(prefix + plen, g->name);
-    memcpy(prefix + plen, ",\"cat\":\"FEE\",\"pid\":", 19);
-    plen += 19;
-    plen += fmt_u64(prefix + plen, g->pid);
-    memcpy(prefix + plen, ",\"tid\":", 7);
-    plen += 7;
-    size_t tid_at = plen; /* where the tid goes: --tasks may move an event to another track */
-    uint64_t prefix_tid = g->tid;
-    plen += fmt_u64(prefix + plen, g->tid);
-    memcpy(prefix + plen, ",\"ts\":", 6);
-    plen += 6;
+    char *p = px->text;
+    memcpy(p, "{\"ph\":\"X\",\"name\":", 17);
+    p += 17;
+    p += escape_into(p, g->name);
+    memcpy(p, ",\"cat\":\"FEE\",\"pid\":", 19);
+    p += 19;
+    p += fmt_u64(p, g->pid);
+    memcpy(p, ",\"tid\":", 7);
+    p += 7;
+    px->tid_at = (size_t)(p - px->text);
+    px->tid = g->tid;
+    p += fmt_u64(p, g->tid);
+    memcpy(p, ",\"ts\":", 6);
+    px->len = (size_t)(p + 6 - px->text);
+    return 0;
+}
+
+/* The prefix with tid in its place (the room: a tid has at most 20 digits). */
+static void prefix_tid(fee_prefix *px, uint64_t tid)
+{
+    if (tid == px->tid)
+        return;
+    px->tid = tid;
+    px->len = px->tid_at + fmt_u64(px->text + px->tid_at, tid);
+    memcpy(px->text + px->len, ",\"ts\":", 6);
+    px->len += 6;
+}
+
+/* One event, rare: a huge name or args, through out_raw. */
+static void put_fee_big(chrome *c, const fee_prefix *px, int64_t ts, uint64_t dur,
+                        const char *args, size_t alen)
+{
+    char nums[96];
+    size_t nl = fmt_fixed(nums, ts, 2);
+    memcpy(nums + nl, ",\"dur\":", 7);
+    nl += 7;
+    nl += fmt_fixed(nums + nl, (int64_t)dur, 2);
+    begin_event(c);
+    out_raw(c, px->text, px->len);
+    out_raw(c, nums, nl);
+    if (args) {
+        OUT_LIT(c, ",\"args\":");
+        out_raw(c, args, alen);
+    }
+    OUT_LIT(c, "}");
+}
+
+/* One event, the usual way: straight into the buffer. */
+static void put_fee(chrome *c, const fee_prefix *px, int64_t ts, uint64_t dur, const char *args,
+                    size_t alen)
+{
+    out_need(c, px->len + 128 + alen);
+    char *p = c->buf + c->len;
+    if (c->first_event) {
+        c->first_event = false;
+        *p++ = '\n';
+    } else {
+        *p++ = ',';
+        *p++ = '\n';
+    }
+    memcpy(p, px->text, px->len);
+    p += px->len;
+    p += fmt_fixed(p, ts, 2);
+    memcpy(p, ",\"dur\":", 7);
+    p += 7;
+    p += fmt_fixed(p, (int64_t)dur, 2); /* < 2^62: the varint cannot hold more */
+    if (args) {
+        memcpy(p, ",\"args\":", 8);
+        p += 8;
+        memcpy(p, args, alen);
+        p += alen;
+    }
+    *p++ = '}';
+    c->len = (size_t)(p - c->buf);
+}
+
+static int on_fee(void *ctx, const cvf_fee_group *g)
+{
+    chrome *c = ctx;
+    fee_prefix px;
+    if (prefix_init(c, &px, g) != 0)
+        return -1;
     uint64_t (*retid)(void *, uint64_t, uint64_t, int64_t) = c->cc ? c->cc->retid : NULL;
-    /* the inline path below needs prefix + numbers + args to fit the buffer at once */
-    bool prefix_fits = plen + 256 <= OUT_CAP / 2;
+    /* the inline path needs prefix + numbers + args to fit the buffer at once */
+    bool prefix_fits = px.len + 256 <= OUT_CAP / 2;
     const char *args_json = g->args_json;
     const cvf_span *spans = g->args;
     strict_copy sc = {0};
     if (args_json && !is_strict(args_json, g->args_len)) {
         if (make_strict(c, args_json, g->args_len, true, &sc) != 0) {
-            free(prefix);
+            free(px.text);
             return -1;
         }
         args_json = sc.text;
@@ -364,56 +438,15 @@ static int on_fee(void *ctx, const cvf_fee_group *g)
         uint64_t dur = g->dur[i];
         if (win && !vct_window_clip(win, &ts, &dur))
             continue;
-        uint64_t tid = retid ? retid(c->cc->retid_ctx, g->pid, g->tid, g->ts[i]) : g->tid;
-        if (tid != prefix_tid) { /* the prefix's room: a tid has at most 20 digits */
-            prefix_tid = tid;
-            plen = tid_at + fmt_u64(prefix + tid_at, tid);
-            memcpy(prefix + plen, ",\"ts\":", 6);
-            plen += 6;
-        }
+        prefix_tid(&px, retid ? retid(c->cc->retid_ctx, g->pid, g->tid, g->ts[i]) : g->tid);
         size_t alen = spans ? spans[i].len : 0;
         const char *args = spans ? args_json + spans[i].off : NULL;
-        if (!prefix_fits || alen > OUT_CAP / 4) { /* rare: huge name or args */
-            char nums[96];
-            size_t nl = fmt_fixed(nums, ts, 2);
-            memcpy(nums + nl, ",\"dur\":", 7);
-            nl += 7;
-            nl += fmt_fixed(nums + nl, (int64_t)dur, 2);
-            begin_event(c);
-            out_raw(c, prefix, plen);
-            out_raw(c, nums, nl);
-            if (args) {
-                OUT_LIT(c, ",\"args\":");
-                out_raw(c, args, alen);
-            }
-            OUT_LIT(c, "}");
-            continue;
-        }
-        out_need(c, plen + 128 + alen);
-        char *p = c->buf + c->len;
-        if (c->first_event) {
-            c->first_event = false;
-            *p++ = '\n';
-        } else {
-            *p++ = ',';
-            *p++ = '\n';
-        }
-        memcpy(p, prefix, plen);
-        p += plen;
-        p += fmt_fixed(p, ts, 2);
-        memcpy(p, ",\"dur\":", 7);
-        p += 7;
-        p += fmt_fixed(p, (int64_t)dur, 2); /* < 2^62: the varint cannot hold more */
-        if (args) {
-            memcpy(p, ",\"args\":", 8);
-            p += 8;
-            memcpy(p, args, alen);
-            p += alen;
-        }
-        *p++ = '}';
-        c->len = (size_t)(p - c->buf);
+        if (!prefix_fits || alen > OUT_CAP / 4)
+            put_fee_big(c, &px, ts, dur, args, alen);
+        else
+            put_fee(c, &px, ts, dur, args, alen);
     }
-    free(prefix);
+    free(px.text);
     free(sc.text);
     free(sc.items);
     progress(c, g->offset);

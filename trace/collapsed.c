@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export.h"
+#include "collapsed.h"
 
 #define NO_PARENT UINT32_MAX
 

@@ -1,12 +1,14 @@
-/* convert.h — the output formats of `vcattach convert` and the JSON → .cvf direction.
+/* convert.h — the contract every converter of `vcattach convert` fulfils: what it is given
+ * (convert_ctx) and, for a .cvf → text output format, its signature (convert_cvf_fn).
  *
  * A .cvf input is turned into one of several formats; each is one function with the
- * signature below, listed in the table in cmd_convert.c (`--format NAME`).  To add a format:
- * write `int convert_cvf_to_NAME(...)` in its own convert_NAME.c using the reader API
- * (common/cvf_reader.h), declare it here, and add one row to that table.
+ * signature below, declared in its own header (chrome.h, export.h) and listed in the table in
+ * convert_job.c (`--format NAME`).  To add a format: write `int convert_cvf_to_NAME(...)` in
+ * its own NAME.c using the reader API (common/cvf_reader.h), declare it in NAME.h, and add
+ * one row to that table.  The JSON → .cvf direction is json_cvf.h.
  */
-#ifndef VC_CONVERT_H
-#define VC_CONVERT_H
+#ifndef VCT_CONVERT_H
+#define VCT_CONVERT_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -44,17 +46,5 @@ typedef struct convert_ctx {
  * malformed file the reader's message, which names the byte offset). */
 typedef int (*convert_cvf_fn)(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
                               cvf_error *err);
-
-/* Chrome trace event JSON, the same events VizTracer's decompressor returns
- * (chrome.c). */
-int convert_cvf_to_chrome(const void *cvf, size_t size, FILE *out, const convert_ctx *cc,
-                          cvf_error *err);
-
-/* Chrome trace JSON (an object with "traceEvents", or a bare list of events) → .cvf written
- * to the fd, grouped like VizTracer's compressor (json_cvf.c).  Returns 0, or -1 with err:
- * err->offset is the index of the offending event when the problem is an event, and err->msg
- * names it. */
-int convert_json_to_cvf(const char *json, size_t len, int out_fd, const convert_ctx *cc,
-                        cvf_error *err);
 
 #endif

@@ -1,8 +1,8 @@
 /* cpu.c — a trace's per-thread CPU clock samples and the on-CPU time of a span (cpu.h).
  *
  * Apart from model.c because it is one mechanism with one definition (linear interpolation
- * between samples) that the summary and the requests breakdown share; model.c only calls
- * vct_cpu_finish.  The samples come from a file that may be hostile: counter values that are
+ * between samples) that the summary and the requests breakdown share; load.c calls
+ * vct_cpu_finish once the model is finished.  The samples come from a file that may be hostile: counter values that are
  * not finite, negative, or that make the clock go back are dropped, never trusted.
  */
 #include "cpu.h"
@@ -14,7 +14,11 @@
 
 int vct_cpu_add(vct_thread *th, int64_t ts, int64_t cpu)
 {
-    vct_cpu_samples *c = &th->cpu;
+    return vct_samples_add(&th->cpu, ts, cpu);
+}
+
+int vct_samples_add(vct_cpu_samples *c, int64_t ts, int64_t cpu)
+{
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 256;
         int64_t *a = realloc(c->ts, cap * sizeof *a);
@@ -157,7 +161,12 @@ static double cpu_at(const vct_cpu_samples *c, int64_t x)
 
 int64_t vct_cpu_span(const vct_thread *th, int64_t start, int64_t end, int64_t *covered)
 {
-    const vct_cpu_samples *c = &th->cpu;
+    return vct_samples_span(&th->cpu, start, end, covered);
+}
+
+int64_t vct_samples_span(const vct_cpu_samples *c, int64_t start, int64_t end,
+                         int64_t *covered)
+{
     if (covered)
         *covered = 0;
     if (c->n < 2 || end <= start)

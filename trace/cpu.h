@@ -28,11 +28,18 @@ int vct_cpu_add_group(vct_trace *t, const struct cvf_counter_group *g);
 /* Adds one sample (ts and cpu in ticks).  0, or -1 on allocation failure. */
 int vct_cpu_add(vct_thread *th, int64_t ts, int64_t cpu);
 /* Sorts each thread's samples, drops those that make no sense (a clock going back), sets
- * has_cpu and cpu_period.  Called by vct_trace_finish.  0, or -1 on allocation failure. */
+ * has_cpu and cpu_period.  Called by load.c after vct_trace_finish.  0, or -1 on allocation
+ * failure. */
 int vct_cpu_finish(vct_trace *t);
 /* On-CPU ticks of th in [start, end] (0 <= result <= end - start), interpolated; the part of
  * the span outside th's samples is not counted: *covered gets the ticks that were (NULL: not
  * wanted). */
 int64_t vct_cpu_span(const vct_thread *th, int64_t start, int64_t end, int64_t *covered);
+
+/* vct_cpu_add on any cumulative series of the same shape (sched_split.c's runnable time). */
+int vct_samples_add(vct_cpu_samples *c, int64_t ts, int64_t v);
+/* The same over any cumulative series of the same shape (sched_split.c's runnable time). */
+int64_t vct_samples_span(const vct_cpu_samples *c, int64_t start, int64_t end,
+                         int64_t *covered);
 
 #endif /* VCT_CPU_H */

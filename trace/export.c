@@ -1,11 +1,16 @@
 /* export.c — the speedscope, collapsed and SVG exports as `vcattach convert` output formats.
  *
- * Adapts export_speedscope/export_collapsed (which work on a loaded trace) to convert.h's
- * convert_cvf_fn: build the per-thread model from the .cvf bytes, export, free.
+ * Adapts export_speedscope/export_collapsed/export_svg (speedscope.h, collapsed.h, svg.h: they
+ * work on a loaded trace) to convert.h's convert_cvf_fn: build the per-thread model from the
+ * .cvf bytes (load.h), export, free.
  */
 #include <stdio.h>
 
 #include "export.h"
+#include "collapsed.h"
+#include "load.h"
+#include "speedscope.h"
+#include "svg.h"
 #include "window.h"
 
 typedef int (*export_fn)(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err,

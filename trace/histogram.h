@@ -21,8 +21,8 @@
 
 #define VCT_HIST_GAMMA 1.02
 #define VCT_HIST_EXACT 128 /* ticks below this are counted exactly */
-/* The worst relative error of a reported percentile, as text for --help and docs. */
-#define VCT_HIST_ERROR_TEXT "0.99 percent"
+/* The worst relative error of a reported percentile is vctrace.h's VCT_PERCENTILE_ERROR_TEXT
+ * ("0.99 percent", for --help and docs): change both with VCT_HIST_GAMMA. */
 
 typedef struct vct_hist {
     uint64_t *counts; /* counts[i] is bucket lo + i */

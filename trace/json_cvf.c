@@ -36,7 +36,7 @@
 
 #include <jansson.h>
 
-#include "convert.h"
+#include "json_cvf.h"
 #include "cvf.h"
 #include "cvf_reader.h"
 #include "json_scan.h"
@@ -263,11 +263,146 @@ static int get_str(conv *c, size_t idx, json_t *ev, const char *key, const char 
     return 0;
 }
 
+static bool plain_string(const char *t, size_t len, size_t i, size_t *end)
+{
+    /* t[i] == '"'; no escapes, no control characters, valid UTF-8 */
+    size_t j = i + 1;
+    while (j < len && t[j] != '"') {
+        unsigned char ch = (unsigned char)t[j];
+        if (ch == '\\' || ch < 0x20)
+            return false;
+        j++;
+    }
+    if (j >= len || !cvf_utf8_valid(t + i + 1, j - i - 1))
+        return false;
+    *end = j + 1;
+    return true;
+}
+
+/* Appends t[a .. b) minus the whitespace outside strings. */
+static int put_minified(jtext *out, const char *t, size_t a, size_t b)
+{
+    size_t run = a;
+    bool in_str = false;
+    for (size_t i = a; i < b; i++) {
+        char ch = t[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"')
+            in_str = true;
+        else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+            if (jtext_put(out, t + run, i - run))
+                return -1;
+            run = i + 1;
+        }
+    }
+    return jtext_put(out, t + run, b - run);
+}
+
 static int add_other(conv *c, json_t *ev)
 {
     if (jtext_put(&c->other, c->nother ? "," : "[", 1) || jtext_value(&c->other, ev))
         return oom(c);
     c->nother++;
+    return 0;
+}
+
+/* Adds one call to its FEE group; its args (if any) as jansson's value or as text already
+ * checked (args_text[0 .. args_len), minified on the way). */
+static int push_fee(conv *c, uint64_t pid, uint64_t tid, const char *name, size_t name_len,
+                    double ts, double dur, json_t *args, const char *args_text, size_t args_len)
+{
+    bool has_args = args != NULL || args_text != NULL;
+    group *g = set_get(&c->fee, pid, tid, name, name_len, has_args);
+    if (!g)
+        return oom(c);
+    fee_item it = {cvf_us_to_ticks(ts), cvf_dur_us_to_ticks(dur), g->n, 0, 0};
+    if (has_args) {
+        it.args_off = c->args.len;
+        if (args ? jtext_value(&c->args, args) : put_minified(&c->args, args_text, 0, args_len))
+            return oom(c);
+        it.args_len = c->args.len - it.args_off;
+    }
+    return items_push(g, &it, sizeof it) ? oom(c) : 0;
+}
+
+/* An "X" event (a complete call). */
+static int add_x(conv *c, size_t idx, json_t *ev)
+{
+    const char *name;
+    size_t name_len;
+    uint64_t pid, tid;
+    double ts, dur;
+    if (get_str(c, idx, ev, "name", &name, &name_len) || get_id(c, idx, ev, "pid", &pid) ||
+        get_id(c, idx, ev, "tid", &tid) || get_num(c, idx, ev, "ts", &ts) ||
+        get_num(c, idx, ev, "dur", &dur))
+        return -1;
+    return push_fee(c, pid, tid, name, name_len, ts, dur, json_object_get(ev, "args"), NULL, 0);
+}
+
+/* An "M" event: a process or thread name (the last one wins, at the first one's position),
+ * or another kind kept verbatim. */
+static int add_meta(conv *c, size_t idx, json_t *ev)
+{
+    const char *name;
+    size_t name_len;
+    uint64_t pid, tid;
+    if (get_str(c, idx, ev, "name", &name, &name_len))
+        return -1;
+    int kind = !strcmp(name, "process_name") ? 0 : !strcmp(name, "thread_name") ? 1 : -1;
+    if (kind < 0)
+        return add_other(c, ev); /* e.g. process_sort_index: kept verbatim */
+    json_t *args = json_object_get(ev, "args");
+    json_t *nv = args ? json_object_get(args, "name") : NULL;
+    if (!nv || !json_is_string(nv))
+        return ev_fail(c, idx, "%s event needs args.name as a string", name);
+    if (memchr(json_string_value(nv), 0, json_string_length(nv)))
+        return ev_fail(c, idx, "args.name contains a NUL character");
+    if (get_id(c, idx, ev, "pid", &pid) || get_id(c, idx, ev, "tid", &tid))
+        return -1;
+    group *g = set_get(&c->names, pid, tid, "", 0, kind);
+    if (!g)
+        return oom(c);
+    char *copy = strdup(json_string_value(nv));
+    if (!copy)
+        return oom(c);
+    free(g->value);
+    g->value = copy;
+    return 0;
+}
+
+/* A "C" event: counter samples, numbers only. */
+static int add_counter(conv *c, size_t idx, json_t *ev)
+{
+    const char *name;
+    size_t name_len;
+    uint64_t pid, tid;
+    double ts;
+    if (get_str(c, idx, ev, "name", &name, &name_len) || get_id(c, idx, ev, "pid", &pid) ||
+        get_id(c, idx, ev, "tid", &tid) || get_num(c, idx, ev, "ts", &ts))
+        return -1;
+    json_t *args = json_object_get(ev, "args");
+    if (!args || !json_is_object(args))
+        return ev_fail(c, idx, "counter event needs an \"args\" object");
+    const char *key;
+    json_t *val;
+    json_object_foreach(args, key, val)
+    {
+        if (!json_is_number(val) && !json_is_null(val) && !is_bigint(val))
+            return ev_fail(c, idx, "counter value \"%.60s\" is not a number (the .cvf "
+                                   "format stores numeric counters only)", key);
+    }
+    group *g = set_get(&c->ctrs, pid, tid, name, name_len, 0);
+    if (!g)
+        return oom(c);
+    ctr_item it = {ts, idx, json_incref(args)};
+    if (items_push(g, &it, sizeof it)) {
+        json_decref(args);
+        return oom(c);
+    }
     return 0;
 }
 
@@ -282,79 +417,10 @@ static int add_event(conv *c, size_t idx, json_t *ev)
     if (c->bigint && type != 'C')
         return ev_fail(c, idx, "an integer beyond 64 bits outside a counter value: the .cvf "
                                "format can hold such integers only as counter values");
-    const char *name;
-    size_t name_len;
-    uint64_t pid, tid;
-    if (type == 'X') {
-        double ts, dur;
-        if (get_str(c, idx, ev, "name", &name, &name_len) || get_id(c, idx, ev, "pid", &pid) ||
-            get_id(c, idx, ev, "tid", &tid) || get_num(c, idx, ev, "ts", &ts) ||
-            get_num(c, idx, ev, "dur", &dur))
-            return -1;
-        json_t *args = json_object_get(ev, "args");
-        group *g = set_get(&c->fee, pid, tid, name, name_len, args != NULL);
-        if (!g)
-            return oom(c);
-        fee_item it = {cvf_us_to_ticks(ts), cvf_dur_us_to_ticks(dur), g->n, 0, 0};
-        if (args) {
-            it.args_off = c->args.len;
-            if (jtext_value(&c->args, args))
-                return oom(c);
-            it.args_len = c->args.len - it.args_off;
-        }
-        return items_push(g, &it, sizeof it) ? oom(c) : 0;
-    }
-    if (type == 'M') {
-        if (get_str(c, idx, ev, "name", &name, &name_len))
-            return -1;
-        int kind = !strcmp(name, "process_name") ? 0 : !strcmp(name, "thread_name") ? 1 : -1;
-        if (kind < 0)
-            return add_other(c, ev); /* e.g. process_sort_index: kept verbatim */
-        json_t *args = json_object_get(ev, "args");
-        json_t *nv = args ? json_object_get(args, "name") : NULL;
-        if (!nv || !json_is_string(nv))
-            return ev_fail(c, idx, "%s event needs args.name as a string", name);
-        if (memchr(json_string_value(nv), 0, json_string_length(nv)))
-            return ev_fail(c, idx, "args.name contains a NUL character");
-        if (get_id(c, idx, ev, "pid", &pid) || get_id(c, idx, ev, "tid", &tid))
-            return -1;
-        group *g = set_get(&c->names, pid, tid, "", 0, kind);
-        if (!g)
-            return oom(c);
-        char *copy = strdup(json_string_value(nv));
-        if (!copy)
-            return oom(c);
-        free(g->value); /* the last one wins, at the first one's position */
-        g->value = copy;
-        return 0;
-    }
-    if (type == 'C') {
-        double ts;
-        if (get_str(c, idx, ev, "name", &name, &name_len) || get_id(c, idx, ev, "pid", &pid) ||
-            get_id(c, idx, ev, "tid", &tid) || get_num(c, idx, ev, "ts", &ts))
-            return -1;
-        json_t *args = json_object_get(ev, "args");
-        if (!args || !json_is_object(args))
-            return ev_fail(c, idx, "counter event needs an \"args\" object");
-        const char *key;
-        json_t *val;
-        json_object_foreach(args, key, val)
-        {
-            if (!json_is_number(val) && !json_is_null(val) && !is_bigint(val))
-                return ev_fail(c, idx, "counter value \"%.60s\" is not a number (the .cvf "
-                                       "format stores numeric counters only)", key);
-        }
-        group *g = set_get(&c->ctrs, pid, tid, name, name_len, 0);
-        if (!g)
-            return oom(c);
-        ctr_item it = {ts, idx, json_incref(args)};
-        if (items_push(g, &it, sizeof it)) {
-            json_decref(args);
-            return oom(c);
-        }
-        return 0;
-    }
-    return add_other(c, ev);
+    return type == 'X' ? add_x(c, idx, ev)
+           : type == 'M' ? add_meta(c, idx, ev)
+           : type == 'C' ? add_counter(c, idx, ev)
+                         : add_other(c, ev);
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -433,6 +499,69 @@ static bool value_eq(json_t *a, json_t *b)
     return (json_int_t)d == json_integer_value(i);
 }
 
+/* The group's keys in order of first appearance, walking its events by ts, into *keys (the
+ * events' own strings), and each event's ts in ns into ts[].  0, or -1 (memory). */
+static int counter_keys(const group *g, const char ***keys, size_t *nkeys, int64_t *ts)
+{
+    const ctr_item *it = g->items;
+    size_t kcap = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        const char *key;
+        json_t *val;
+        json_object_foreach(it[i].args, key, val)
+        {
+            size_t k = 0;
+            while (k < *nkeys && strcmp((*keys)[k], key))
+                k++;
+            if (k < *nkeys)
+                continue;
+            if (*nkeys == kcap) {
+                size_t nc = kcap ? kcap * 2 : 8;
+                const char **p = realloc(*keys, nc * sizeof *p);
+                if (!p)
+                    return -1;
+                *keys = p;
+                kcap = nc;
+            }
+            (*keys)[(*nkeys)++] = key;
+        }
+        double t = it[i].ts * 1000.0;
+        ts[i] = isnan(t) ? 0 : t >= 9.2e18 ? INT64_MAX : t <= -9.2e18 ? INT64_MIN : llround(t);
+    }
+    return 0;
+}
+
+/* One value of a counter, diffed against the key's last one (cache, NULL: never seen), as
+ * the reference does: SAME when equal in Python's sense, UNKNOWN for a None or a key that
+ * disappeared after a value. */
+static cvf_counter_value counter_value(json_t *cur, json_t **cache)
+{
+    cvf_counter_value out = {.tag = CVF_COUNTER_SAME};
+    if (!cur) {
+        if (*cache && !json_is_null(*cache)) {
+            *cache = json_null(); /* a cached Python None (jansson's null is a singleton) */
+            out.tag = CVF_COUNTER_UNKNOWN;
+        }
+        return out;
+    }
+    if (*cache && value_eq(*cache, cur))
+        return out;
+    *cache = cur;
+    if (json_is_null(cur))
+        out.tag = CVF_COUNTER_UNKNOWN;
+    else if (is_bigint(cur)) {
+        out.tag = CVF_COUNTER_LONG_STRING;
+        out.v.s = json_string_value(cur) + BIGINT_MARK_LEN;
+    } else if (json_is_integer(cur)) {
+        out.tag = CVF_COUNTER_LONG;
+        out.v.i = (int64_t)json_integer_value(cur);
+    } else {
+        out.tag = CVF_COUNTER_FLOAT;
+        out.v.f = json_real_value(cur);
+    }
+    return out;
+}
+
 static int write_counter(conv *c, cvf_writer *w, group *g)
 {
     ctr_item *it = g->items;
@@ -442,74 +571,21 @@ static int write_counter(conv *c, cvf_writer *w, group *g)
             return ev_fail(c, it[i].index, "counter \"%.60s\" has two events at ts %.17g "
                                            "(the .cvf format keeps one per timestamp)",
                            g->name, it[i].ts);
-    /* keys in order of first appearance, walking the events by ts */
     const char **keys = NULL;
-    size_t nkeys = 0, kcap = 0;
+    size_t nkeys = 0;
     int rc = -1;
     int64_t *ts = malloc((g->n ? g->n : 1) * sizeof *ts);
     json_t **cache = NULL;
     cvf_counter_value *vals = NULL;
-    if (!ts)
+    if (!ts || counter_keys(g, &keys, &nkeys, ts) < 0)
         goto out;
-    for (size_t i = 0; i < g->n; i++) {
-        const char *key;
-        json_t *val;
-        json_object_foreach(it[i].args, key, val)
-        {
-            size_t k;
-            for (k = 0; k < nkeys; k++)
-                if (!strcmp(keys[k], key))
-                    break;
-            if (k < nkeys)
-                continue;
-            if (nkeys == kcap) {
-                size_t nc = kcap ? kcap * 2 : 8;
-                const char **p = realloc(keys, nc * sizeof *p);
-                if (!p)
-                    goto out;
-                keys = p;
-                kcap = nc;
-            }
-            keys[nkeys++] = key;
-        }
-        double t = it[i].ts * 1000.0;
-        ts[i] = isnan(t) ? 0 : t >= 9.2e18 ? INT64_MAX : t <= -9.2e18 ? INT64_MIN : llround(t);
-    }
     cache = calloc(nkeys ? nkeys : 1, sizeof *cache); /* NULL = never seen */
     vals = malloc((g->n * nkeys > 0 ? g->n * nkeys : 1) * sizeof *vals);
     if (!cache || !vals)
         goto out;
-    json_t *none = json_null(); /* a cached Python None (jansson's null is a singleton) */
-    for (size_t i = 0; i < g->n; i++) {
-        for (size_t k = 0; k < nkeys; k++) {
-            json_t *cur = json_object_get(it[i].args, keys[k]);
-            cvf_counter_value *out = &vals[i * nkeys + k];
-            out->tag = CVF_COUNTER_SAME;
-            out->v.i = 0;
-            if (!cur) {
-                if (cache[k] && !json_is_null(cache[k])) {
-                    cache[k] = none;
-                    out->tag = CVF_COUNTER_UNKNOWN;
-                }
-                continue;
-            }
-            if (cache[k] && value_eq(cache[k], cur))
-                continue;
-            cache[k] = cur;
-            if (json_is_null(cur))
-                out->tag = CVF_COUNTER_UNKNOWN;
-            else if (is_bigint(cur)) {
-                out->tag = CVF_COUNTER_LONG_STRING;
-                out->v.s = json_string_value(cur) + BIGINT_MARK_LEN;
-            } else if (json_is_integer(cur)) {
-                out->tag = CVF_COUNTER_LONG;
-                out->v.i = (int64_t)json_integer_value(cur);
-            } else {
-                out->tag = CVF_COUNTER_FLOAT;
-                out->v.f = json_real_value(cur);
-            }
-        }
-    }
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t k = 0; k < nkeys; k++)
+            vals[i * nkeys + k] = counter_value(json_object_get(it[i].args, keys[k]), &cache[k]);
     rc = cvf_write_counter_group(w, g->pid, g->tid, g->name, keys, nkeys, ts, g->n, vals);
 out:
     if (rc != 0 && !c->err->msg[0])
@@ -597,129 +673,100 @@ out:
  * or keys, non-integer pid, a different ph, numbers jansson would reject) returns "not
  * handled" and the event goes through jansson, which also produces the error messages. */
 
-static bool plain_string(const char *t, size_t len, size_t i, size_t *end)
+enum { FAST_NOT_HANDLED = 0, FAST_DONE = 1, FAST_ERROR = -1 };
+
+static size_t skip_ws(const char *s, size_t i, size_t len)
 {
-    /* t[i] == '"'; no escapes, no control characters, valid UTF-8 */
-    size_t j = i + 1;
-    while (j < len && t[j] != '"') {
-        unsigned char ch = (unsigned char)t[j];
-        if (ch == '\\' || ch < 0x20)
-            return false;
-        j++;
-    }
-    if (j >= len || !cvf_utf8_valid(t + i + 1, j - i - 1))
+    while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* What a plain "X" event's fields said so far. */
+typedef struct fast_x {
+    const char *name;
+    size_t name_len, args_a, args_b;
+    bool is_x, have_pid, have_tid, have_ts, have_dur, have_args;
+    uint64_t pid, tid;
+    double ts, dur;
+} fast_x;
+
+/* An integer field (pid, tid) at t[va .. vb): false when it is not an int64 literal for
+ * sure (jansson judges it then, with a message). */
+static bool fast_int(const char *t, size_t va, size_t vb, uint64_t *out)
+{
+    if (memchr(t + va, '.', vb - va) || memchr(t + va, 'e', vb - va) ||
+        memchr(t + va, 'E', vb - va) || vb - va > 19)
         return false;
-    *end = j + 1;
+    char buf[24];
+    memcpy(buf, t + va, vb - va);
+    buf[vb - va] = 0;
+    errno = 0;
+    *out = (uint64_t)strtoll(buf, NULL, 10);
+    return errno == 0; /* beyond int64: jansson rejects it, with a message */
+}
+
+/* A real field (ts, dur): false when jansson should judge it (an overflowing real). */
+static bool fast_real(const char *t, size_t va, size_t vb, double *out)
+{
+    if (vb - va > 60)
+        return false;
+    char buf[64];
+    memcpy(buf, t + va, vb - va);
+    buf[vb - va] = 0;
+    *out = strtod(buf, NULL);
+    return isfinite(*out);
+}
+
+/* One "key": value (t[va .. vb), validated) of a plain X event into x; false: not handled. */
+static bool fast_field(fast_x *x, const char *t, size_t len, const char *key, size_t klen,
+                       size_t va, size_t vb)
+{
+    size_t e;
+    bool is_str = t[va] == '"';
+    bool is_num = t[va] == '-' || (t[va] >= '0' && t[va] <= '9');
+    if (klen == 2 && !memcmp(key, "ph", 2)) {
+        x->is_x = is_str && vb - va >= 3 && t[va + 1] == 'X' && plain_string(t, len, va, &e);
+        return x->is_x;
+    }
+    if (klen == 4 && !memcmp(key, "name", 4)) {
+        x->name = t + va + 1;
+        x->name_len = vb - va - 2;
+        return is_str && plain_string(t, len, va, &e);
+    }
+    if (klen == 3 && (!memcmp(key, "pid", 3) || !memcmp(key, "tid", 3))) {
+        bool *have = key[0] == 'p' ? &x->have_pid : &x->have_tid;
+        return (*have = is_num && fast_int(t, va, vb, key[0] == 'p' ? &x->pid : &x->tid));
+    }
+    if ((klen == 2 && !memcmp(key, "ts", 2)) || (klen == 3 && !memcmp(key, "dur", 3))) {
+        bool *have = key[0] == 't' ? &x->have_ts : &x->have_dur;
+        return (*have = is_num && fast_real(t, va, vb, key[0] == 't' ? &x->ts : &x->dur));
+    }
+    if (klen == 4 && !memcmp(key, "args", 4)) {
+        x->have_args = true;
+        x->args_a = va;
+        x->args_b = vb;
+    } /* other keys (cat, id, sf, ...): validated by cvf_json_skip, dropped like the
+         reference drops them */
     return true;
 }
-
-/* Appends t[a .. b) minus the whitespace outside strings. */
-static int put_minified(jtext *out, const char *t, size_t a, size_t b)
-{
-    size_t run = a;
-    bool in_str = false;
-    for (size_t i = a; i < b; i++) {
-        char ch = t[i];
-        if (in_str) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_str = false;
-        } else if (ch == '"')
-            in_str = true;
-        else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
-            if (jtext_put(out, t + run, i - run))
-                return -1;
-            run = i + 1;
-        }
-    }
-    return jtext_put(out, t + run, b - run);
-}
-
-enum { FAST_NOT_HANDLED = 0, FAST_DONE = 1, FAST_ERROR = -1 };
 
 static int fast_x_event(conv *c, const char *t, size_t len, size_t *pos)
 {
     size_t i = *pos + 1; /* t[*pos] == '{' */
-    const char *name = NULL;
-    size_t name_len = 0, args_a = 0, args_b = 0;
-    bool is_x = false, have_pid = false, have_tid = false, have_ts = false, have_dur = false;
-    bool have_args = false;
-    uint64_t pid = 0, tid = 0;
-    double ts = 0, dur = 0;
+    fast_x x = {0};
     for (;;) {
-        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
-            i++;
-        size_t ka = i, kb;
-        if (i >= len || t[i] != '"' || !plain_string(t, len, i, &kb))
+        size_t ka = skip_ws(t, i, len), kb, va, vb;
+        if (ka >= len || t[ka] != '"' || !plain_string(t, len, ka, &kb))
             return FAST_NOT_HANDLED;
-        const char *key = t + ka + 1;
-        size_t klen = kb - ka - 2;
-        i = kb;
-        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
-            i++;
+        i = skip_ws(t, kb, len);
         if (i >= len || t[i] != ':')
             return FAST_NOT_HANDLED;
-        i++;
-        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
-            i++;
-        size_t va = i, vb;
-        if (cvf_json_skip(t, len, va, &vb) != 0)
+        va = skip_ws(t, i + 1, len);
+        if (cvf_json_skip(t, len, va, &vb) != 0 ||
+            !fast_field(&x, t, len, t + ka + 1, kb - ka - 2, va, vb))
             return FAST_NOT_HANDLED;
-        char k0 = klen ? key[0] : 0;
-        bool is_str = t[va] == '"';
-        bool is_num = t[va] == '-' || (t[va] >= '0' && t[va] <= '9');
-        if (klen == 2 && k0 == 'p' && key[1] == 'h') {
-            if (!is_str || vb - va < 3 || t[va + 1] != 'X')
-                return FAST_NOT_HANDLED;
-            size_t e;
-            if (!plain_string(t, len, va, &e))
-                return FAST_NOT_HANDLED;
-            is_x = true;
-        } else if (klen == 4 && !memcmp(key, "name", 4)) {
-            size_t e;
-            if (!is_str || !plain_string(t, len, va, &e))
-                return FAST_NOT_HANDLED;
-            name = t + va + 1;
-            name_len = vb - va - 2;
-        } else if ((klen == 3 && (!memcmp(key, "pid", 3) || !memcmp(key, "tid", 3)))) {
-            if (!is_num || memchr(t + va, '.', vb - va) || memchr(t + va, 'e', vb - va) ||
-                memchr(t + va, 'E', vb - va) || vb - va > 19)
-                return FAST_NOT_HANDLED; /* not an int64 literal for sure: let jansson judge */
-            char buf[24];
-            memcpy(buf, t + va, vb - va);
-            buf[vb - va] = 0;
-            errno = 0;
-            uint64_t v = (uint64_t)strtoll(buf, NULL, 10);
-            if (errno)
-                return FAST_NOT_HANDLED; /* beyond int64: jansson rejects it, with a message */
-            if (k0 == 'p')
-                pid = v, have_pid = true;
-            else
-                tid = v, have_tid = true;
-        } else if ((klen == 2 && k0 == 't' && key[1] == 's') ||
-                   (klen == 3 && !memcmp(key, "dur", 3))) {
-            if (!is_num || vb - va > 60)
-                return FAST_NOT_HANDLED;
-            char buf[64];
-            memcpy(buf, t + va, vb - va);
-            buf[vb - va] = 0;
-            double v = strtod(buf, NULL);
-            if (!isfinite(v))
-                return FAST_NOT_HANDLED; /* jansson rejects overflowing reals */
-            if (k0 == 't')
-                ts = v, have_ts = true;
-            else
-                dur = v, have_dur = true;
-        } else if (klen == 4 && !memcmp(key, "args", 4)) {
-            have_args = true;
-            args_a = va;
-            args_b = vb;
-        } /* other keys (cat, id, sf, ...): validated by cvf_json_skip, dropped like the
-             reference drops them */
-        i = vb;
-        while (i < len && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t'))
-            i++;
+        i = skip_ws(t, vb, len);
         if (i < len && t[i] == ',') {
             i++;
             continue;
@@ -730,32 +777,17 @@ static int fast_x_event(conv *c, const char *t, size_t len, size_t *pos)
         }
         return FAST_NOT_HANDLED;
     }
-    if (!is_x || !name || !have_pid || !have_tid || !have_ts || !have_dur)
+    if (!x.is_x || !x.name || !x.have_pid || !x.have_tid || !x.have_ts || !x.have_dur)
         return FAST_NOT_HANDLED;
-    group *g = set_get(&c->fee, pid, tid, name, name_len, have_args);
-    if (!g)
-        return oom(c);
-    fee_item it = {cvf_us_to_ticks(ts), cvf_dur_us_to_ticks(dur), g->n, 0, 0};
-    if (have_args) {
-        it.args_off = c->args.len;
-        if (put_minified(&c->args, t, args_a, args_b))
-            return oom(c);
-        it.args_len = c->args.len - it.args_off;
-    }
-    if (items_push(g, &it, sizeof it))
-        return oom(c);
+    if (push_fee(c, x.pid, x.tid, x.name, x.name_len, x.ts, x.dur, NULL,
+                 x.have_args ? t + x.args_a : NULL, x.args_b - x.args_a) != 0)
+        return FAST_ERROR;
     *pos = i;
     return FAST_DONE;
 }
 
 /* ---- the input walk ---------------------------------------------------------------------- */
 
-static size_t skip_ws(const char *s, size_t i, size_t len)
-{
-    while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
-        i++;
-    return i;
-}
 
 /* Grows *buf so that `need` more bytes fit after *o.  0, or -1 (then *buf is freed). */
 static int reserve(char **buf, size_t *cap, size_t o, size_t need)

@@ -1,15 +1,18 @@
-/* load.c — reads a trace file into a vct_trace (model.h).
+/* load.c — reads a trace file into a vct_trace (model.h), then runs the finishing steps: the
+ * model's, then the CPU samples' and the task markers' (load.h).
  *
- * Two inputs, told apart by their first byte: a .cvf (a u64 version 1, so 0x01) through the
+ * Two inputs, told apart by their first bytes (input.h): a .cvf (a u64 version 1) through the
  * bounded codec reader, and Chrome-trace JSON ('{' or '[', what `vcattach convert` and
- * VizTracer write) through jansson, so `summary` and the exporters also work on a JSON trace.
+ * VizTracer write) through the streaming converter (json_cvf.h, via input.h), so `summary`
+ * and the exporters also work on a JSON trace.
  * Only what the summary and exports use is kept: complete (X) events, thread names, the
  * drop count the agent reports as an instant event with args.dropped, the filters, each
  * process's attach and detach times (requests cut by the trace's end), the CPU samples and
  * the asyncio task markers and names (tasks.h).
  */
-#include "model.h"
+#include "load.h"
 #include "cpu.h"
+#include "sched_split.h"
 #include "tasks.h"
 
 #include <errno.h>
@@ -22,9 +25,9 @@
 
 #include <jansson.h>
 
-#include "convert.h"
 #include "cvf_reader.h"
 #include "window.h"
+#include "text.h"
 
 /* A JSON real as a u64, saturating: converting a double outside the target type's range is
  * undefined behaviour in C, and a trace may hold 1e300.  NaN and negatives are 0. */
@@ -70,48 +73,26 @@ static void note_interps(vct_trace *t, json_t *event)
 static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,
                     const vct_window *w, cvf_error *cerr);
 
-static int load_json(const char *path, vct_trace *t, unsigned flags, char *err, size_t errlen)
+static int load_json(const char *name, const void *json, size_t json_size, vct_trace *t,
+                     unsigned flags, char *err, size_t errlen)
 {
-    cvf_error cerr = {0};
-    void *json = NULL, *cvf = MAP_FAILED;
-    size_t json_size = 0;
-    struct stat st;
-    int rc = -1;
-    if (cvf_map_file(path, &json, &json_size, &cerr) != 0) {
-        snprintf(err, errlen, "%s: %s", path, cerr.msg);
+    void *cvf;
+    size_t size;
+    int fd = vct_json_to_memfd(name, json, json_size, err, errlen);
+    if (fd < 0)
+        return -1;
+    int rc = vct_map_fd(fd, &cvf, &size);
+    close(fd);
+    if (rc < 0 || size == 0) {
+        snprintf(err, errlen, "%s: cannot read back the converted trace: %s", name,
+                 rc < 0 ? strerror(errno) : "empty");
         return -1;
     }
-    int fd = memfd_create("vcattach-summary", MFD_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create a memory file for the conversion: %s", path,
-                 strerror(errno));
-        goto out;
-    }
-    convert_ctx cc = {.input_is_mapping = 1};
-    if (convert_json_to_cvf(json, json_size, fd, &cc, &cerr) != 0) {
-        snprintf(err, errlen, "%s: %s", path, cerr.msg);
-        goto out;
-    }
-    if (fstat(fd, &st) != 0 || st.st_size <= 0 ||
-        (cvf = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
-        snprintf(err, errlen, "%s: cannot read back the converted trace: %s", path,
-                 strerror(errno));
-        goto out;
-    }
-    /* the JSON's pages are not needed any more */
-    cvf_unmap_file(json, json_size);
-    json = NULL;
-    if (load_cvf(cvf, (size_t)st.st_size, t, flags | VCT_LOAD_MAPPED_INPUT, NULL, &cerr) < 0)
-        snprintf(err, errlen, "%s: %s", path, cerr.msg);
-    else
-        rc = 0;
-out:
-    if (cvf != MAP_FAILED)
-        munmap(cvf, (size_t)st.st_size);
-    if (fd >= 0)
-        close(fd);
-    if (json)
-        cvf_unmap_file(json, json_size);
+    cvf_error cerr = {0};
+    rc = load_cvf(cvf, size, t, flags | VCT_LOAD_MAPPED_INPUT, NULL, &cerr);
+    if (rc < 0)
+        snprintf(err, errlen, "%s: %s", name, cerr.msg);
+    munmap(cvf, size);
     return rc;
 }
 
@@ -241,31 +222,31 @@ static void note_filters(vct_trace *t, json_t *event)
     if (t->filters || !json_is_string(name) || strcmp(json_string_value(name), "vcattach filters"))
         return;
     json_t *args = json_object_get(event, "args");
-    char buf[1024];
-    size_t used = 0;
-    buf[0] = '\0';
+    char buf[1024]; /* a header line: what does not fit is cut, whole items only */
+    vc_text line;
+    vc_text_fixed(&line, buf, sizeof buf);
     static const char *const lists[] = {"include", "exclude"};
     for (size_t l = 0; l < 2; l++) {
         json_t *arr = json_object_get(args, lists[l]);
         size_t i;
         json_t *g;
         json_array_foreach(arr, i, g) {
-            if (json_is_string(g) && used < sizeof buf)
-                used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--%s '%s'",
-                                         used ? " " : "", lists[l], json_string_value(g));
+            if (json_is_string(g))
+                vc_text_printf(&line, "%s--%s '%s'", line.len ? " " : "", lists[l],
+                               json_string_value(g));
         }
     }
-    if (json_is_true(json_object_get(args, "no_c_calls")) && used < sizeof buf)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--no-c-calls", used ? " " : "");
+    if (json_is_true(json_object_get(args, "no_c_calls")))
+        vc_text_printf(&line, "%s--no-c-calls", line.len ? " " : "");
     json_t *d = json_object_get(args, "max_depth");
-    if (json_is_integer(d) && json_integer_value(d) > 0 && used < sizeof buf)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--max-depth %lld",
-                                 used ? " " : "", (long long)json_integer_value(d));
+    if (json_is_integer(d) && json_integer_value(d) > 0)
+        vc_text_printf(&line, "%s--max-depth %lld", line.len ? " " : "",
+                       (long long)json_integer_value(d));
     json_t *m = json_object_get(args, "min_dur_ns");
-    if (json_is_integer(m) && json_integer_value(m) > 0 && used < sizeof buf)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s--min-dur %lldns",
-                                 used ? " " : "", (long long)json_integer_value(m));
-    t->filters = strdup(used ? buf : "(unknown filters)");
+    if (json_is_integer(m) && json_integer_value(m) > 0)
+        vc_text_printf(&line, "%s--min-dur %lldns", line.len ? " " : "",
+                       (long long)json_integer_value(m));
+    t->filters = strdup(line.len ? buf : "(unknown filters)");
 }
 
 /* The agent's {"ph":"i","name":"vcattach attach"|"vcattach detach","pid":P,"ts":µs}. */
@@ -320,6 +301,8 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
             rc = note_session(c->t, ev);
             if (!rc)
                 rc = note_task(c->t, ev);
+            if (!rc)
+                rc = vct_sched_note(c->t, ev);
         }
         json_decref(ev);
         if (rc < 0)
@@ -333,7 +316,8 @@ static int on_cvf_other(void *ctx, const cvf_json_record *r)
 static int on_cvf_counter(void *ctx, const cvf_counter_group *g)
 {
     cvf_load_ctx *c = ctx;
-    return vct_cpu_add_group(c->t, g) < 0 || vct_tasks_add_group(c->t, g) < 0
+    return vct_cpu_add_group(c->t, g) < 0 || vct_tasks_add_group(c->t, g) < 0 ||
+                   vct_sched_add_group(c->t, g) < 0
                ? cvf_nomem(c, g->offset)
                : 0;
 }
@@ -362,9 +346,15 @@ static int load_cvf(const void *data, size_t size, vct_trace *t, unsigned flags,
     return rc;
 }
 
-int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, cvf_error *err)
+/* The finishing steps, in order: the model's (sorting), then those of the analyses built on
+ * it (sched_split.h, which makes CPU samples, before cpu.h; tasks.h), which the model does not
+ * know.  0, or -1 (memory). */
+static int finish(vct_trace *t)
 {
-    return vct_trace_from_cvf_ex(data, size, 0, NULL, out, err);
+    return vct_trace_finish(t) < 0 || vct_sched_finish(t) < 0 || vct_cpu_finish(t) < 0 ||
+                   vct_tasks_finish(t) < 0
+               ? -1
+               : 0;
 }
 
 int vct_trace_from_cvf_ex(const void *data, size_t size, unsigned flags, const vct_window *w,
@@ -381,7 +371,7 @@ int vct_trace_from_cvf_ex(const void *data, size_t size, unsigned flags, const v
         vct_trace_free(t);
         return -1;
     }
-    if (vct_trace_finish(t) < 0) {
+    if (finish(t) < 0) {
         err->offset = 0;
         snprintf(err->msg, sizeof err->msg, "out of memory while sorting the events");
         vct_trace_free(t);
@@ -393,61 +383,33 @@ int vct_trace_from_cvf_ex(const void *data, size_t size, unsigned flags, const v
 
 /* ---- entry point ------------------------------------------------------------------------- */
 
-int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen)
+int vct_trace_load(const vct_input *in, unsigned flags, vct_trace **out, char *err,
+                   size_t errlen)
 {
-    return vct_trace_load_ex(path, 0, out, err, errlen);
-}
-
-int vct_trace_load_ex(const char *path, unsigned flags, vct_trace **out, char *err,
-                      size_t errlen)
-{
-    flags &= VCT_LOAD_COMPACT; /* the input is mapped here, below: its flag is ours to set */
+    const char *name = vct_input_name(in);
+    flags &= VCT_LOAD_COMPACT; /* the input's mapping is known here: its flag is ours to set */
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    if (in->kind == VCT_INPUT_EMPTY) {
+        snprintf(err, errlen, "%s is empty: not a .cvf trace (a .cvf is at least 35 bytes)",
+                 name);
         return -1;
     }
-    int first;
-    do
-        first = fgetc(f);
-    while (first == ' ' || first == '\n' || first == '\r' || first == '\t');
-    int read_errno = ferror(f) ? errno : 0;
-    fclose(f);
-    if (read_errno) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(read_errno));
-        return -1;
-    }
-
     vct_trace *t = vct_trace_new();
     if (!t) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     int rc;
-    if (first == '{' || first == '[') {
-        rc = load_json(path, t, flags, err, errlen);
-    } else if (first == EOF) {
-        snprintf(err, errlen, "%s is empty: not a .cvf trace (a .cvf is at least 35 bytes)",
-                 path);
-        rc = -1;
-    } else {
+    if (in->kind == VCT_INPUT_JSON) {
+        rc = load_json(name, in->data, in->size, t, flags, err, errlen);
+    } else { /* a .cvf, or not: the reader says what is wrong, and where */
         cvf_error cerr = {0};
-        void *data = NULL;
-        size_t size = 0;
-        if (cvf_map_file(path, &data, &size, &cerr) != 0) {
-            snprintf(err, errlen, "%s: %s", path, cerr.msg);
-            rc = -1;
-        } else {
-            rc = load_cvf(data, size, t, flags | (data ? VCT_LOAD_MAPPED_INPUT : 0), NULL,
-                          &cerr);
-            cvf_unmap_file(data, size);
-            if (rc < 0)
-                snprintf(err, errlen, "%s is not a readable .cvf trace: %s", path, cerr.msg);
-        }
+        rc = load_cvf(in->data, in->size, t, flags | VCT_LOAD_MAPPED_INPUT, NULL, &cerr);
+        if (rc < 0)
+            snprintf(err, errlen, "%s is not a readable .cvf trace: %s", name, cerr.msg);
     }
-    if (rc == 0 && vct_trace_finish(t) < 0) {
-        snprintf(err, errlen, "%s: out of memory while sorting the events", path);
+    if (rc == 0 && finish(t) < 0) {
+        snprintf(err, errlen, "%s: out of memory while sorting the events", name);
         rc = -1;
     }
     if (rc < 0) {
@@ -455,5 +417,17 @@ int vct_trace_load_ex(const char *path, unsigned flags, vct_trace **out, char *e
         return -1;
     }
     *out = t;
+    return 0;
+}
+
+int vct_trace_open(const char *const *paths, size_t n, unsigned flags, vct_input *in,
+                   vct_trace **out, char *err, size_t errlen)
+{
+    if (vct_input_open(in, paths, n, err, errlen) < 0)
+        return -1;
+    if (vct_trace_load(in, flags, out, err, errlen) < 0) {
+        vct_input_close(in);
+        return -1;
+    }
     return 0;
 }

@@ -15,17 +15,12 @@
 #include <stddef.h>
 
 #include "cvf.h"
+#include "vctrace.h" /* vct_cvf_check, vct_cvf_merge_fd: the public face of this file */
 
 /* Merges paths[0 .. n) into sink.  0, or -1 with a one-line message (which file, what) in
  * err.  Names shared by several inputs (same pid and tid) are written once. */
 int vct_cvf_merge(const char *const *paths, size_t n, cvf_sink_fn sink, void *ctx, char *err,
                   size_t errlen);
-
-/* Whether path is a whole .cvf the merge can take: every record decodes, JSON included (what
- * vct_cvf_merge reads of each input).  Checking each input first lets a caller leave out a
- * malformed one and merge the others.  0, or -1 with a one-line message ("offset N: what",
- * or why it could not be read) in err. */
-int vct_cvf_check(const char *path, char *err, size_t errlen);
 
 /* Merges paths into an anonymous in-memory file (memfd) and returns its descriptor, which
  * reads from offset 0 as one .cvf (through /proc/self/fd/N where a path is needed), or -1

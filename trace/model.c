@@ -1,13 +1,12 @@
 /* model.c — per-thread sorted events, interned names, and the nesting walk.
  *
  * Owns the in-memory shape every trace reader of the CLI (summary, speedscope and collapsed
- * export) works on; loading from a file lives in load.c.  Memory is a handful of flat
- * arrays so a million-event trace costs ~24 MB and one qsort per thread.
+ * export) works on; loading from a file lives in load.c, which also runs the finishing steps
+ * of the analyses built on the model (cpu.c, tasks.c): nothing here calls them.  Memory is a
+ * handful of flat arrays so a million-event trace costs ~24 MB and one qsort per thread.
  */
 #include "model.h"
 #include "model_runs.h"
-#include "cpu.h"
-#include "tasks.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,6 +32,10 @@ void vct_trace_free(vct_trace *t)
         vct_runs_free(&t->threads[i]);
         free(t->threads[i].cpu.ts);
         free(t->threads[i].cpu.cpu);
+        free(t->threads[i].sched.ts);
+        free(t->threads[i].sched.state);
+        free(t->threads[i].run.ts);
+        free(t->threads[i].run.cpu);
         free(t->threads[i].tasks.m);
     }
     for (size_t i = 0; i < t->ntask_names; i++)
@@ -44,6 +47,7 @@ void vct_trace_free(vct_trace *t)
     free(t->procs);
     free(t->thread_slots);
     free(t->filters);
+    free(t->sched_why);
     free(t->sessions);
     free(t);
 }
@@ -238,6 +242,16 @@ const char *vct_trace_process_name(const vct_trace *t, uint64_t pid)
     return NULL;
 }
 
+int vct_trace_has_pid(const vct_trace *t, uint64_t pid)
+{
+    if (vct_trace_process_name(t, pid))
+        return 1;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].pid == pid)
+            return 1;
+    return 0;
+}
+
 int vct_trace_add_event(vct_trace *t, vct_thread *th, int64_t ts, uint64_t dur, uint32_t func,
                         unsigned flags)
 {
@@ -394,15 +408,36 @@ static int sort_events(vct_event *ev, size_t n)
 }
 
 /* Processes in pid order; in each, the main thread (tid == pid) first, then by tid. */
-static int cmp_thread(const void *a, const void *b)
+static int cmp_thread_key(uint64_t pid, uint64_t tid, const vct_thread *y)
 {
-    const vct_thread *x = a, *y = b;
-    if (x->pid != y->pid)
-        return x->pid < y->pid ? -1 : 1;
-    int xmain = x->tid == x->pid, ymain = y->tid == y->pid;
+    if (pid != y->pid)
+        return pid < y->pid ? -1 : 1;
+    int xmain = tid == pid, ymain = y->tid == y->pid;
     if (xmain != ymain)
         return ymain - xmain;
-    return x->tid < y->tid ? -1 : x->tid > y->tid;
+    return tid < y->tid ? -1 : tid > y->tid;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+    const vct_thread *x = a;
+    return cmp_thread_key(x->pid, x->tid, b);
+}
+
+size_t vct_trace_thread_index(const vct_trace *t, uint64_t pid, uint64_t tid)
+{
+    size_t lo = 0, hi = t->nthreads;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_thread_key(pid, tid, &t->threads[mid]);
+        if (!c)
+            return mid;
+        if (c > 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SIZE_MAX;
 }
 
 int vct_trace_finish(vct_trace *t)
@@ -410,8 +445,6 @@ int vct_trace_finish(vct_trace *t)
     for (size_t i = 0; i < t->nthreads; i++) /* a compact thread's runs are sorted already */
         if (t->threads[i].events && sort_events(t->threads[i].events, t->threads[i].nevents) < 0)
             return -1;
-    if (vct_cpu_finish(t) < 0 || vct_tasks_finish(t) < 0)
-        return -1;
     if (t->nthreads > 1)
         qsort(t->threads, t->nthreads, sizeof *t->threads, cmp_thread);
     /* the index names positions that the sort just changed: rebuilt if a thread is added */

@@ -53,14 +53,15 @@ typedef struct vct_run {
 } vct_run;
 
 /* A thread's CPU clock samples (the agent's counter "cpu TID", trace/cpu.h): at ts[i] ticks
- * the thread had run cpu[i] ticks in all.  Sorted by ts after vct_trace_finish. */
+ * the thread had run cpu[i] ticks in all.  Sorted by ts once loaded (vct_cpu_finish). */
 typedef struct vct_cpu_samples {
     int64_t *ts, *cpu;
     size_t n, cap;
 } vct_cpu_samples;
 
 /* A thread's asyncio task step markers (the agent's counter "task TID", trace/tasks.h): at
- * ts[i] ticks the thread began a step of task id[i].  Sorted by ts after vct_trace_finish. */
+ * ts[i] ticks the thread began a step of task id[i].  Sorted by ts once loaded
+ * (vct_tasks_finish). */
 typedef struct vct_task_mark {
     int64_t ts;
     uint32_t id; /* 1 .. VCT_TASK_ID_MAX */
@@ -70,6 +71,14 @@ typedef struct vct_task_marks {
     vct_task_mark *m;
     size_t n, cap;
 } vct_task_marks;
+
+/* A thread's scheduler states (the "sched TID" counters vcattach records, trace/sched_split.h): from
+ * ts[i] ticks on, state[i] (VCT_SCHED_*).  In load order until vct_sched_finish. */
+typedef struct vct_sched_marks {
+    int64_t *ts;
+    unsigned char *state;
+    size_t n, cap;
+} vct_sched_marks;
 
 typedef struct vct_thread {
     uint64_t pid, tid;
@@ -84,6 +93,8 @@ typedef struct vct_thread {
     unsigned char *packed;
     size_t packed_len, packed_cap;
     vct_cpu_samples cpu; /* none (n = 0): a trace without CPU samples */
+    vct_sched_marks sched; /* none (n = 0): no scheduler events for this thread */
+    vct_cpu_samples run; /* from sched: cumulative runnable ticks at each change (sched_split.h) */
     vct_task_marks tasks; /* none (n = 0): no asyncio task ran on it, or an older agent */
 } vct_thread;
 
@@ -124,6 +135,10 @@ typedef struct vct_trace {
     size_t ntask_names, task_names_cap;
     int has_cpu;          /* some thread has at least two CPU samples (trace/cpu.h) */
     int64_t cpu_period;   /* the median interval between CPU samples, ticks (0: none) */
+    int has_sched;        /* some thread's CPU split is exact: scheduler events (sched_split.h) */
+    int sched_tried;      /* a "vcattach sched" instant says they were asked for */
+    uint64_t sched_switches, sched_lost, sched_refused; /* from those instants */
+    char *sched_why;      /* why they were not recorded (the instant's), or NULL */
 } vct_trace;
 
 vct_trace *vct_trace_new(void);
@@ -161,6 +176,8 @@ int vct_trace_set_thread_name(vct_trace *t, uint64_t pid, uint64_t tid, const ch
 int vct_trace_set_process_name(vct_trace *t, uint64_t pid, const char *name);
 /* The recorded name of process pid, or NULL. */
 const char *vct_trace_process_name(const vct_trace *t, uint64_t pid);
+/* Whether the trace holds process pid (a thread of it, or its name). */
+int vct_trace_has_pid(const vct_trace *t, uint64_t pid);
 /* Compact form: appends n events, already in walk order (vct_thread_walk's), as runs of
  * one function and flags.  0, or -1 on allocation failure. */
 int vct_trace_add_sorted(vct_trace *t, vct_thread *th, const vct_event *ev, size_t n);
@@ -178,32 +195,13 @@ int vct_trace_note_session(vct_trace *t, uint64_t pid, int detach, int64_t ts);
 /* Whether `end` is a detach time of process pid (within 2 ticks: the agent rounds a call's
  * start and duration separately), i.e. the call was still running when the trace stopped. */
 int vct_trace_ends_at_detach(const vct_trace *t, uint64_t pid, int64_t end);
-/* Sorts threads and their events; call once, after the last add and before any walk.
- * 0, or -1 on allocation failure. */
+/* Sorts threads and their events; call once, after the last add and before any walk (load.c
+ * then finishes the CPU samples and the task markers: cpu.h, tasks.h).  0, or -1 on
+ * allocation failure. */
 int vct_trace_finish(vct_trace *t);
-
-struct cvf_error;
-/* Builds a finished trace from a whole .cvf in memory.  0, or -1 with err (the reader's
- * message, which names the byte offset). */
-int vct_trace_from_cvf(const void *data, size_t size, vct_trace **out, struct cvf_error *err);
-
-/* How to load.  VCT_LOAD_COMPACT: threads in the compact form, for the consumers that only
- * walk (summary, the collapsed and SVG exports); VCT_LOAD_MAPPED_INPUT: the .cvf bytes are a
- * read-only file mapping, whose pages already read may be given back as the load goes (they
- * would be read again from the file if needed). */
-enum { VCT_LOAD_COMPACT = 1u, VCT_LOAD_MAPPED_INPUT = 2u };
-struct vct_window;
-/* vct_trace_from_cvf with flags, and a window (window.h; NULL: none) applied as events are
- * added: the calls outside it are never held. */
-int vct_trace_from_cvf_ex(const void *data, size_t size, unsigned flags,
-                          const struct vct_window *w, vct_trace **out, struct cvf_error *err);
-/* vct_trace_load with flags (VCT_LOAD_COMPACT). */
-int vct_trace_load_ex(const char *path, unsigned flags, vct_trace **out, char *err,
-                      size_t errlen);
-
-/* Loads a .cvf (or a Chrome-trace JSON, recognised by its first byte) into a finished trace.
- * On failure returns -1 with a one-line message in err (what is wrong, and where). */
-int vct_trace_load(const char *path, vct_trace **out, char *err, size_t errlen);
+/* The index of thread (pid, tid) in a finished trace (a binary search in its order), or
+ * SIZE_MAX. */
+size_t vct_trace_thread_index(const vct_trace *t, uint64_t pid, uint64_t tid);
 
 /* Which thread a --thread argument names: an exact thread name, or a decimal tid.
  * Returns the index, or -1. */

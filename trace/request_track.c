@@ -3,10 +3,11 @@
  *
  * Lanes are assigned greedily per process in start order: a request goes to the first lane
  * whose last slice has ended, else to a new lane.  The events are built with jansson and
- * written compactly (json_text.c); cmd_convert.c hands the text to chrome.c, which splices it
+ * written compactly (json_text.c); convert_job.c hands the text to chrome.c, which splices it
  * in after the trace's own events.
  */
 #include "request_track.h"
+#include "pyname.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,7 @@ static int put_request(jtext *out, const vct_trace *t, const vct_request *q, int
     if (!args)
         return -1;
     return jtext_put_event(out, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:f,s:o}", "ph", "X", "name",
-                                    vct_short_name(t->funcs[q->func], shortname, sizeof shortname),
+                                    vct_pyname_short(t->funcs[q->func], shortname, sizeof shortname),
                                     "cat", "request", "pid", (json_int_t)th->pid, "tid",
                                     (json_int_t)(VCT_REQ_TRACK_TID + lane), "ts",
                                     (double)ts / VCT_TICKS_PER_US, "dur",

@@ -9,6 +9,7 @@
  * per slice (and the tasks' arrays).
  */
 #include "requests.h"
+#include "pyname.h"
 #include "tasks.h"
 
 #include <fnmatch.h>
@@ -26,42 +27,14 @@ static const req_rule rules[] = {
 #undef REQ
 };
 
-int vct_py_name_is(const char *name, const char *qualname, const char *file)
-{
-    const char *paren = strstr(name, " (");
-    const char *colon = paren ? strrchr(paren, ':') : NULL;
-    if (!colon)
-        return 0;
-    size_t qlen = (size_t)(paren - name);
-    const char *path = paren + 2;
-    size_t plen = (size_t)(colon - path);
-    const char *want = qualname, *dot = strrchr(want, '.');
-    if (dot && !memchr(name, '.', qlen))
-        want = dot + 1; /* before 3.11: no class part */
-    size_t flen = strlen(file);
-    return strlen(want) == qlen && !memcmp(name, want, qlen) && plen > flen &&
-           !memcmp(path + plen - flen, file, flen) && path[plen - flen - 1] == '/';
-}
-
-/* The rule a Python name "qualname (path:line)" matches, or NULL (same matching as waits.c:
- * a dotless qualname, before 3.11, matches the rule's last component). */
+/* The rule a Python name "qualname (path:line)" matches, or NULL (pyname.c's matching, the
+ * same as waits.c's). */
 static const req_rule *rule_of(const char *name)
 {
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-        if (vct_py_name_is(name, rules[i].qualname, rules[i].file))
+        if (vct_pyname_is(name, rules[i].qualname, rules[i].file))
             return &rules[i];
     return NULL;
-}
-
-const char *vct_short_name(const char *name, char *buf, size_t len)
-{
-    const char *paren = strstr(name, " (");
-    size_t n = paren ? (size_t)(paren - name) : strlen(name);
-    if (n >= len)
-        n = len - 1;
-    memcpy(buf, name, n);
-    buf[n] = '\0';
-    return buf;
 }
 
 unsigned char *vct_requests_entries(const vct_trace *t, const char *entry_glob)
@@ -73,7 +46,7 @@ unsigned char *vct_requests_entries(const vct_trace *t, const char *entry_glob)
     for (size_t f = 0; f < t->nfuncs; f++) {
         const char *name = t->funcs[f];
         if (entry_glob) {
-            vct_short_name(name, shortname, sizeof shortname);
+            vct_pyname_short(name, shortname, sizeof shortname);
             if (!fnmatch(entry_glob, name, 0) || !fnmatch(entry_glob, shortname, 0))
                 entries[f] = VCT_REQ_ENTRY + 1;
         } else {

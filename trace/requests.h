@@ -74,12 +74,4 @@ const char *vct_req_kind_name(enum vct_req_kind kind);
 /* The server or framework requests.def names for an entry function, or NULL (--entry). */
 const char *vct_req_server_of(const char *name);
 
-/* Whether a Python function's name "qualname (path:line)" is qualname in a file whose path
- * ends with "/" + file; a dotless name (before 3.11) matches qualname's last component. */
-int vct_py_name_is(const char *name, const char *qualname, const char *file);
-
-/* A function's name without " (file:line)": what a request's path prints.  Writes at most
- * len bytes (NUL included) into buf. */
-const char *vct_short_name(const char *name, char *buf, size_t len);
-
 #endif /* VCT_REQUESTS_H */

@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "version.h"
-#include "export.h"
+#include "speedscope.h"
+#include "pyname.h"
 
 /* Writes s as a JSON string body (no quotes).  Invalid UTF-8 bytes (a name cut by a broken
  * writer) become U+FFFD so the output always parses. */
@@ -92,19 +93,11 @@ static void put_frame(FILE *out, const char *name)
 {
     fputs("{\"name\":", out);
     put_json_string(out, name);
-    size_t len = strlen(name);
-    const char *open = len > 4 && name[len - 1] == ')' ? strrchr(name, '(') : NULL;
-    const char *colon = open ? strrchr(open, ':') : NULL;
-    if (open && colon && open > name && open[-1] == ' ' && colon > open + 1 &&
-        colon + 1 < name + len - 1) {
-        int digits = 1;
-        for (const char *p = colon + 1; p < name + len - 1; p++)
-            digits &= *p >= '0' && *p <= '9';
-        if (digits) {
-            fputs(",\"file\":\"", out);
-            put_json_chars(out, open + 1, (size_t)(colon - open - 1));
-            fprintf(out, "\",\"line\":%ld", strtol(colon + 1, NULL, 10));
-        }
+    vct_pyname py;
+    if (vct_pyname_split(name, &py) && py.path_len && py.line >= 0) {
+        fputs(",\"file\":\"", out);
+        put_json_chars(out, py.path, py.path_len);
+        fprintf(out, "\",\"line\":%ld", py.line);
     }
     fputc('}', out);
 }

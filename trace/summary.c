@@ -10,6 +10,7 @@
  */
 #include "summary.h"
 #include "cpu.h"
+#include "sched_split.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,7 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         a->slots = slots;
         a->nslots = n;
     }
-    a->slots[depth] = (vct_walk_slot){a->wait_clock, -1, 0, 0, 0, 0};
+    a->slots[depth] = (vct_walk_slot){a->wait_clock, -1, 0, 0, 0, 0, 0, 0};
     if (depth && a->slots[depth - 1].first_child < 0)
         a->slots[depth - 1].first_child = start;
     int64_t dur = vct_sat_diff(end, start); /* timestamps may span all of int64 */
@@ -89,9 +90,12 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         on_cpu = vct_cpu_span(a->walking, start, end, &seen);
         a->slots[depth].span_on = on_cpu;
         a->slots[depth].span_cov = seen;
+        int64_t run = vct_sched_runnable(a->walking, start, end);
+        a->slots[depth].span_run = run;
         if (depth) {
             a->slots[depth - 1].kids_on = vct_sat_add(a->slots[depth - 1].kids_on, on_cpu);
             a->slots[depth - 1].kids_cov = vct_sat_add(a->slots[depth - 1].kids_cov, seen);
+            a->slots[depth - 1].kids_run = vct_sat_add(a->slots[depth - 1].kids_run, run);
         }
     }
     if (!depth) {
@@ -182,6 +186,14 @@ static void close_measured(vct_summary *a, const vct_event *ev, int64_t start, i
     }
     work = vct_sat_add(work, on);
     int64_t off = cov - on, unsampled = self - cov;
+    /* exact: the runnable part of the off-CPU time is CPU starvation, not a wait */
+    int64_t run = clamp(vct_sat_diff(sl->span_run, sl->kids_run), 0, off > 0 ? off : 0);
+    if (run > 0) {
+        s->runnable = vct_sat_add(s->runnable, run);
+        a->runnable = vct_sat_add(a->runnable, run);
+        a->wait_clock = vct_sat_add(a->wait_clock, run); /* not work: out of `total` too */
+        off -= run;
+    }
     if (off > 0)
         book_wait(a, ev->func, off);
     if (unsampled > 0) { /* no sample says: the names decide, as without samples */
@@ -288,6 +300,7 @@ void vct_summary_reset(vct_summary *s)
     s->calls = 0;
     s->busy = 0;
     s->waiting = 0;
+    s->runnable = 0;
     s->busy_cpu = 0;
     s->busy_seen = 0;
 }

@@ -39,7 +39,11 @@
  * unlisted call in progress at attach is "at attach" for its off-CPU and uncovered part,
  * work for its on-CPU part.  So `self` and `total` are measured working time, `wait` measured waiting,
  * and self + wait + at_attach is still the function's whole self time.
- * Computation only; printing is the caller's.
+ * Exact (a thread with scheduler events, sched_split.h): the same, with CPU samples at every
+ * context switch, so on-CPU is exact; the off-CPU part is split further: its runnable part
+ * (preempted, waiting for a core) is `runnable`, neither work nor waiting, and only the
+ * blocked rest is `wait`: self + wait + at_attach + runnable is the whole self time.
+ * Computation only; the printing is summary_report.c's.
  */
 #ifndef VCT_SUMMARY_H
 #define VCT_SUMMARY_H
@@ -49,9 +53,8 @@
 
 #include "histogram.h"
 #include "model.h"
+#include "vctrace.h" /* enum vct_sort_key */
 #include "waits.h"
-
-enum vct_sort_key { VCT_SORT_SELF, VCT_SORT_TOTAL, VCT_SORT_CALLS, VCT_SORT_WAIT, VCT_SORT_CPU };
 
 typedef struct vct_func_stats {
     uint64_t calls;
@@ -62,6 +65,8 @@ typedef struct vct_func_stats {
     int64_t incl;      /* measured: inclusive time of its outermost calls (waits in) that
                           the thread's CPU samples cover */
     int64_t on_cpu;    /* measured: the on-CPU part of incl */
+    int64_t runnable;  /* exact (scheduler events): self time runnable, not running (CPU
+                          starved): neither working nor waiting */
 } vct_func_stats;
 
 typedef struct vct_walk_slot {
@@ -69,6 +74,7 @@ typedef struct vct_walk_slot {
     int64_t first_child;  /* start of its first direct child, or -1 */
     int64_t span_on, span_cov; /* measured: on-CPU and sampled ticks of the call's span */
     int64_t kids_on, kids_cov; /* measured: the same summed over its direct children */
+    int64_t span_run, kids_run; /* exact: runnable ticks of its span, of its children's */
 } vct_walk_slot;
 
 /* One section (a thread, or all threads when merged) being accumulated. */
@@ -92,6 +98,7 @@ typedef struct vct_summary {
     uint64_t calls;
     int64_t busy;          /* time in calls: the sum of root call durations */
     int64_t waiting;       /* the part of busy spent waiting */
+    int64_t runnable;      /* exact: the part of busy runnable, not running (CPU starved) */
     int64_t busy_cpu;      /* measured: the on-CPU part of busy */
     int64_t busy_seen;     /* measured: the part of busy the CPU samples cover */
     const vct_thread *walking; /* the thread being walked (its CPU samples) */

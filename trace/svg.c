@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export.h"
+#include "svg.h"
 #include "waits.h"
 
 #define FRAME_MIN_DIV 2000 /* frames below 1/2000 of the total are dropped */

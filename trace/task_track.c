@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "requests.h"
+#include "pyname.h"
 
 int vct_task_track_init(vct_task_track *tt, const vct_trace *t)
 {
@@ -33,7 +33,7 @@ uint64_t vct_task_track_tid(void *ctx, uint64_t pid, uint64_t tid, int64_t ts)
     if (!tt->cached || tt->last_pid != pid || tt->last_tid != tid) {
         tt->last_pid = pid;
         tt->last_tid = tid;
-        tt->last_thread = vct_tasks_thread_index(tt->trace, pid, tid);
+        tt->last_thread = vct_trace_thread_index(tt->trace, pid, tid);
         tt->cached = 1;
     }
     size_t ti = tt->last_thread;
@@ -50,7 +50,7 @@ int vct_task_track_json(const vct_task_track *tt, jtext *out)
         const vct_task *task = &k->tasks[i];
         char label[32], coro[256], name[512];
         snprintf(name, sizeof name, "task %s %s", vct_task_label(task, label, sizeof label),
-                 vct_short_name(tt->trace->funcs[task->func], coro, sizeof coro));
+                 vct_pyname_short(tt->trace->funcs[task->func], coro, sizeof coro));
         json_t *ev = json_pack("{s:s,s:s,s:I,s:I,s:{s:s}}", "ph", "M", "name", "thread_name",
                                "pid", (json_int_t)task->pid, "tid",
                                (json_int_t)(VCT_TASK_TRACK_TID + task->id), "args", "name",

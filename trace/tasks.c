@@ -2,7 +2,8 @@
  * (tasks.h).
  *
  * Apart from model.c because it is one mechanism (which task a coroutine step ran for) that
- * `convert --tasks`, `summary` and `requests` share; model.c only calls vct_tasks_finish.
+ * `convert --tasks`, `summary` and `requests` share; load.c calls vct_tasks_finish once the
+ * model is finished.
  * The markers come from a file that may be hostile: an id out of range, a value that is not
  * an integer, a marker with no event, a name that is not a string are dropped, never
  * trusted.  Memory: arrays sized by the markers (and one flag per function), nothing per
@@ -10,7 +11,7 @@
  */
 #include "tasks.h"
 #include "cvf_reader.h"
-#include "requests.h"
+#include "pyname.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -382,7 +383,7 @@ size_t vct_tasks_step_at(const vct_tasks *k, size_t ti, int64_t ts)
 /* Whether f is asyncio's BaseEventLoop.create_task. */
 static int is_create_task(const char *name)
 {
-    return vct_py_name_is(name, "BaseEventLoop.create_task", "asyncio/base_events.py");
+    return vct_pyname_is(name, "BaseEventLoop.create_task", "asyncio/base_events.py");
 }
 
 /* Parents of the tasks whose first step is on thread ti (see tasks.h).  pending: scratch of
@@ -477,33 +478,6 @@ void vct_tasks_free(vct_tasks *k)
     free(k->bounds);
     free(k->bound_first);
     memset(k, 0, sizeof *k);
-}
-
-/* model.c's thread order: by pid, the main thread (tid = pid) first, then by tid. */
-static int cmp_thread_key(uint64_t pid, uint64_t tid, const vct_thread *y)
-{
-    if (pid != y->pid)
-        return pid < y->pid ? -1 : 1;
-    int xmain = tid == pid, ymain = y->tid == y->pid;
-    if (xmain != ymain)
-        return ymain - xmain;
-    return tid < y->tid ? -1 : tid > y->tid;
-}
-
-size_t vct_tasks_thread_index(const vct_trace *t, uint64_t pid, uint64_t tid)
-{
-    size_t lo = 0, hi = t->nthreads;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_thread_key(pid, tid, &t->threads[mid]);
-        if (!c)
-            return mid;
-        if (c > 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return SIZE_MAX;
 }
 
 const char *vct_task_label(const vct_task *task, char *buf, size_t len)

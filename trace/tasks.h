@@ -6,7 +6,7 @@
  *       of task `id` (>= 1, never reused in the process); ts is the start of the X event of
  *       the step's top coroutine call (a resume slice, but for the task's first step);
  *   an instant "vcattach task" per task, args {"task": id, "name": Task.get_name()}.
- * Loading keeps the markers per thread (vct_thread.tasks, sorted by vct_trace_finish) and the
+ * Loading keeps the markers per thread (vct_thread.tasks, sorted by vct_tasks_finish) and the
  * names per process (vct_trace.task_names); both cost a few bytes a step, in arrays.
  *
  * vct_tasks_build (full loads only: it reads the thread's events) matches each marker to the
@@ -45,7 +45,7 @@ int vct_tasks_add_group(vct_trace *t, const struct cvf_counter_group *g);
 /* Records the name of task id of process pid (a "vcattach task" instant; NULL or "": none).
  * 0, or -1 on allocation failure. */
 int vct_tasks_add_name(vct_trace *t, uint64_t pid, uint64_t id, const char *name);
-/* Sorts the markers and names.  Called by vct_trace_finish.  0, or -1 (memory). */
+/* Sorts the markers and names.  Called by load.c after vct_trace_finish.  0, or -1 (memory). */
 int vct_tasks_finish(vct_trace *t);
 /* How many distinct tasks (pid, id) have markers, and how many markers (steps) there are;
  * pid 0: every process.  Works on compact loads.  0, or -1 (memory). */
@@ -95,8 +95,6 @@ void vct_tasks_free(vct_tasks *k);
 /* The step (index into k->steps) that an event of thread ti starting at ts belongs to: the
  * innermost step event holding it; SIZE_MAX: none. */
 size_t vct_tasks_step_at(const vct_tasks *k, size_t ti, int64_t ts);
-/* The thread index of (pid, tid) in a finished trace, or SIZE_MAX. */
-size_t vct_tasks_thread_index(const vct_trace *t, uint64_t pid, uint64_t tid);
 /* "Task-5", or the recorded name; written into buf. */
 const char *vct_task_label(const vct_task *task, char *buf, size_t len);
 

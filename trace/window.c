@@ -23,8 +23,11 @@ int vct_window_resolve(const void *cvf, size_t size, int64_t from_rel, int64_t t
         return -1;
     if (first == INT64_MAX)
         first = 0; /* no calls: nothing to window but counters, counted from 0 */
-    w->from = from_rel > INT64_MAX - first ? INT64_MAX : first + from_rel;
-    w->to = to_rel < 0 || to_rel > INT64_MAX - first ? INT64_MAX : first + to_rel;
+    /* first may be negative (a .cvf's timestamps are any int64, the file its writer's), where
+     * INT64_MAX - first would overflow; from_rel and to_rel are >= 0, so first + them cannot
+     * (fuzz_offline found it: tests/fuzz/regressions/offline/window-first-call-negative.cvf). */
+    w->from = first >= 0 && from_rel > INT64_MAX - first ? INT64_MAX : first + from_rel;
+    w->to = to_rel < 0 || (first >= 0 && to_rel > INT64_MAX - first) ? INT64_MAX : first + to_rel;
     w->min_dur = min_dur;
     return 0;
 }

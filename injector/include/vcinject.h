@@ -1,6 +1,6 @@
 /* vcinject.h — the one public header of libvcinject.a: what the CLI may know of a target
  * process and how it loads the agent into one.  Everything else in injector/ (proc.h, elf.h,
- * ptrace.h, remote_call.h, safepoint.h, debug_offsets.h, the methods' inject.h) is internal:
+ * ptrace.h, remote_call.h, safepoint.h, debug_offsets.h, the methods' method.h) is internal:
  * cli/ is compiled with -Iinjector/include only, so it cannot reach them.
  *
  * Four parts:
@@ -21,7 +21,7 @@
  *     handle = dlopen(agent_path, RTLD_NOW | RTLD_LOCAL)      (a no-op if already loaded)
  *     rc     = vc_agent_connect(control_path)                  (spawns the agent thread)
  * and leave every thread running, with every register restored, on every path (also when
- * the injecting process is killed: see inject.h).  remote-exec (CPython 3.14+, PEP 768)
+ * the injecting process is killed: see method.h).  remote-exec (CPython 3.14+, PEP 768)
  * stops nothing and runs no code of ours: it asks the interpreter, through memory writes, to
  * run a small loader script (written into the target's /tmp, removed again) at a thread's
  * next evaluation breaker; the script makes the same two calls through ctypes.
@@ -47,6 +47,22 @@ struct target_python {
     char how[64];                 /* where the version came from: "Py_Version", "soname", … */
 };
 
+/* The C library a target runs on: what decides whether an agent (a glibc library, loading
+ * into glibc 2.17 and newer) can be loaded into it at all. */
+enum target_libc_kind {
+    TARGET_LIBC_UNKNOWN = 0,      /* none mapped (a static executable) or unreadable */
+    TARGET_LIBC_GLIBC,
+    TARGET_LIBC_MUSL,             /* Alpine's: ld-musl-*, libc.musl-* */
+};
+
+struct target_libc {
+    enum target_libc_kind kind;
+    int glibc_minor;              /* glibc: N of the newest GLIBC_2.N its libc defines (its
+                                   * release, or the last one that added symbols), -1 when its
+                                   * versions could not be read */
+    char path[PATH_MAX];          /* the library as mapped (target's view), "" when none */
+};
+
 struct target_facts {
     pid_t pid;
     int pidfd;                    /* pidfd_open(pid) at the read, -1 where the kernel has none */
@@ -69,11 +85,13 @@ struct target_facts {
                                      -1 could not be examined (python_why says why) */
     struct target_python py;
     char python_why[512];
+    struct target_libc libc;
 };
 
 /* Reads the facts of pid once: /proc/PID/{stat,status,exe,root} and its namespaces
- * (/proc/PID/ns/...), and its maps and mapped ELF files for the CPython detection.  Reads
- * only; nothing is stopped.  A process that is not Python is not an error (f->python says).
+ * (/proc/PID/ns/...), and its maps and mapped ELF files for the CPython and C library
+ * detection.  Reads only; nothing is stopped.  A process that is not Python is not an error
+ * (f->python says).
  * Returns 0, or -1 with one line in err when the process does not exist or has gone
  * ("no such process: pid N ..."). */
 int target_facts_read(pid_t pid, struct target_facts *f, char *err, size_t errlen);
@@ -94,6 +112,10 @@ int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
 /* CPython detection alone (what target_facts_read does for f->py): 1 CPython with *py
  * filled, 0 not (err says what was looked at), -1 could not be examined (err says why). */
 int target_python_detect(pid_t pid, struct target_python *py, char *err, size_t errlen);
+
+/* C library detection alone (what target_facts_read does for f->libc), from the maps and the
+ * version definitions of the libc mapped; reads only. */
+void target_libc_detect(pid_t pid, struct target_libc *libc);
 
 /* ---- 2. processes, as /proc shows them ------------------------------------------------- */
 
@@ -121,6 +143,25 @@ uint64_t target_start_time(pid_t pid);
 int target_owner(pid_t pid, uid_t *uid);
 /* 1 if pid descends from root (its parent chain reaches root), else 0. */
 int target_descends_from(pid_t pid, pid_t root);
+/* Process identities that are never reused (pidfs, Linux 6.9+): a pidfd refers to one
+ * process for good, and its inode number (target_pidfd_id) is unique for the boot and grows
+ * with every process created — a parent's is always lower than its child's.  A pid and a start
+ * time are reused; these are not.  Each function returns -1 (errno) or 0 where the kernel has
+ * no such thing, and the caller falls back to pids and start times. */
+/* A pidfd of pid (close-on-exec), or -1. */
+int target_pidfd_open(pid_t pid);
+/* The pidfd of a connected Unix socket's peer (SO_PEERPIDFD, Linux 6.5+; it refers to the
+ * process that connected even once it has exited), or -1. */
+int target_peer_pidfd(int sock);
+/* The pid (as we see it) of the pidfd's process while it runs, or -1 (exited, or not in
+ * our pid namespace). */
+pid_t target_pidfd_pid(int pidfd);
+/* The pidfd's process identity: its pidfs inode number, or 0 (not pidfs: no identity). */
+uint64_t target_pidfd_id(int pidfd);
+/* The pidfd's process's parent pid, as we see it (PIDFD_GET_INFO, Linux 6.13+): 0 with
+ * *ppid (0 when its parent is not in our pid namespace), -1 when it has been reaped or the
+ * kernel cannot tell. */
+int target_pidfd_parent(int pidfd, pid_t *ppid);
 /* 1 if pid has a libvcagent-py*.so mapped, 0 if not, -1 if its maps cannot be read. */
 int target_has_agent(pid_t pid);
 /* The command line, NULs as spaces, cut to cap (at least its comm). */
@@ -131,6 +172,27 @@ void target_exe(pid_t pid, char *buf, size_t cap);
 long target_age_ms(pid_t pid);
 /* The pid the target sees for itself (last NSpid field; pid when unknown). */
 pid_t target_own_pid(pid_t pid);
+/* Namespaces (namespaces.c): NAME is the kernel's (net, user, mnt, ...); pid 0 is our own
+ * process.  target_ns_id: the namespace's identity, 0 or -1 (errno: gone).  target_ns_other:
+ * 1 when pid's NAME namespace is not ours, 0 when it is, -1 unknown (errno).  target_ns_open:
+ * an fd (close-on-exec) for setns(2), or -1 (errno). */
+int target_ns_id(pid_t pid, const char *name, dev_t *dev, ino_t *ino);
+int target_ns_other(pid_t pid, const char *name);
+int target_ns_open(pid_t pid, const char *name);
+/* The abstract Unix socket names a process listens on (unix_names.c): how `status`/`stop`
+ * find a session whose well-known name was squatted, however many other names a squatter
+ * binds next to it.  One name, without its leading NUL, as /proc/net/unix lists it. */
+typedef char unix_name[108];
+/* The listening sockets named "PREFIX-*" in our network namespace whose socket is one of
+ * pid's own fds, in the order listed, into a malloc'd array (*names, to free).  *others
+ * counts the "PREFIX-*" names held by anyone else.  Returns how many are pid's, or -1 if
+ * /proc/net/unix or /proc/PID/fd cannot be read (or out of memory). */
+long target_unix_names_held(pid_t pid, const char *prefix, unix_name **names, size_t *others);
+/* Does pid hold the socket listening on the abstract name?  SO_PEERCRED cannot say: a
+ * listening socket keeps the pid of whoever called listen(), which may have exited (handing
+ * the socket to another process) and been reused by the target since.  1 yes, 0 no (or
+ * unreadable: not proven), -1 nobody listens there. */
+int target_holds_listener(pid_t pid, const char *name);
 /* For a file pid has mapped at file offset 0 whose path (" (deleted)" removed) starts with
  * dir_prefix and ends in "/" + name: calls match(ctx, fd) with that very inode opened
  * read-only (a regular file only), until match returns 1; its path goes into out.  1 found,

@@ -55,8 +55,24 @@ class AgentNotFound(AgentLoadError):
     pass
 
 
+def _on_musl():
+    """Does this process run on a C library other than glibc (musl: Alpine)?  glibc names
+    itself through confstr(_CS_GNU_LIBC_VERSION); musl does not (EINVAL), and needs /proc for
+    nothing (a chroot without /proc still answers).  Anything that is not glibc gets the musl
+    agent or none: the glibc agent is never loaded into it."""
+    try:
+        if (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return False
+    except (ValueError, OSError):
+        pass
+    return True
+
+
 def agent_filename():
-    return "libvcagent-py%d%02d.so" % (sys.version_info[0], sys.version_info[1])
+    """libvcagent-pyXY.so, or libvcagent-pyXY-musl.so on musl: a glibc agent is never loaded
+    into a musl process (two C libraries in one process)."""
+    return "libvcagent-py%d%02d%s.so" % (sys.version_info[0], sys.version_info[1],
+                                         "-musl" if _on_musl() else "")
 
 
 AGENT_DIR_VAR = "VCATTACH_AGENT_DIR"

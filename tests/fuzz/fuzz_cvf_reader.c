@@ -1,63 +1,49 @@
-/* fuzz_cvf_reader.c — libFuzzer target: arbitrary bytes through the bounded .cvf reader
- * (every callback reads every value it is given) and through the Chrome JSON converter.
- * Built by tests/tests.mk with clang -fsanitize=fuzzer,address,undefined; run briefly by
- * tests/test_codec_fuzz.py, seeded with generated .cvf files. */
+/* fuzz_cvf_reader.c — libFuzzer harness: any bytes as a .cvf, through the bounded reader
+ * (common/cvf_reader.c: every callback reads every value it is given, with and without the
+ * JSON parts), the Chrome converter (trace/chrome.c) and, when it reads whole, the merge of a
+ * tree's parts (trace/merge.c: `stop --subprocesses` checks each member's part, then merges
+ * them, cli/tree_merge.c).  A trace file comes from the agent, the target's user's code
+ * (SECURITY.md §7); the tools that load it into the trace model are fuzz_offline.c's.
+ * Checked besides crashes: skipping the JSON can only accept more, the Chrome converter
+ * accepts exactly what the reader accepts, and a part the merge's check accepts merges (one
+ * that does not would sink every member's trace) into a .cvf that decodes.
+ * Built by tests/fuzz/fuzz.mk; seeds in tests/fuzz/corpus/cvf_reader. */
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
+#include <unistd.h>
 
-#include "convert.h"
+#include "chrome.h"
 #include "cvf_reader.h"
-
-static volatile uint64_t sink;
-
-static int on_name(void *ctx, uint64_t pid, uint64_t tid, const char *name)
-{
-    sink += pid + tid + strlen(name);
-    return 0;
-}
-
-static int on_fee(void *ctx, const cvf_fee_group *g)
-{
-    for (size_t i = 0; i < g->count; i++)
-        sink += (uint64_t)g->ts[i] + g->dur[i];
-    if (g->args)
-        for (size_t i = 0; i < g->count; i++)
-            sink += (unsigned char)g->args_json[g->args[i].off + g->args[i].len - 1];
-    return 0;
-}
-
-static int on_counter(void *ctx, const cvf_counter_group *g)
-{
-    for (size_t k = 0; k < g->nkeys; k++)
-        sink += strlen(g->keys[k]);
-    for (size_t i = 0; i < g->nts * g->nkeys; i++)
-        if (g->values[i].tag == CVF_COUNTER_LONG_STRING)
-            sink += strlen(g->values[i].v.s);
-    return 0;
-}
-
-static int on_json(void *ctx, const cvf_json_record *r)
-{
-    for (size_t i = 0; i < r->nitems; i++)
-        sink += (unsigned char)r->json[r->items[i].off];
-    sink += r->len;
-    return 0;
-}
+#include "fuzz_util.h"
+#include "merge.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const cvf_visitor v = {on_name, on_name, on_fee, on_counter, on_json, on_json};
     static FILE *devnull;
+    char msg[512];
     cvf_error err;
     if (!devnull)
         devnull = fopen("/dev/null", "w");
-    int a = cvf_read(data, size, &v, NULL, 0, &err);
-    int b = cvf_read(data, size, &v, NULL, CVF_READ_SKIP_JSON, &err);
+    int a = fuzz_cvf_read_all(data, size, 0, msg, sizeof msg);
+    int b = fuzz_cvf_read_all(data, size, CVF_READ_SKIP_JSON, msg, sizeof msg);
     if (a == 0 && b != 0) /* skipping the JSON can only accept more */
         __builtin_trap();
     int c = convert_cvf_to_chrome(data, size, devnull, NULL, &err);
     if ((a == 0) != (c == 0))
         __builtin_trap();
+    if (a != 0)
+        return 0;
+    char path[256];
+    fuzz_write_file("in", data, size, path, sizeof path);
+    if (vct_cvf_check(path, msg, sizeof msg) != 0)
+        return 0; /* left out of the merge (it may be stricter than the reader) */
+    const char *parts[2] = {path, path};
+    int out = fuzz_memfd();
+    if (vct_cvf_merge(parts, 2, cvf_sink_fd, (void *)(intptr_t)out, msg, sizeof msg) != 0) {
+        fprintf(stderr, "fuzz: the merge of two readable parts failed: %s\n", msg);
+        __builtin_trap();
+    }
+    fuzz_require_cvf(out, "vct_cvf_merge (stop --subprocesses)");
+    close(out);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* driver.c — build/inject-test: injects through libvcinject.a's public API (vcinject.h:
  * target_facts_read once, then inject() with method ptrace or gdb, which re-checks the target
  * before each injection), for the tests (tests/test_inject*.py) and for measuring injection
- * time without the rest of the CLI.  (safepoint.h, internal, only for judge-stacks.)
+ * time without the rest of the CLI.
  *
  *   inject-test ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] [--pause-ms N] [-v]
  *
@@ -11,13 +11,20 @@
  * Prints one line per injection: "status=S elapsed_us=U err=TEXT"; exit code = the last
  * status (0 INJECT_OK, 1 INJECT_UNTOUCHED, 2 INJECT_FAILED), 3 on usage errors.
  *
+ *   inject-test old-gdb-layout
+ *
+ * Prints the XSAVE component a gdb before 14 would look for in the wrong place on this CPU
+ * (xsave_layout.c: the gdb method refuses such a gdb) and exits 1, or prints nothing and exits
+ * 0: for tests/support/gdb_probe.py.
+ *
  *   inject-test judge-stacks < STACKS
  *
  * Judges recorded stacks with the ptrace method's rules (safepoint_unsafe_frame, the same call
- * safepoint.c makes for every unwound frame), for tests/test_safepoint_rules.py, which judges
+ * safepoint.c makes for every unwound frame), for tests/unit/test_safepoint_rules.py, which judges
  * the same input with the gdb method's script.  STACKS: one frame a line, innermost first,
  * "function<TAB>module path" (either may be empty); a blank line ends a stack; '#' lines are
- * comments.  Prints per stack "safe" or "unsafe INDEX WHY" (INDEX: the first unsafe frame). */
+ * comments.  Prints per stack "safe" or "unsafe INDEX WHY" (INDEX: the first unsafe frame).
+ * (safepoint.h and xsave_layout.h are internal: only for judge-stacks and old-gdb-layout.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +32,7 @@
 
 #include "safepoint.h"
 #include "vcinject.h"
+#include "xsave_layout.h"
 
 static long long now_us(void)
 {
@@ -88,9 +96,17 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "judge-stacks") == 0)
         return judge_stacks();
+    if (argc == 2 && strcmp(argv[1], "old-gdb-layout") == 0) {
+        char why[160];
+        if (!xsave_foreign_to_old_gdb(why, sizeof why))
+            return 0;
+        printf("%s\n", why);
+        return 1;
+    }
     if (argc < 5 || (strcmp(argv[1], "ptrace") != 0 && strcmp(argv[1], "gdb") != 0)) {
         fprintf(stderr, "usage: %s ptrace|gdb PID AGENT CONTROL [--timeout-ms N] [--repeat N] "
-                "[--pause-ms N] [-v]\n       %s judge-stacks < STACKS\n", argv[0], argv[0]);
+                "[--pause-ms N] [-v]\n       %s old-gdb-layout\n       %s judge-stacks < STACKS\n",
+                argv[0], argv[0], argv[0]);
         return 3;
     }
     struct inject_request req = {0};

@@ -1,4 +1,4 @@
-/* fake_agent.c — a hostile agent for tests/test_security_agent.py: a shared library that
+/* fake_agent.c — a hostile agent for tests/system/test_security_agent.py: a shared library that
  * vcattach injects in place of libvcagent-pyXY.so (VCATTACH_AGENT_DIR) and that speaks the
  * control protocol (common/protocol.h, docs/protocol.md) badly on purpose.
  *

@@ -20,6 +20,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.environ.get("VC_BUILD", os.path.join(ROOT, "build"))
 VCATTACH = os.path.join(BUILD, "vcattach")
 ASAN_VCATTACH = os.path.join(BUILD, "asan", "vcattach")
+# The CLI with the test seams (common/test_seam.h): only tests that open a race window use it.
+SEAMS_VCATTACH = os.path.join(BUILD, "seams", "vcattach")
+
+
+def seams_env(**seams):
+    """The environment for SEAMS_VCATTACH with the given VCATTACH_TEST_* seams set: ours, plus
+    the agents' directory (the seams build lives in BUILD/seams, not beside them)."""
+    env = dict(os.environ, VCATTACH_AGENT_DIR=BUILD)
+    env.update(seams)
+    return env
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 CORPUS = os.path.join(SHARED, "corpus")
 PYTHON_SRC = os.path.join(ROOT, "python")
@@ -34,18 +44,21 @@ if PYTHON_SRC not in sys.path:
 AGENT_OVERRIDES = ("VCATTACH_AGENT_DIR", "VCATTACH_AGENT")
 
 
-def _test_root():
-    """(root, None) when scripts/test-root has made the sid root (3.14/3.15), or (None, why).
-    Never makes it (minutes): `make test` and `make deps` do, before the suite starts."""
+def test_root(name="sid"):
+    """(root, None) when scripts/test-root has made the root NAME (sid: CPython 3.14/3.15;
+    bullseye, trixie: see debian_root_python), or (None, why).  Never makes it (minutes):
+    `make test` and `make deps` do, before the suite starts."""
     script = os.path.join(ROOT, "scripts", "test-root")
     if os.environ.get("VC_NO_TEST_ROOT"):
         return None, "VC_NO_TEST_ROOT is set"
     if os.geteuid() != 0:
         return None, "the chroot targets need root"
     try:
-        if subprocess.run([script, "--check"], capture_output=True, timeout=60).returncode != 0:
-            return None, "it is not made: `make test` or `make deps` makes it (scripts/test-root)"
-        r = subprocess.run([script, "--path"], capture_output=True, text=True, timeout=60)
+        if subprocess.run([script, name, "--check"], capture_output=True,
+                          timeout=60).returncode != 0:
+            return None, ("it is not made: `make test` or `make deps` makes it "
+                          "(scripts/test-root %s)" % name)
+        r = subprocess.run([script, name, "--path"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "scripts/test-root failed: %s" % e
     if r.returncode != 0:
@@ -53,7 +66,7 @@ def _test_root():
     return r.stdout.strip().splitlines()[-1], None
 
 
-TEST_ROOT, TEST_ROOT_ERROR = _test_root()
+TEST_ROOT, TEST_ROOT_ERROR = test_root("sid")
 
 
 def _find_pythons():
@@ -71,6 +84,34 @@ def _find_pythons():
 ALL_PYTHONS = _find_pythons()
 PYTHONS = [p for p in ALL_PYTHONS if not p["root"]]
 CHROOT_PYTHONS = [p for p in ALL_PYTHONS if p["root"]]
+
+
+# The roots that stand for container images of another C library (scripts/test-root): each
+# with the one interpreter the tests run in it.  Not part of the matrix above (every test on
+# every interpreter): the modules that need them take them from debian_root_python.
+DEBIAN_ROOT_PYTHONS = {"bullseye": "/usr/bin/python3.9",   # glibc 2.31, python:*-slim-bullseye
+                       "trixie": "/usr/bin/python3.13",    # glibc 2.41, today's python:*-slim
+                       # musl, python:*-alpine: Debian 13's CPython 3.13 built with musl-gcc
+                       "musl": "/opt/python3.13/bin/python3.13"}
+
+
+def debian_root_python(name):
+    """(row, None) for the interpreter of the root NAME, a row like find-pythons' (minor, path,
+    argv = chroot ROOT path, root, version, kind, id), or (None, why) when the root is not made."""
+    root, why = test_root(name)
+    if root is None:
+        return None, "no %s test root: %s" % (name, why)
+    path = DEBIAN_ROOT_PYTHONS[name]
+    argv = ["chroot", root, path]
+    out = subprocess.run(argv + ["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return None, "%s in the %s root does not run: %s" % (path, name, out.stderr.strip())
+    version = out.stdout.strip()
+    major, minor = version.split(".")[:2]
+    return {"minor": int(major) * 100 + int(minor), "path": path, "argv": argv, "root": root,
+            "version": version, "kind": "static", "host_path": root + path, "include": "-",
+            "id": "py%s-%s" % (version, name)}, None
 
 
 def python_params(chroot=False):

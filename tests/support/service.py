@@ -29,13 +29,15 @@ def check_summary(r, out):
     return int(m.group(2)), int(m.group(3)), int(m.group(4))
 
 
-def trace_with_late_thread(svc, out, *options, duration="1.5s"):
+def trace_with_late_thread(svc, out, *options, duration="1.5s", command=None):
     """`vcattach --pid SVC -t DURATION -o OUT OPTIONS...`, with the service's late-starter
-    thread started once the session runs (a thread born while the hooks are installed).  The
+    thread started once the session runs (a thread born while the hooks are installed).
+    command replaces `vcattach --pid SVC` (another vcattach, run in another namespace).  The
     finished run, as a CompletedProcess with text output."""
-    proc = subprocess.Popen([VCATTACH, "--pid", str(svc.pid), "-t", duration, "-o", str(out),
-                             *[str(o) for o in options]], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    command = command or [VCATTACH, "--pid", str(svc.pid)]
+    proc = subprocess.Popen(list(command) + ["-t", duration, "-o", str(out),
+                                             *[str(o) for o in options]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 20
         while proc.poll() is None and time.monotonic() < deadline:

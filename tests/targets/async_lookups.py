@@ -4,7 +4,7 @@
 
 Runs N `lookup` coroutines one after another under vcattach.trace(OUT, hook=HOOK), each
 awaiting asyncio.sleep(0.002) twice, and a generator `numbers` consumed to the end.  Used by
-tests/test_summary.py: `lookup` must count N calls (its resumes are slices, not calls).
+tests/unit/test_summary.py: `lookup` must count N calls (its resumes are slices, not calls).
 """
 import asyncio
 import os

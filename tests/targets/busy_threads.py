@@ -1,5 +1,5 @@
 """A busy target: 4 threads calling a one-line function in a loop (about 7 M calls/s traced on
-this machine), until killed.  Prints "ready" once they run.  Used by tests/test_stream.py and
+this machine), until killed.  Prints "ready" once they run.  Used by tests/system/test_stream.py and
 bench/stream/run."""
 import threading
 import time

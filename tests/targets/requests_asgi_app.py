@@ -1,4 +1,4 @@
-"""The FastAPI app of tests/test_requests.py under uvicorn: GET /item/N awaits a slow lookup
+"""The FastAPI app of tests/unit/test_requests.py under uvicorn: GET /item/N awaits a slow lookup
 (asyncio.sleep 100 ms, a coroutine suspended between slices) when asked for (?slow=1)."""
 import asyncio
 

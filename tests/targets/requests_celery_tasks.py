@@ -1,4 +1,4 @@
-"""The Celery app of tests/test_requests.py: a worker on kombu's filesystem broker (the folder
+"""The Celery app of tests/unit/test_requests.py: a worker on kombu's filesystem broker (the folder
 in $VC_CELERY_DIR, no server needed).  work(n, slow, log) runs slow_lookup (a 100 ms sleep)
 when slow, and appends "start_ns end_ns slow" (CLOCK_MONOTONIC, the trace's clock) of its own
 body to the file `log`: what the test counts the tasks the trace must hold from."""

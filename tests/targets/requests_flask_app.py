@@ -1,4 +1,4 @@
-"""The Flask app of tests/test_requests.py: GET /item/N does a little work, and when the
+"""The Flask app of tests/unit/test_requests.py: GET /item/N does a little work, and when the
 client asks for the slow path (?slow=1) also calls slow_lookup, which sleeps 100 ms: the
 slow requests' heaviest path must go through slow_lookup to time.sleep."""
 import time

@@ -1,4 +1,4 @@
-"""A target for tests/test_subinterp.py (3.12+): 4 threads create, use and destroy
+"""A target for tests/system/test_subinterp.py (3.12+): 4 threads create, use and destroy
 sub-interpreters (the default config: each with its own GIL) as fast as they can for
 argv[1] seconds (from "ready"), while the agent (holding the main GIL) reads the runtime's interpreter list
 under the runtime's lock; one more, made first with the "legacy" config (the main GIL

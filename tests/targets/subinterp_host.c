@@ -1,5 +1,5 @@
 /* subinterp_host.c — a C host that serves requests from a sub-interpreter the way mod_wsgi's
- * daemon processes do (tests/test_subinterp.py): Py_Initialize, one Py_NewInterpreter (which
+ * daemon processes do (tests/system/test_subinterp.py): Py_Initialize, one Py_NewInterpreter (which
  * shares the main GIL from 3.12 on: the "legacy" config), worker threads made by C (not by
  * threading), each with a thread state of its own in the sub-interpreter (PyThreadState_New),
  * taken and let go around every request (PyEval_AcquireThread / PyEval_ReleaseThread).
@@ -46,14 +46,16 @@ static int g_requests, g_calls;
 static const char WORK[] =
     "import sys, json, time\n"
     "COUNT = 0\n"
-    "TOTAL = 0\n"
+    "TOTALS = []\n"
     "def work(x):\n"
     "    global COUNT\n"
     "    COUNT += 1\n"
     "    return (x * 7 + 3) % 1009\n"
     "def request(n):\n"
-    "    global TOTAL\n"
-    "    TOTAL += sum(work(i) for i in range(n))\n";
+    /* list.append, not `TOTAL += sum(...)`: the GIL may pass to another worker inside sum()
+     * (a loaded machine descheduled this one for a switch interval), and a += across that
+     * loses the other's update (the host's own race, not the trace's) */
+    "    TOTALS.append(sum(work(i) for i in range(n)))\n";
 
 static void *worker(void *arg)
 {
@@ -155,7 +157,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
     restore_thread(sub_ts);
-    run_string("print(json.dumps({'count': COUNT, 'sum': TOTAL}), flush=True)\n");
+    run_string("print(json.dumps({'count': COUNT, 'sum': sum(TOTALS)}), flush=True)\n");
     save_thread();
 
     if (wait_line("check") != 0)

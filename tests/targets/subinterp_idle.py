@@ -1,4 +1,4 @@
-"""A target for tests/test_subinterp.py (3.12+): one sub-interpreter under the main GIL (the
+"""A target for tests/system/test_subinterp.py (3.12+): one sub-interpreter under the main GIL (the
 "legacy" config, as mod_wsgi's Py_NewInterpreter makes them; with --own, its own GIL, the
 default config) that runs nothing while a trace stops, so it cannot unhook itself then
 (agent/interps.c: its request waits until it next runs Python).  Driven by lines on stdin,

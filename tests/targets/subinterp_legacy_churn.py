@@ -1,4 +1,4 @@
-"""A target for tests/test_subinterp.py (3.12+): sub-interpreters under the main GIL (the
+"""A target for tests/system/test_subinterp.py (3.12+): sub-interpreters under the main GIL (the
 "legacy" config) made, run and destroyed back to back for SECONDS, so that the agent's visits
 catch some while they are being made or ended.  Prints "ready", then {"made": N} at the end."""
 import json

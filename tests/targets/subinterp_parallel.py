@@ -1,4 +1,4 @@
-"""A target for tests/test_subinterp.py (3.12+): the main thread and two sub-interpreters with
+"""A target for tests/system/test_subinterp.py (3.12+): the main thread and two sub-interpreters with
 their own GIL, each on its own thread, call work() until stdin closes (at most argv[1]
 seconds from "ready"), in parallel: what a session goes parallel for (agent/hooklock.h); 50 calls, then a 1 ms
 sleep (so that a trace stays small enough for the test's Python reader).  Every result is checked

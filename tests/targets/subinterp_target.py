@@ -1,4 +1,4 @@
-"""A target with sub-interpreters (tests/test_subinterp.py): the main interpreter and
+"""A target with sub-interpreters (tests/system/test_subinterp.py): the main interpreter and
 _xxsubinterpreters ones (3.8-3.11) each call their own work(), which counts its calls in its
 own interpreter.  Driven by lines on stdin, answering one line on stdout:
 

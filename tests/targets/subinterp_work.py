@@ -1,4 +1,4 @@
-"""What the targets of tests/test_subinterp.py share (subinterp_target.py, subinterp_idle.py,
+"""What the targets of tests/system/test_subinterp.py share (subinterp_target.py, subinterp_idle.py,
 subinterp_legacy_churn.py import it; the tests copy it beside them into the test root): the
 code their sub-interpreters run (work() counts its own calls in COUNT, the oracle the trace's
 counts are checked against), and, 3.12+, how to make one under the main GIL."""

@@ -1,4 +1,4 @@
-"""A small Flask app for the gunicorn tree tests (tests/test_tree.py): one handler that does
+"""A small Flask app for the gunicorn tree tests (tests/system/test_tree.py): one handler that does
 a little Python work, so that handler frames show up in every worker's trace."""
 from flask import Flask
 

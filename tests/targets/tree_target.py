@@ -1,4 +1,4 @@
-"""A process tree for `vcattach --subprocesses` tests (tests/test_tree.py).
+"""A process tree for `vcattach --subprocesses` tests (tests/system/test_tree.py).
 
     tree_target.py fork        a parent, two long-lived fork children (one answers a pipe
                                ping-pong: the clock check) and a short-lived fork child

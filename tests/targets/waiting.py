@@ -6,7 +6,7 @@ Threads blocked in every usual way (time.sleep, a lock with a timeout, queue.Que
 socket recv, a select) and one thread doing CPU work in `crunch`; an idle
 ThreadPoolExecutor whose worker is blocked in SimpleQueue.get before the trace begins (a
 call in progress at attach).  Traces SECONDS (default 1) with vcattach.trace(OUT).  Used by
-tests/test_summary.py: `vcattach summary` must rank `crunch` first among working functions.
+tests/unit/test_summary.py: `vcattach summary` must rank `crunch` first among working functions.
 """
 import concurrent.futures
 import os

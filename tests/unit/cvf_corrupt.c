@@ -1,5 +1,5 @@
 /* cvf_corrupt.c — in-process corruption driver for the codec's readers (run by
- * tests/test_codec_corrupt.py, normally and under ASan+UBSan).
+ * tests/unit/test_codec_corrupt.py, normally and under ASan+UBSan).
  *
  *   cvf_corrupt cvf FILE FLIPS SEED    every truncation of a valid .cvf, then FLIPS seeded
  *                                      random byte flips, through cvf_read and the Chrome
@@ -17,7 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "convert.h"
+#include "chrome.h"
+#include "json_cvf.h"
 #include "cvf_reader.h"
 
 static uint64_t rng_state;

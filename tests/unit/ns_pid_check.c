@@ -1,7 +1,7 @@
 /* ns_pid_check.c — cli/ns_pid.c against what a hostile agent in a container may send: META
  * and EVENTS frames rewritten to the host's pid stay within their computed bounds, exact
  * matches only are replaced, and a META at the spool's size bound stays within it.  Built
- * plain and with ASan+UBSan (tests/tests.mk); run by tests/test_tree_container.py.
+ * plain and with ASan+UBSan (tests/tests.mk); run by tests/system/test_tree_container.py.
  * Prints one line per failed check; exit status 1 if any failed. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // check_speedscope.js — opens a trace in the real speedscope viewer (headless Chromium,
-// driven by playwright-core) and reports what the page shows, for tests/test_viewer.py.
+// driven by playwright-core) and reports what the page shows, for tests/system/test_viewer.py.
 //
 // usage: node check_speedscope.js '<json options>'
 //   url           speedscope page with #profileURL=<trace URL> (served from 127.0.0.1)

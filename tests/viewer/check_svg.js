@@ -1,7 +1,7 @@
 // check_svg.js — opens a flame graph SVG (`vcattach convert --format svg`) in headless
 // Chromium (playwright-core) from a file:// URL, with the network off, and exercises it the
 // way a person would: look, search (the Search button's prompt), click a frame to zoom,
-// Reset zoom.  For tests/test_viewer.py.
+// Reset zoom.  For tests/system/test_viewer.py.
 //
 // usage: node check_svg.js '<json options>'
 //   file        the SVG's absolute path

@@ -4,7 +4,7 @@
 
 Starts the demo service (server, load generator, asyncio task) in this process, lets it warm
 up, traces every thread for SECONDS (default 1) with `with vcattach.trace(OUT)`, stops the
-service and prints the trace's Result as JSON.  Used by tests/test_viewer.py to get a real
+service and prints the trace's Result as JSON.  Used by tests/system/test_viewer.py to get a real
 trace of a real multi-threaded program; run by any interpreter of the matrix.
 """
 import json

@@ -1,0 +1,262 @@
+"""Short-lived pool workers in a `--subprocesses` trace (issue 31).
+
+The most common process a Python service makes is a multiprocessing pool's worker, and the
+shortest one is what a trace must not lose: `with ctx.Pool(2) as pool: pool.map(f, ...)`, whose
+workers each run a few ms of tasks and are then terminated (SIGTERM) — a fork worker lives a
+few tens of ms in all.  The target (targets/pool_churn.py) counts, in process, the calls of its
+pool function each worker made; for fork, forkserver and spawn, on 3.8, 3.11, 3.12 and 3.14
+(the sid root), every worker of every pool that began and ended during the trace must have
+exactly that many calls in the merged trace, and its line in vcattach's account must carry its
+own numbers.  Before this, not one call of any worker reached the trace.
+"""
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from support.paths import CHROOT_PYTHONS, PYTHONS, TESTS, TEST_ROOT_ERROR, VCATTACH, root_workdir
+from support.proc import assert_running_untraced
+from support.traces import convert, load_json
+
+TARGET = os.path.join(TESTS, "targets", "pool_churn.py")
+METHODS = ["fork", "forkserver", "spawn"]
+
+
+def interpreters():
+    rows = [p for p in PYTHONS if p["minor"] in (308, 311, 312) and p["kind"] != "static"]
+    seen, out = set(), []
+    for p in rows:
+        if p["minor"] not in seen:
+            seen.add(p["minor"])
+            out.append(pytest.param(p, id=p["id"]))
+    chroot = [p for p in CHROOT_PYTHONS if p["minor"] == 314]
+    if chroot:
+        out.append(pytest.param(chroot[0], id=chroot[0]["id"]))
+    else:
+        out.append(pytest.param(None, id="py3.14-chroot",
+                                marks=pytest.mark.skip(reason="no 3.14 test root: %s"
+                                                       % TEST_ROOT_ERROR)))
+    return out
+
+
+class Pools:
+    """targets/pool_churn.py under py, in a directory py can see (the test root's /tmp for a
+    chroot interpreter), in its own session, killed as a group at the end."""
+
+    def __init__(self, py, method, tmp_path, workers=2, work=20000):
+        outside, inside = root_workdir(py, tmp_path, "vc-pools")
+        shutil.copy2(TARGET, os.path.join(outside, "pool_churn.py"))
+        self.report = os.path.join(outside, "report.txt")
+        argv = list(py.get("argv") or [py["path"]])
+        self.p = subprocess.Popen(argv + [os.path.join(inside, "pool_churn.py"), method,
+                                          os.path.join(inside, "report.txt"), str(workers),
+                                          str(work)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+        line = self.p.stdout.readline()
+        if line.strip() != "ready":
+            self.close()
+            raise AssertionError("target did not start: %s" % self.p.stderr.read())
+        self.pid = python_pid(self.p.pid)
+        time.sleep(0.3)
+
+    def rounds(self):
+        """[(t0_us, t1_us, {worker pid: calls})] of the pools the target finished."""
+        out = []
+        with open(self.report) as f:
+            for line in f:
+                fields = line.split()
+                calls = {int(a): int(b) for a, b in (kv.split(":") for kv in fields[3:])}
+                out.append((int(fields[1]) / 1000.0, int(fields[2]) / 1000.0, calls))
+        return out
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.p.wait(10)
+
+
+def read_trace(path):
+    """The events of a .cvf, through the C decoder (the Python reader agreeing with it is
+    test_tree.py's business; here it would double the time of each test)."""
+    convert(path, path + ".json")
+    return load_json(path + ".json")["traceEvents"]
+
+
+def python_pid(pid):
+    """The interpreter's pid: `chroot` execs it, so it is pid itself."""
+    return pid
+
+
+def instant(events, name, pid):
+    return [e["ts"] for e in events if e.get("name") == name and e.get("pid") == pid]
+
+
+def traced_from(events, rounds):
+    """When every process that makes workers was traced: the latest attach of the processes
+    that are not workers (the root, a forkserver, a resource tracker).  A forkserver's worker
+    forked before the forkserver's own agent arrived is a process of an untraced parent that
+    lives a few ms; vcattach may not reach it, and says so in its account."""
+    workers = {pid for _, _, ws in rounds for pid in ws}
+    return max(e["ts"] for e in events
+               if e.get("name") == "vcattach attach" and e.get("pid") not in workers)
+
+
+def account_lines(stdout):
+    """{pid: its line} of vcattach's per-process account."""
+    lines = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[0] == "pid" and parts[1].isdigit():
+            lines[int(parts[1])] = line
+    return lines
+
+
+def check_pools(events, rounds, stdout, window, lost_ok=False):
+    """Every worker of every pool that began and ended inside window (us) has exactly the
+    calls it reported, and its account line; returns (workers, with calls, expected, found).
+    lost_ok (spawn): a worker vcattach accounts for as lost may have none of its calls (never
+    a part of them): a spawned worker is injected after its exec, and one whose tasks are done
+    before its agent connects (a few ms on a loaded machine) cannot be traced."""
+    x = [e for e in events if e.get("ph") == "X"]
+    calls = collections.Counter(e["pid"] for e in x if e["name"].startswith("pool_fn "))
+    per_pid = collections.Counter(e["pid"] for e in x)
+    lines = account_lines(stdout)
+    born = with_calls = expected = found = 0
+    for t0, t1, workers in rounds:
+        if t0 < window[0] or t1 > window[1]:
+            continue
+        for pid, n in workers.items():
+            born += 1
+            assert pid in lines, (pid, stdout)  # every worker is accounted for
+            if lost_ok and " lost: " in lines[pid] and pid not in per_pid:
+                continue  # accounted for as lost, nothing of it in the trace
+            expected += n
+            found += calls.get(pid, 0)
+            with_calls += n > 0 and calls.get(pid, 0) == n
+            assert calls.get(pid, 0) == n, "pid %d made %d calls, %d in the trace\n%s" % (
+                pid, n, calls.get(pid, 0), stdout)
+            if " traced: " in lines[pid] and " not traced: " not in lines[pid]:
+                # with its own numbers, not another's
+                assert " — %d events," % per_pid[pid] in lines[pid], (per_pid[pid], lines[pid])
+            else:
+                assert n == 0 and per_pid[pid] == 0, lines[pid]
+    return born, with_calls, expected, found
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("py", interpreters())
+def test_every_short_pool_worker_has_its_calls(py, method, tmp_path):
+    tree = Pools(py, method, tmp_path)
+    try:
+        out = str(tmp_path / "pools.cvf")
+        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
+                            "-o", out, "-f"], capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr + r.stdout
+        events = read_trace(out)
+        rounds = tree.rounds()
+        window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
+        born, with_calls, expected, found = check_pools(events, rounds, r.stdout, window,
+                                                        lost_ok=method == "spawn")
+        lost = sum(" lost: " in line for line in account_lines(r.stdout).values())
+        print("%s %s: %d workers born during the trace, %d with calls in the trace, calls "
+              "expected %d, found %d; %d processes accounted for as lost" % (
+                  py["id"], method, born, with_calls, expected, found, lost))
+        assert born >= 2 and expected > 0, (tree.rounds(), window, r.stdout)
+        assert "ignoring a connection" not in r.stderr, r.stderr
+        assert_running_untraced(tree.pid)
+    finally:
+        tree.close()
+
+
+def test_wide_pool_is_served_by_the_reserve(tmp_path):
+    """Six workers alive at once (each task ~10 ms), under the default budget: newcomers took
+    1/8 of the budget each (32 MiB) from the reserve, which ran dry after a few of them; the
+    next ones were traced with no share at all ("0 MiB buffer": windows outside the budget) or
+    refused.  In quarters of what the reserve holds, each has a share of its own."""
+    py = [p for p in PYTHONS if p["minor"] == 312 and p["kind"] != "static"] or PYTHONS
+    tree = Pools(py[0], "fork", tmp_path, workers=6, work=400000)
+    try:
+        out = str(tmp_path / "wide.cvf")
+        # six workers a pool, a pool every ~0.5 s: more than the default 32 processes in 3 s
+        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
+                            "--max-processes", "200", "-o", out, "-f"], capture_output=True,
+                           text=True, timeout=180)
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert "budget was spent" not in r.stdout, r.stdout
+        shares = [int(s) for s in re.findall(r" (\d+) MiB buffer", r.stdout)]
+        assert shares and min(shares) >= 2, r.stdout
+        events = read_trace(out)
+        rounds = tree.rounds()
+        window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
+        born, with_calls, expected, found = check_pools(events, rounds, r.stdout, window)
+        print("Pool(6) fork: %d workers born during the trace, %d with calls in the trace, "
+              "calls expected %d, found %d; shares %s MiB" % (born, with_calls, expected, found,
+                                                              sorted(shares)))
+        assert born >= 6 and expected > 0, (rounds, window, r.stdout)
+        assert_running_untraced(tree.pid)
+    finally:
+        tree.close()
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_pool_under_last(method, tmp_path):
+    """--last 2s on a tree: the workers of the pools in the final 2 s have all their calls;
+    those of earlier pools none (cut, not half kept)."""
+    py = [p for p in PYTHONS if p["minor"] == 312 and p["kind"] != "static"] or PYTHONS
+    tree = Pools(py[0], method, tmp_path)
+    try:
+        out = str(tmp_path / "last.cvf")
+        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3.5s",
+                            "--last", "2s", "-o", out, "-f"], capture_output=True, text=True,
+                           timeout=180)
+        assert r.returncode == 0, r.stderr + r.stdout
+        events = read_trace(out)
+        cut = instant(events, "vcattach last", tree.pid)
+        assert cut, "no \"vcattach last\" instant"
+        detach = instant(events, "vcattach detach", tree.pid)[0]
+        newest = max(e["ts"] + e["dur"] for e in events if e.get("ph") == "X")
+        assert 1.99e6 <= newest - cut[0] <= 2.01e6, (cut, newest)  # the final 2 s of the tree
+        born, with_calls, expected, found = check_pools(events, tree.rounds(), r.stdout,
+                                                        (cut[0], detach))
+        print("--last 2s %s: %d workers in the window, %d with calls, calls expected %d, "
+              "found %d" % (method, born, with_calls, expected, found))
+        assert expected > 0, (tree.rounds(), cut, detach)
+        early = [w for t0, t1, ws in tree.rounds() if t1 < cut[0] for w in ws]
+        assert early and not [e for e in events if e.get("ph") == "X" and e["pid"] in early]
+    finally:
+        tree.close()
+
+
+def test_start_tree_under_last(tmp_path):
+    """`start --subprocesses --last 1s` (refused before: --last was for `trace` of one process):
+    each process's agent keeps its own final second, and `stop --subprocesses` merges them."""
+    py = [p for p in PYTHONS if p["minor"] == 312 and p["kind"] != "static"] or PYTHONS
+    tree = Pools(py[0], "forkserver", tmp_path)  # the root and its forkserver: two processes
+    try:
+        out = str(tmp_path / "started.cvf")
+        r = subprocess.run([VCATTACH, "start", "--pid", str(tree.pid), "--subprocesses", "-t",
+                            "60s", "--last", "1s", "-o", out], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        time.sleep(2.5)
+        r = subprocess.run([VCATTACH, "stop", "--pid", str(tree.pid), "--subprocesses"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr + r.stdout
+        events = read_trace(out)
+        pids = {e["pid"] for e in events if e.get("ph") == "X"}
+        assert tree.pid in pids and len(pids) >= 2, (pids, r.stdout)
+        for pid in pids:  # each part: the calls of its final second, marked where it begins
+            cut = instant(events, "vcattach last", pid)
+            ends = [e["ts"] + e["dur"] for e in events if e.get("ph") == "X" and e["pid"] == pid]
+            assert cut and min(ends) >= cut[0] - 1, (pid, cut, min(ends))
+            assert 0.99e6 <= max(ends) - cut[0] <= 1.01e6, (pid, cut, max(ends))
+    finally:
+        tree.close()
