@@ -62,8 +62,10 @@ struct member *tree_new_slot(struct tree_run *r, pid_t pid)
 struct member *tree_add(struct tree_run *r, pid_t pid)
 {
     struct member *m = tree_new_slot(r, pid);
-    if (m != NULL)
+    if (m != NULL) { /* read at once: a pool's worker may be gone by the time it is examined */
         target_cmdline(pid, m->name, sizeof m->name);
+        target_exe(pid, m->exe, sizeof m->exe);
+    }
     return m;
 }
 

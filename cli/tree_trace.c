@@ -697,12 +697,34 @@ static int young_retry(struct tree_run *r, struct member *m, const char *why)
     return 1;
 }
 
+/* Whether an executable's name says it is an interpreter ("python3.12", "python3.14-dbg"). */
+static int exe_names_python(const char *exe)
+{
+    const char *base = strrchr(exe, '/');
+    return strstr(base ? base + 1 : exe, "python") != NULL;
+}
+
 /* A young process that is no CPython yet but runs an interpreter's executable: retried. */
 static int loading_python(struct tree_run *r, struct member *m)
 {
-    const char *base = strrchr(m->exe, '/');
-    base = base ? base + 1 : m->exe;
-    return strstr(base, "python") != NULL && young_retry(r, m, "not a CPython process yet");
+    return exe_names_python(m->exe) && young_retry(r, m, "not a CPython process yet");
+}
+
+#define GONE_BEFORE_REACHED "ended while its interpreter was starting, before vcattach could " \
+                            "reach it: its calls were not recorded (how many is not known)"
+
+/* A step towards injecting m failed with err: a process that has ended meanwhile (its /proc
+ * entries went with it, which is what the step failed on) is lost, not refused — a pool's
+ * spawned worker can finish its tasks and be terminated before vcattach reaches it. */
+static void not_reached(struct tree_run *r, struct member *m, enum mstate st, const char *err)
+{
+    if (target_alive(m->pid))
+        tree_finish(r, m, st, err);
+    else if (m->exe[0] == '\0') /* gone before even its executable could be read */
+        tree_finish(r, m, M_LOST, "ended before vcattach could see what it ran: if it was "
+                                  "Python, its calls were not recorded (how many is not known)");
+    else
+        tree_finish(r, m, M_LOST, GONE_BEFORE_REACHED);
 }
 
 /* Preflight and injection of one process (attach.c, as for a single target: a process in
@@ -714,7 +736,10 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
     char err[1024] = "";
     static struct target_info t; /* large (paths): not on the stack */
     m->forked = 0; /* injected: whatever it was, it joins through this injection now */
-    target_exe(m->pid, m->exe, sizeof m->exe);
+    char exe[sizeof m->exe];
+    target_exe(m->pid, exe, sizeof exe);
+    if (exe[0] != '\0') /* (a process gone already keeps the name it was last seen with) */
+        memcpy(m->exe, exe, sizeof exe);
     if (m->renamed) { /* a fork child named as its parent that exec'd since */
         m->renamed = 0;
         target_cmdline(m->pid, m->name, sizeof m->name);
@@ -726,7 +751,11 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
         m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
         if (loading_python(r, m)) /* (detect may have seen the libraries preflight missed) */
             return m;
-        tree_finish(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
+        if (m->python || m->exe[0] == '\0' || exe_names_python(m->exe)) /* (or was, or may
+            have been: detect fails on a process gone) */
+            not_reached(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
+        else
+            tree_finish(r, m, M_SKIPPED, "not a CPython process");
         return m;
     }
     m->python = 1;
@@ -736,7 +765,7 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
                  : tree_listener_for(r, m->pid, err, sizeof err);
     if (li < 0) {
         preflight_release(&t);
-        tree_finish(r, m, M_SKIPPED, err);
+        not_reached(r, m, M_SKIPPED, err);
         return m;
     }
     if (!at_attach && m->share_mb == 0 && (m->share_mb = tree_share_for(r)) == 0) {
@@ -772,7 +801,7 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
             return m;
         if (young_retry(r, m, why)) /* still starting: no safe point yet, say */
             return m;
-        tree_finish(r, m, M_LOST, why);
+        not_reached(r, m, M_LOST, why);
         m->share_mb = 0;
         return m;
     }
@@ -938,9 +967,7 @@ static void check_waits(struct tree_run *r)
             tree_finish(r, m, M_LOST, "ended before its agent connected: its calls were not "
                                  "recorded (how many is not known)");
         else if (m->st == M_RETRY && !target_alive(m->pid))
-            tree_finish(r, m, M_LOST, "ended while its interpreter was starting, before vcattach "
-                                 "could reach it: its calls were not recorded (how many is not "
-                                 "known)");
+            tree_finish(r, m, M_LOST, GONE_BEFORE_REACHED);
         else if (m->st == M_RETRY && now - m->since >= m->retry_ms && !r->stopping)
             m = inject_member(r, m, 0);
     }
