@@ -15,7 +15,6 @@
  */
 #include "sched_events.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 
 #include "monotonic.h"
 #include "test_seam.h"
+#include "vcinject.h"
 
 /* 1024 rings of 132 KiB (data pages + the header page): at most 132 MiB of kernel memory,
  * the figure SECURITY.md gives; a thread beyond it keeps the sampled split. */
@@ -155,42 +155,11 @@ static void drain(struct sched_events *se, struct sched_thread *t)
     __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
 }
 
-/* The thread's tid in its own pid namespace (the last NSpid field), or host_tid. */
-static int32_t trace_tid(pid_t pid, int32_t host_tid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)host_tid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return host_tid;
-    int32_t tid = host_tid;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "NSpid:", 6) != 0)
-            continue;
-        char *save = NULL;
-        for (char *tok = strtok_r(line + 6, " \t\n", &save); tok;
-             tok = strtok_r(NULL, " \t\n", &save))
-            tid = (int32_t)atoi(tok);
-        break;
-    }
-    fclose(f);
-    return tid > 0 ? tid : host_tid;
-}
-
-/* 'R' in /proc/PID/task/TID/stat: running or runnable (taken as on-CPU until the first
- * switch says otherwise); anything else blocked. */
+/* 'R' (running or runnable) is taken as on-CPU until the first switch says otherwise;
+ * anything else as blocked. */
 static unsigned initial_state(pid_t pid, int32_t host_tid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)host_tid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return SCHED_BLOCKED;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the name may hold anything, even ") R" */
-    return p && p[1] == ' ' && p[2] == 'R' ? SCHED_ON_CPU : SCHED_BLOCKED;
+    return target_thread_state(pid, host_tid) == 'R' ? SCHED_ON_CPU : SCHED_BLOCKED;
 }
 
 static int open_event(int32_t host_tid)
@@ -235,7 +204,7 @@ static int add_thread(struct sched_events *se, int32_t host_tid)
         return -1;
     }
     struct sched_thread *t = &se->th[se->n++];
-    *t = (struct sched_thread){host_tid, trace_tid(se->pid, host_tid), fd, map,
+    *t = (struct sched_thread){host_tid, (int32_t)target_thread_own_tid(se->pid, host_tid), fd, map,
                                se->pages * (size_t)page_size(), state, 1};
     se->sink(se->ctx, t->tid, t0, state);
     se->st.threads++;
@@ -263,24 +232,21 @@ static struct sched_thread *find(struct sched_events *se, int32_t host_tid)
  * with errno when /proc/PID/task cannot be read; *first_errno: the first open's failure. */
 static int rescan(struct sched_events *se, int *first_errno)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)se->pid);
-    DIR *d = opendir(path);
-    if (d == NULL)
+    pid_t *tids = NULL;
+    size_t ntids = 0;
+    int rc = target_threads(se->pid, &tids, &ntids);
+    if (rc < 0) {
+        errno = -rc;
         return -1;
+    }
     for (size_t i = 0; i < se->n; i++)
         se->th[i].seen = 0;
     int opened = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char *end;
-        long tid = strtol(e->d_name, &end, 10);
-        if (*end || tid <= 0 || tid > INT32_MAX)
-            continue;
-        struct sched_thread *t = find(se, (int32_t)tid);
+    for (size_t k = 0; k < ntids; k++) {
+        struct sched_thread *t = find(se, (int32_t)tids[k]);
         if (t != NULL) {
             t->seen = 1;
-        } else if (add_thread(se, (int32_t)tid) == 0) {
+        } else if (add_thread(se, (int32_t)tids[k]) == 0) {
             opened++;
         } else if (errno != ESRCH && errno != ENOSPC) {
             if (*first_errno == 0)
@@ -288,7 +254,7 @@ static int rescan(struct sched_events *se, int *first_errno)
             se->st.refused++;
         }
     }
-    closedir(d);
+    free(tids);
     for (size_t i = se->n; i-- > 0;)
         if (!se->th[i].seen)
             drop_thread(se, i); /* exited: its last switch-out stands */

@@ -293,6 +293,22 @@ pid_t target_own_pid(pid_t pid)
     return proc_status_read(pid, 0, &st) == 0 && st.own_pid > 0 ? st.own_pid : pid;
 }
 
+int target_threads(pid_t pid, pid_t **tids, size_t *n)
+{
+    return proc_list_tasks(pid, tids, n);
+}
+
+pid_t target_thread_own_tid(pid_t pid, pid_t tid)
+{
+    struct proc_status st;
+    return proc_status_read(pid, tid, &st) == 0 && st.own_pid > 0 ? st.own_pid : tid;
+}
+
+char target_thread_state(pid_t pid, pid_t tid)
+{
+    return proc_task_state(pid, tid);
+}
+
 int target_find_mapped(pid_t pid, const char *dir_prefix, const char *name,
                        int (*match)(void *ctx, int fd), void *ctx, char *out, size_t cap)
 {

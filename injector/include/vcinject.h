@@ -172,6 +172,13 @@ void target_exe(pid_t pid, char *buf, size_t cap);
 long target_age_ms(pid_t pid);
 /* The pid the target sees for itself (last NSpid field; pid when unknown). */
 pid_t target_own_pid(pid_t pid);
+/* Its threads: the ids in /proc/PID/task, ascending, malloc'd into *tids (the caller frees).
+ * 0, or -errno (-ESRCH: gone). */
+int target_threads(pid_t pid, pid_t **tids, size_t *n);
+/* A thread's id in the target's own pid namespace (last NSpid field; tid when unknown). */
+pid_t target_thread_own_tid(pid_t pid, pid_t tid);
+/* A thread's state letter (R running or runnable, S, D, T, t, Z, ...), 0 if unreadable. */
+char target_thread_state(pid_t pid, pid_t tid);
 /* Namespaces (namespaces.c): NAME is the kernel's (net, user, mnt, ...); pid 0 is our own
  * process.  target_ns_id: the namespace's identity, 0 or -1 (errno: gone).  target_ns_other:
  * 1 when pid's NAME namespace is not ours, 0 when it is, -1 unknown (errno).  target_ns_open:
