@@ -727,6 +727,35 @@ static void not_reached(struct tree_run *r, struct member *m, enum mstate st, co
         tree_finish(r, m, M_LOST, GONE_BEFORE_REACHED);
 }
 
+/* Its executable and (if it exec'd since) its command line, read again before injecting; a
+ * process gone already keeps what it was last seen with. */
+static void reread_identity(struct member *m)
+{
+    char exe[sizeof m->exe];
+    target_exe(m->pid, exe, sizeof exe);
+    if (exe[0] != '\0')
+        memcpy(m->exe, exe, sizeof exe);
+    if (m->renamed) { /* a fork child named as its parent that exec'd since */
+        m->renamed = 0;
+        target_cmdline(m->pid, m->name, sizeof m->name);
+    }
+}
+
+/* Preflight refused m with err: not Python (yet), or refused — target_python_detect tells
+ * which; one that is gone may have been Python (detect fails on it), and is lost. */
+static void refused_at_preflight(struct tree_run *r, struct member *m, const char *err)
+{
+    struct target_python py;
+    char e2[256];
+    m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
+    if (loading_python(r, m)) /* (detect may have seen the libraries preflight missed) */
+        return;
+    if (m->python || m->exe[0] == '\0' || exe_names_python(m->exe))
+        not_reached(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
+    else
+        tree_finish(r, m, M_SKIPPED, "not a CPython process");
+}
+
 /* Preflight and injection of one process (attach.c, as for a single target: a process in
  * another mount namespace or root gets the agent copied into its /tmp as its own user, its
  * control socket in its network namespace); the member's state says what came of it.
@@ -736,26 +765,9 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
     char err[1024] = "";
     static struct target_info t; /* large (paths): not on the stack */
     m->forked = 0; /* injected: whatever it was, it joins through this injection now */
-    char exe[sizeof m->exe];
-    target_exe(m->pid, exe, sizeof exe);
-    if (exe[0] != '\0') /* (a process gone already keeps the name it was last seen with) */
-        memcpy(m->exe, exe, sizeof exe);
-    if (m->renamed) { /* a fork child named as its parent that exec'd since */
-        m->renamed = 0;
-        target_cmdline(m->pid, m->name, sizeof m->name);
-    }
+    reread_identity(m);
     if (attach_preflight(r->opt, m->pid, &t, err, sizeof err) < 0) {
-        /* Not Python (yet), or refused: target_python_detect tells which. */
-        struct target_python py;
-        char e2[256];
-        m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
-        if (loading_python(r, m)) /* (detect may have seen the libraries preflight missed) */
-            return m;
-        if (m->python || m->exe[0] == '\0' || exe_names_python(m->exe)) /* (or was, or may
-            have been: detect fails on a process gone) */
-            not_reached(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
-        else
-            tree_finish(r, m, M_SKIPPED, "not a CPython process");
+        refused_at_preflight(r, m, err);
         return m;
     }
     m->python = 1;
