@@ -5,4 +5,7 @@
  */
 #include "session.h"
 
-vc_session g_vc = {.control_fd = -1, .status_fd = -1, .status_client_fd = -1, .tool_id = -1};
+/* Every fd -1 from the start: a session that fails before its pool exists (vcattach killed
+ * before CONFIG) tears the pool down all the same, and a 0 there closed the target's stdin. */
+vc_session g_vc = {.control_fd = -1, .status_fd = -1, .status_client_fd = -1, .tool_id = -1,
+                   .pool = {.window_fd = -1}};

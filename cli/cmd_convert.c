@@ -52,6 +52,9 @@ static void usage(FILE *out)
             "  --min-dur DUR  leave out calls shorter than DUR (like 100us, 1ms, 0.5s)\n"
             "                 (--from/--to/--min-dur apply to a .cvf input)\n"
             "  --merged       svg: one flame graph for all threads (default: one per thread)\n"
+            "  --working      svg, collapsed, speedscope: weigh each stack by its on-CPU time\n"
+            "                 (exact from scheduler events, else sampled) instead of its wall\n"
+            "                 time: what blocked shrinks to what it ran, the work stands out\n"
             "  --requests     chrome: one slice per request (what `vcattach requests` lists)\n"
             "                 on a track of its own, \"requests\", in each process\n"
             "  --entry GLOB   with --requests: the function that is one request (as in\n"
@@ -82,7 +85,7 @@ struct convert_args {
 };
 
 enum {
-    OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED, OPT_REQUESTS, OPT_ENTRY,
+    OPT_FORMAT = 256, OPT_FROM, OPT_TO, OPT_MIN_DUR, OPT_MERGED, OPT_WORKING, OPT_REQUESTS, OPT_ENTRY,
     OPT_TASKS
 };
 
@@ -93,6 +96,7 @@ static const struct opt_spec convert_specs[] = {
     {"to", 0, 1, OPT_TO},
     {"min-dur", 0, 1, OPT_MIN_DUR},
     {"merged", 0, 0, OPT_MERGED},
+    {"working", 0, 0, OPT_WORKING},
     {"requests", 0, 0, OPT_REQUESTS},
     {"entry", 0, 1, OPT_ENTRY},
     {"tasks", 0, 0, OPT_TASKS},
@@ -136,6 +140,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     switch (o->id) {
     case 'o': a->out = value; return 0;
     case OPT_MERGED: a->o.merged = 1; return 0;
+    case OPT_WORKING: a->o.working = 1; return 0;
     case OPT_REQUESTS: a->o.requests = 1; return 0;
     case OPT_TASKS: a->o.tasks = 1; return 0;
     case OPT_ENTRY:
@@ -203,6 +208,10 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
                                a->o.paths[1]);
     if (a->o.merged && !format_is(a, "svg"))
         return opt_usage_error("convert", "--merged applies to --format svg");
+    if (a->o.working && !format_is(a, "svg") && !format_is(a, "collapsed") &&
+        !format_is(a, "speedscope"))
+        return opt_usage_error("convert", "--working applies to --format svg, collapsed or "
+                                          "speedscope (stacks weighed by on-CPU time)");
     if (a->o.entry && !a->o.requests)
         return opt_usage_error("convert", "--entry names the function of --requests: add "
                                           "--requests");

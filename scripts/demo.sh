@@ -35,7 +35,8 @@ mkdir -p "$OUT"
 # shorter paths in what is printed when the files are under the current directory
 SHOW=${OUT#"$PWD"/}
 CLI=${VCATTACH#"$PWD"/}
-rm -f "$OUT/port" "$OUT/demo.cvf" "$OUT/demo.json" "$OUT/demo.speedscope.json" "$OUT/demo.svg"
+rm -f "$OUT/port" "$OUT/demo.cvf" "$OUT/demo.json" "$OUT/demo.speedscope.json" "$OUT/demo.svg" \
+  "$OUT/demo-wall.svg"
 
 SERVICE_PID=
 cleanup() {
@@ -98,8 +99,11 @@ say "$CLI convert $SHOW/demo.cvf -o $SHOW/demo.json"
 "$VCATTACH" convert "$OUT/demo.cvf" -o "$OUT/demo.json"
 "$VCATTACH" convert "$OUT/demo.cvf" --format speedscope -o "$OUT/demo.speedscope.json" ||
   echo "(speedscope export unavailable in this build; demo.json opens in speedscope too)"
-"$VCATTACH" convert "$OUT/demo.cvf" --format svg -o "$OUT/demo.svg"
-ls -l "$SHOW"/demo.cvf "$SHOW"/demo*.json "$SHOW"/demo.svg | awk '{print "  " $5 " bytes  " $NF}'
+# the flame graph of the work (on-CPU time: waits shrink to what they ran), and of wall time;
+# merged: a thread per request, so the requests' work adds up in one tree
+"$VCATTACH" convert "$OUT/demo.cvf" --format svg --working --merged -o "$OUT/demo.svg"
+"$VCATTACH" convert "$OUT/demo.cvf" --format svg --merged -o "$OUT/demo-wall.svg"
+ls -l "$SHOW"/demo.cvf "$SHOW"/demo*.json "$SHOW"/demo*.svg | awk '{print "  " $5 " bytes  " $NF}'
 
 say "$CLI summary $SHOW/demo.cvf --merged --top 12"
 "$VCATTACH" summary "$SHOW/demo.cvf" --merged --top 12
@@ -116,7 +120,9 @@ cat <<EOF
   Chrome:       chrome://tracing -> "Load" -> $SHOW/demo.json
   speedscope:   https://www.speedscope.app -> "Browse" -> $SPEEDSCOPE_FILE
   VizTracer:    vizviewer $SHOW/demo.json
-  flame graph:  any browser, offline -> $SHOW/demo.svg (Search, click to zoom)
+  flame graph:  any browser, offline -> $SHOW/demo.svg (the work: on-CPU time, so
+                find_duplicate_skus is the wide frame under GET; Search, click to zoom),
+                $SHOW/demo-wall.svg (wall time: the waits are the wide frames)
   per thread:   $CLI summary $SHOW/demo.cvf     (tables for the 12 busiest threads)
                 $CLI summary $SHOW/demo.cvf --thread load-generator --sort total
 The slow path: find_duplicate_skus (an O(n^2) loop under GET /report) tops the working

@@ -28,6 +28,8 @@ typedef struct convert_ctx {
     const struct vct_window *window;
     /* --merged (svg): one flame graph for all threads instead of one per thread. */
     int merged;
+    /* --working (svg, collapsed, speedscope): stacks weighed by on-CPU time (self_cpu.h). */
+    int working;
     /* The input is a read-only file mapping (cvf_map_file): the JSON walk may drop the pages
      * it has read (MADV_DONTNEED), so memory follows the output, not the input's size. */
     int input_is_mapping;

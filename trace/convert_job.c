@@ -291,6 +291,7 @@ int vct_convert_write(vct_conversion *cv, int fd, char *err, size_t errlen)
     j.cc.progress = cv->o.progress;
     j.cc.progress_ctx = cv->o.progress_ctx;
     j.cc.merged = cv->o.merged;
+    j.cc.working = cv->o.working;
     j.cc.input_is_mapping = 1; /* input.c maps the file */
     int rc = prepare(&j, err, errlen) < 0 ? VCT_FAILED : VCT_OK;
     cvf_error e;

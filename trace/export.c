@@ -19,23 +19,24 @@ typedef int (*export_fn)(const vct_trace *t, const convert_ctx *cc, FILE *out, c
 static int speedscope_unnamed(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err,
                               size_t errlen)
 {
-    return export_speedscope(t, NULL, out, err, errlen);
+    return export_speedscope(t, NULL, cc && cc->working, out, err, errlen);
 }
 
 static int collapsed(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err,
                      size_t errlen)
 {
-    return export_collapsed(t, out, err, errlen);
+    return export_collapsed(t, cc && cc->working, out, err, errlen);
 }
 
 static int svg(const vct_trace *t, const convert_ctx *cc, FILE *out, char *err, size_t errlen)
 {
     char title[160];
     double span_ms = (double)vct_trace_span(t) / (VCT_TICKS_PER_US * 1e3);
-    snprintf(title, sizeof title, "vcattach flame graph: %zu thread%s%s, %.1f ms",
-             t->nthreads, t->nthreads == 1 ? "" : "s", cc && cc->merged ? " merged" : "",
-             span_ms);
-    return export_svg(t, cc && cc->merged, title, out, err, errlen);
+    int working = cc && cc->working;
+    snprintf(title, sizeof title, "vcattach flame graph%s: %zu thread%s%s, %.1f ms",
+             working ? " of working (on-CPU) time" : "", t->nthreads,
+             t->nthreads == 1 ? "" : "s", cc && cc->merged ? " merged" : "", span_ms);
+    return export_svg(t, cc && cc->merged, working, title, out, err, errlen);
 }
 
 /* compact: the export only walks (collapsed, SVG), so the trace is loaded compact with the

@@ -7,6 +7,9 @@
  * "qualname (path:line)" names so speedscope can show where a function lives.
  * Events come from the shared nesting walk, so every O has its C, children close before their
  * parent, and `at` never goes backwards — what speedscope's importer requires.
+ * Weighed by work (`--working`), each thread is a "sampled" profile instead: its distinct
+ * stacks (vct_fold_stacks, collapsed.h) weighted by their self on-CPU µs, which speedscope's
+ * left-heavy and sandwich views then rank by work, not by wall time.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "version.h"
+#include "collapsed.h"
 #include "speedscope.h"
 #include "pyname.h"
 
@@ -127,7 +131,54 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
     put_event(ctx, 'C', ev->func, end);
 }
 
-int export_speedscope(const vct_trace *t, const char *name, FILE *out, char *err, size_t errlen)
+/* --working: one thread's stacks as the samples of a "sampled" profile; their weights are
+ * kept to follow them. */
+typedef struct sampled_ctx {
+    FILE *out;
+    int64_t *weights;
+    size_t n, cap;
+    int64_t total;
+} sampled_ctx;
+
+static int put_sample(void *ctx, const uint32_t *funcs, size_t n, int64_t us)
+{
+    sampled_ctx *c = ctx;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        int64_t *w = realloc(c->weights, cap * sizeof *w);
+        if (w == NULL)
+            return -1;
+        c->weights = w;
+        c->cap = cap;
+    }
+    c->weights[c->n++] = us;
+    c->total = vct_sat_add(c->total, us);
+    fputs(c->n > 1 ? ",[" : "[", c->out);
+    for (size_t k = 0; k < n; k++)
+        fprintf(c->out, "%s%" PRIu32, k ? "," : "", funcs[k]);
+    fputc(']', c->out);
+    return ferror(c->out) ? -1 : 0;
+}
+
+/* The samples and weights of th's profile (after its name and unit). */
+static int put_sampled(const vct_trace *t, const vct_thread *th, FILE *out, char *err,
+                       size_t errlen)
+{
+    sampled_ctx c = {out, NULL, 0, 0, 0};
+    fputs(",\"samples\":[", out);
+    int rc = vct_fold_stacks(t, th, 1, put_sample, &c, err, errlen);
+    if (rc == 0) {
+        fputs("],\"weights\":[", out);
+        for (size_t k = 0; k < c.n; k++)
+            fprintf(out, "%s%" PRId64, k ? "," : "", c.weights[k]);
+        fprintf(out, "],\"startValue\":0,\"endValue\":%" PRId64 "}", c.total);
+    }
+    free(c.weights);
+    return rc;
+}
+
+int export_speedscope(const vct_trace *t, const char *name, int working, FILE *out, char *err,
+                      size_t errlen)
 {
     static const vct_walk_ops ops = {on_open, on_close};
     /* open on the busiest thread, the one a reader most likely wants first */
@@ -170,8 +221,15 @@ int export_speedscope(const vct_trace *t, const char *name, FILE *out, char *err
                      vct_thread_label(th, label, sizeof label), th->tid);
         fputs(first_profile ? "\n{" : ",\n{", out);
         first_profile = 0;
-        fputs("\"type\":\"evented\",\"name\":", out);
+        fputs(working ? "\"type\":\"sampled\",\"name\":" : "\"type\":\"evented\",\"name\":",
+              out);
         put_json_string(out, title);
+        if (working) {
+            fputs(",\"unit\":\"microseconds\"", out);
+            if (put_sampled(t, th, out, err, errlen) < 0)
+                return -1;
+            continue;
+        }
         fputs(",\"unit\":\"microseconds\",\"startValue\":", out);
         put_us(out, start);
         fputs(",\"endValue\":", out);

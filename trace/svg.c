@@ -11,13 +11,17 @@
  * or with every thread merged (export_svg's `merged`).  Frames narrower than 1/FRAME_MIN_DIV
  * of the whole are left out (they could not be seen or clicked), which also bounds the file:
  * at most a few thousand frames, whatever the trace's size.  Blocking calls (waits.def) are
- * drawn in blue, the rest in warm colours, so waiting stands out from work.
+ * drawn in blue, the rest in warm colours, so waiting stands out from work.  Weighed by work
+ * (`--working`), a frame's width is its working time instead of its wall time (self_cpu.h:
+ * on-CPU, as `summary` counts it): what waited shrinks to what it ran, and the slow
+ * computation is the wide frame.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "self_cpu.h"
 #include "svg.h"
 #include "waits.h"
 
@@ -45,6 +49,8 @@ typedef struct tree {
     uint32_t *path; /* node of each open call, by depth */
     size_t path_cap;
     uint32_t base; /* the node the current thread's roots hang from */
+    int working;   /* widths are on-CPU time, not wall time */
+    vct_self_cpu cpu;
     int failed;
 } tree;
 
@@ -139,6 +145,11 @@ static void on_open(void *ctx, const vct_event *ev, int64_t start, int64_t end, 
         return;
     }
     tr->path[depth] = id;
+    if (tr->working) { /* totals are summed up from the selves after the walk */
+        if (vct_self_cpu_open(&tr->cpu, depth, start, end) < 0)
+            tr->failed = 1;
+        return;
+    }
     int64_t dur = vct_sat_diff(end, start); /* saturating: timestamps may span all of int64 */
     tr->v[id].total = vct_sat_add(tr->v[id].total, dur);
     if (!depth) /* the thread (and root) frames hold the sum of their root calls */
@@ -150,8 +161,14 @@ static void on_close(void *ctx, const vct_event *ev, int64_t start, int64_t end,
                      size_t depth)
 {
     tree *tr = ctx;
-    if (!tr->failed)
-        tr->v[tr->path[depth]].self = vct_sat_add(tr->v[tr->path[depth]].self, self);
+    if (tr->working && (self = vct_self_cpu_close(&tr->cpu, depth, ev->func, self)) < 0)
+        tr->failed = 1;
+    if (tr->failed)
+        return;
+    node *nd = &tr->v[tr->path[depth]];
+    nd->self = vct_sat_add(nd->self, self);
+    if (tr->working)
+        nd->total = vct_sat_add(nd->total, self);
 }
 
 /* ---- writing -------------------------------------------------------------------------------- */
@@ -315,10 +332,10 @@ static const char style[] =
     "g.f:hover rect{stroke:#000;stroke-width:0.5}\n"
     "g.match rect{fill:rgb(230,0,230)!important}\n";
 
-int export_svg(const vct_trace *t, int merged, const char *title, FILE *out, char *err,
-               size_t errlen)
+int export_svg(const vct_trace *t, int merged, int working, const char *title, FILE *out,
+               char *err, size_t errlen)
 {
-    tree tr = {.t = t};
+    tree tr = {.t = t, .working = working, .cpu = {.t = t}};
     int rc = -1;
     uint32_t root = new_node(&tr, NONE, NONE, 0);
     if (root == NONE)
@@ -333,9 +350,13 @@ int export_svg(const vct_trace *t, int merged, const char *title, FILE *out, cha
             if (tr.base == NONE)
                 goto nomem;
         }
+        tr.cpu.th = th;
         if (vct_thread_walk(th, &(vct_walk_ops){on_open, on_close}, &tr) < 0 || tr.failed)
             goto nomem;
     }
+    if (working) /* a child's index is above its parent's: one pass from the end sums up */
+        for (size_t n = tr.n; n-- > 1;)
+            tr.v[tr.v[n].parent].total = vct_sat_add(tr.v[tr.v[n].parent].total, tr.v[n].total);
     writer w = {&tr, out, tr.v[root].total, tr.v[root].total / FRAME_MIN_DIV};
     /* The height goes in the header, before the frames: the depth of the deepest frame that
      * will be drawn. */
@@ -377,5 +398,6 @@ out:
     free(tr.v);
     free(tr.slots);
     free(tr.path);
+    vct_self_cpu_free(&tr.cpu);
     return rc;
 }

@@ -9,8 +9,9 @@
 
 /* A flame graph as one self-contained SVG (inline script and style, no external resource):
  * search, click to zoom; one tree per thread under a frame naming it, or all threads merged.
- * `title` is shown on top (NULL: a default).  0, or -1 with err. */
-int export_svg(const vct_trace *t, int merged, const char *title, FILE *out, char *err,
-               size_t errlen);
+ * working: widths are on-CPU time (self_cpu.h), not wall time.  `title` is shown on top
+ * (NULL: a default).  0, or -1 with err. */
+int export_svg(const vct_trace *t, int merged, int working, const char *title, FILE *out,
+               char *err, size_t errlen);
 
 #endif /* VCT_SVG_H */

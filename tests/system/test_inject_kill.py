@@ -340,6 +340,38 @@ def test_gdb_refuses_a_cpu_layout_it_does_not_know(tmp_path):
         t.close()
 
 
+def test_a_session_that_ends_before_its_buffer_keeps_the_targets_stdin():
+    """The first session of a process whose controller is gone before CONFIG (vcattach killed
+    just after the injection) tore down a buffer it never made, whose window fd was 0 from the
+    session's static initializer: close(0), the target's stdin gone (a third of the runs of
+    test_kill_9_of_vcattach_mid_attach, seen as a broken pipe to the target).  Here the real
+    agent is injected with a control socket nobody listens on: its session ends before its
+    buffer exists, and the target's descriptors are the ones it had."""
+    py = one_python()
+    agent = agent_path(py["minor"])
+    if not os.path.exists(agent):
+        pytest.skip("the agent for %s is not built: run `make`" % py["id"])
+    t = FixtureTarget(py, "--sleep", "1")
+    try:
+        fds = lambda: {f: os.readlink("/proc/%d/fd/%s" % (t.pid, f))
+                       for f in os.listdir("/proc/%d/fd" % t.pid)}
+        before = fds()
+        assert before["0"].startswith("pipe:"), before
+        p = subprocess.run([INJECT_TEST, "ptrace", str(t.pid), agent,
+                            "@vcattach-test-nobody-listens-%d" % os.getpid()],
+                           capture_output=True, text=True, timeout=120)
+        assert "status=0" in p.stdout, p.stdout + p.stderr  # injected; its session fails
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and fds() != before:
+            time.sleep(0.05)  # the agent thread's own fds come and go
+        assert fds() == before, (before, fds())
+        assert_running_untraced(t.pid)
+        report = t.report()
+        assert not report["errors"], report
+    finally:
+        t.close()
+
+
 def test_kill_9_of_vcattach_mid_attach(tmp_path):
     """The real command: `vcattach --pid` killed with -9 during its attach, half of the runs at
     5-25 ms after it started (mostly preflight and the seize), half at 0-25 ms after its

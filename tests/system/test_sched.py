@@ -112,6 +112,18 @@ def find(rows, prefix):
     raise AssertionError("%s not in %s" % (prefix, sorted(rows)))
 
 
+def folded(path, *extra):
+    """{(frame, ..., leaf): µs} of `convert --format collapsed` (all threads merged)."""
+    r = subprocess.run([VCATTACH, "convert", path, "--format", "collapsed", "-o", "-"] +
+                       list(extra), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        stack, us = line.rsplit(" ", 1)
+        out[tuple(stack.split(";"))] = int(us)
+    return out
+
+
 def sched_counters(path):
     events = cvf.load(path)["traceEvents"]
     counters = [e for e in events if e.get("ph") == "C" and e["name"].startswith("sched ")]
@@ -142,6 +154,14 @@ def test_lock_bound_worker_exact(tmp_path):
     assert on / (on + blocked) >= 0.90, (on, off, starved, text)
     # the lock's blocked time is waiting, labelled lock
     assert find(worker["wait"], "_thread.lock.acquire")[0] > 500, text
+    # the working flame graph's stacks: the worker's computation is wide, its lock waits are
+    # not (in wall time they are seconds wide)
+    wall, working = folded(out), folded(out, "--working")
+    work_stack = lambda stacks: sum(v for k, v in stacks.items() if k[-1].startswith("work ("))
+    acquire_stack = lambda stacks: sum(v for k, v in stacks.items()
+                                       if k[-1].startswith("_thread.lock.acquire"))
+    assert acquire_stack(working) <= 0.02 * work_stack(working), (working, wall)
+    assert acquire_stack(wall) > 20 * max(1, acquire_stack(working)), (wall, working)
 
 
 def test_starved_threads_are_runnable_not_blocked(tmp_path):
@@ -199,10 +219,8 @@ def test_lost_records_are_counted(tmp_path):
 MS = 1000.0  # µs
 
 
-def test_split_arithmetic_on_known_states(tmp_path):
-    """Thread 7: f 0..100 ms with g 20..60 inside.  States: on-CPU 0..30, runnable 30..50,
-    blocked 50..80, on-CPU 80..100.  g (20..60): 10 on, 20 runnable, 10 blocked; f's self
-    (0..20, 60..100): 20 + 20 on, 20 blocked.  time.sleep 100..200 blocked all through."""
+def known_states(tmp_path):
+    """The trace of test_split_arithmetic_on_known_states, as JSON; its path."""
     ev = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "w"}}]
     for name, s, e in (("f", 0, 100), ("g", 20, 60), ("time.sleep", 100, 200)):
         ev.append({"ph": "X", "name": name, "cat": "FEE", "pid": 1, "tid": 7,
@@ -213,7 +231,14 @@ def test_split_arithmetic_on_known_states(tmp_path):
                    "args": {"on_cpu": on, "runnable": run}})
     path = tmp_path / "known.json"
     path.write_text(json.dumps({"traceEvents": ev}))
-    text = summary(str(path))
+    return path
+
+
+def test_split_arithmetic_on_known_states(tmp_path):
+    """Thread 7: f 0..100 ms with g 20..60 inside.  States: on-CPU 0..30, runnable 30..50,
+    blocked 50..80, on-CPU 80..100.  g (20..60): 10 on, 20 runnable, 10 blocked; f's self
+    (0..20, 60..100): 20 + 20 on, 20 blocked.  time.sleep 100..200 blocked all through."""
+    text = summary(str(known_states(tmp_path)))
     assert "CPU exact (scheduler events)" in text
     w = sections(text)["w"]
     f, g = find(w["work"], "f"), find(w["work"], "g")
@@ -223,3 +248,52 @@ def test_split_arithmetic_on_known_states(tmp_path):
     assert find(w["wait"], "f")[0] == pytest.approx(20.0)
     assert find(w["wait"], "time.sleep")[0] == pytest.approx(100.0)
     assert "20.000 ms runnable" not in w["title"] and "CPU starved" in w["title"]
+
+
+def test_working_stacks_on_known_states(tmp_path):
+    """`convert --working` on the known states above: each stack weighs its self on-CPU time
+    (f 40 ms, f;g 10 ms, time.sleep nothing) instead of its wall time (60, 40, 100 ms), in the
+    folded stacks, the speedscope profile (sampled, weights in µs) and the flame graph."""
+    path = str(tmp_path / "known.cvf")
+    subprocess.run([VCATTACH, "convert", str(known_states(tmp_path)), "-o", path], check=True,
+                   timeout=60)
+    assert folded(path) == {("f",): 60000, ("f", "g"): 40000, ("time.sleep",): 100000}
+    assert folded(path, "--working") == {("f",): 40000, ("f", "g"): 10000}
+
+    r = subprocess.run([VCATTACH, "convert", path, "--format", "speedscope", "--working",
+                        "-o", "-"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    (prof,) = doc["profiles"]
+    assert prof["type"] == "sampled" and prof["unit"] == "microseconds"
+    got = {tuple(names[i] for i in s): w for s, w in zip(prof["samples"], prof["weights"])}
+    assert got == {("f",): 40000, ("f", "g"): 10000} and prof["endValue"] == 50000
+
+    svg = str(tmp_path / "working.svg")
+    subprocess.run([VCATTACH, "convert", path, "--format", "svg", "--working", "-o", svg],
+                   check=True, timeout=60)
+    text = open(svg).read()
+    assert "flame graph of working (on-CPU) time" in text
+    widths = {m.group(2): float(m.group(1)) for m in re.finditer(
+        r'data-w="([\d.]+)"[^>]*><title>([^<(]+?)[ <(]', text)}
+    assert widths["g"] == pytest.approx(0.2, abs=1e-6), widths  # 10 of the 50 ms on-CPU
+    assert "time.sleep" not in widths, widths  # it ran nothing: no width, not drawn
+
+
+def test_working_without_cpu_data_goes_by_names(tmp_path):
+    """--working with a format that has no stacks to weigh is a usage error (exit 2).  On a
+    trace without on-CPU data (no scheduler events, no CPU samples: an older agent's,
+    VizTracer's) working time is what `summary` calls working there: a call's self time
+    unless its name says it waits."""
+    ev = [{"ph": "X", "name": name, "cat": "FEE", "pid": 1, "tid": 7, "ts": s * MS,
+           "dur": d * MS} for name, s, d in (("f", 0, 10), ("g", 2, 3), ("time.sleep", 10, 5))]
+    src, path = tmp_path / "plain.json", str(tmp_path / "plain.cvf")
+    src.write_text(json.dumps({"traceEvents": ev}))
+    subprocess.run([VCATTACH, "convert", str(src), "-o", path], check=True, timeout=60)
+    r = subprocess.run([VCATTACH, "convert", path, "--working", "-o", str(tmp_path / "x.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--working applies to --format svg" in r.stderr, r.stderr
+    assert not (tmp_path / "x.json").exists()
+    assert folded(path) == {("f",): 7000, ("f", "g"): 3000, ("time.sleep",): 5000}
+    assert folded(path, "--working") == {("f",): 7000, ("f", "g"): 3000}

@@ -228,6 +228,23 @@ def test_speedscope_json_opens_in_speedscope(viewer, demo_trace):
     _check_report(report, demo_trace)
 
 
+def test_working_speedscope_opens_in_speedscope(viewer, demo_trace):
+    """`--format speedscope --working`: one "sampled" profile per thread, its stacks weighed by
+    working time; speedscope imports it without an error, a profile per traced thread, and
+    the load generator's Sandwich view lists the demo's own code."""
+    _need_format("speedscope")
+    _convert(demo_trace, os.path.join(viewer["traces"], "demo.working.speedscope.json"),
+             "--format", "speedscope", "--working")
+    report = _open_in_speedscope(viewer, "demo.working.speedscope.json", "speedscope-working")
+    assert report["error"] is None, report
+    assert report["ok"] and not report["dialogs"] and not report["pageErrors"], report
+    assert report["profileCount"] == _threads_with_calls(demo_trace)
+    visited = {v["want"]: v for v in report["visited"]}
+    assert set(visited) == {name + " (" for name in WANTED_THREADS}, report["firstTitle"]
+    shown = _sandwich_self_ms(visited["load-generator ("]["text"])
+    assert any(n.startswith("generate_load (") or n.startswith("fetch (") for n in shown), shown
+
+
 def test_collapsed_stacks_open_in_speedscope(viewer, demo_trace):
     """Folded stacks merge all threads into one profile: its Sandwich view lists the process's
     top functions by self time, as `vcattach summary --merged` computes them."""

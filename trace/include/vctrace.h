@@ -105,6 +105,7 @@ typedef struct vct_convert_options {
     int64_t from, to;         /* ticks into the trace, from its first call; to < 0: its end */
     uint64_t min_dur;         /* ticks: calls shorter are left out */
     int merged;               /* svg: one flame graph for every thread */
+    int working;              /* svg, collapsed, speedscope: weighed by on-CPU time */
     int requests;             /* chrome: a track of the requests in each process ... */
     const char *entry;        /* ... recognised by this glob (NULL: the known servers') */
     int tasks;                /* chrome: each asyncio task's steps on a track of its own */
