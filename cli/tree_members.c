@@ -119,6 +119,7 @@ void tree_compact(struct tree_run *r)
         if (i > 0 && m->st == M_SKIPPED && !m->python && tree_holds_nothing(m) &&
             !tree_same_process(m)) {
             r->skipped_gone++;
+            r->unseen_gone += m->unseen != 0;
             continue;
         }
         if (k != i)

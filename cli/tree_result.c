@@ -117,7 +117,7 @@ void tree_print_result(struct tree_run *r, const struct trace_sink *sink, int64_
                        uint64_t unnamed)
 {
     unsigned long long events = 0, threads = 0, drops = 0, interps = 0;
-    size_t done = 0, lost = 0, skipped = 0, refused = 0;
+    size_t done = 0, lost = 0, skipped = 0, refused = 0, unseen = r->unseen_gone;
     for (size_t i = 0; i < r->n; i++) {
         const struct member *m = &r->m[i];
         if (m->st == M_DONE) {
@@ -126,6 +126,8 @@ void tree_print_result(struct tree_run *r, const struct trace_sink *sink, int64_
             threads += end_u64(m, "threads");
             drops += end_u64(m, "drops");
             interps += end_u64(m, "interps_untraced"); /* 3.12+: agent/interps.c */
+        } else if (m->st == M_SKIPPED && !m->python && m->unseen) {
+            unseen++;
         } else if (m->st == M_SKIPPED && !m->python) {
             skipped++;
         } else if (m->st == M_SKIPPED) {
@@ -134,7 +136,7 @@ void tree_print_result(struct tree_run *r, const struct trace_sink *sink, int64_
             lost++;
         }
     }
-    skipped += r->skipped_gone;
+    skipped += r->skipped_gone - r->unseen_gone;
     char size[32];
     vc_human_bytes(sink->bytes, size, sizeof size);
     if (!r->opt->quiet) {
@@ -148,6 +150,8 @@ void tree_print_result(struct tree_run *r, const struct trace_sink *sink, int64_
             say_out(", %zu not traced", refused);
         if (skipped)
             say_out(", %zu non-Python skipped", skipped);
+        if (unseen) /* Python or not: gone before its executable could be read */
+            say_out(", %zu ended unseen", unseen);
         say_out(": %llu events, %llu threads, %llu dropped%s", events, threads, drops,
                drops ? " (vcattach did not keep up: see the \"vcattach dropped\" instants)" : "");
         if (unnamed) /* records whose function's name never came: kept, under a placeholder */

@@ -61,6 +61,8 @@ struct member {
     int parent_starting;     /* forked while its parent's session was starting: it may have
                                 no session of its own (it is injected soon) */
     int python;              /* preflight said CPython (for M_SKIPPED: refused, not foreign) */
+    int unseen;              /* M_SKIPPED: ended before its executable could be read (what it
+                                ran, Python or not, is not known) */
     int retries;
     int retry_ms;            /* M_RETRY: how long after `since` */
     pid_t helper;            /* the child of ours injecting it (inject_aside), or 0 */
@@ -104,6 +106,7 @@ struct tree_run {
         char *buf;               /* one frame (VC_MSG_MAX + 1) */
     uint64_t received;       /* spool bytes of every process: capped by --max-trace-mb */
     size_t skipped_gone;     /* non-Python members dropped from m[] once their process ended */
+    size_t unseen_gone;      /* ... of them, those that ended unseen (member.unseen) */
     size_t peak;             /* the most members m[] held at once (reported with -v) */
     uint64_t last_ns;        /* --last: only the final part of the trace is kept (0: all) */
     struct tree_kin kin;     /* the tree's processes by identity (tree_kin.h) */

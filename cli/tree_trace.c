@@ -720,9 +720,6 @@ static void not_reached(struct tree_run *r, struct member *m, enum mstate st, co
 {
     if (target_alive(m->pid))
         tree_finish(r, m, st, err);
-    else if (m->exe[0] == '\0') /* gone before even its executable could be read */
-        tree_finish(r, m, M_LOST, "ended before vcattach could see what it ran: if it was "
-                                  "Python, its calls were not recorded (how many is not known)");
     else
         tree_finish(r, m, M_LOST, GONE_BEFORE_REACHED);
 }
@@ -742,7 +739,9 @@ static void reread_identity(struct member *m)
 }
 
 /* Preflight refused m with err: not Python (yet), or refused — target_python_detect tells
- * which; one that is gone may have been Python (detect fails on it), and is lost. */
+ * which; one that is gone may have been Python (detect fails on it): lost if its executable
+ * was an interpreter, counted apart ("ended unseen") if it could not even be read — a shell
+ * or `true` that a traced process runs may end as fast, and is no lost Python process. */
 static void refused_at_preflight(struct tree_run *r, struct member *m, const char *err)
 {
     struct target_python py;
@@ -750,10 +749,14 @@ static void refused_at_preflight(struct tree_run *r, struct member *m, const cha
     m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
     if (loading_python(r, m)) /* (detect may have seen the libraries preflight missed) */
         return;
-    if (m->python || m->exe[0] == '\0' || exe_names_python(m->exe))
+    if (m->python || exe_names_python(m->exe)) {
         not_reached(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
-    else
+    } else if (m->exe[0] == '\0' && !target_alive(m->pid)) {
+        m->unseen = 1;
+        tree_finish(r, m, M_SKIPPED, "ended before vcattach could see what it ran");
+    } else {
         tree_finish(r, m, M_SKIPPED, "not a CPython process");
+    }
 }
 
 /* Preflight and injection of one process (attach.c, as for a single target: a process in
