@@ -59,14 +59,35 @@ def inputs(name):
 # ASan) and 2 GiB.
 LIMITS = ["-timeout=25", "-rss_limit_mb=2048"]
 
+# libFuzzer measures its memory as the peak RSS (getrusage's ru_maxrss), and Linux carries a
+# process's peak across fork and execve: a harness started straight from a pytest that once
+# held 3 GB "used" 2.9 GB before its first input and failed its 2 GiB limit (CI, 8 harnesses at
+# once).  Run through /bin/sh, which forks (the command is not its last): the fork's peak is what
+# the small shell holds.  Own session, so that a timeout kills the harness, not only the shell.
+FRESH_PEAK = ["/bin/sh", "-c", '"$0" "$@"; exit $?']
+
+
+def run_fresh(cmd, timeout):
+    """subprocess.run(cmd) with the output captured, `cmd` started with a fresh peak RSS."""
+    p = subprocess.Popen(FRESH_PEAK + list(cmd), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, errors="replace",
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        out, err = p.communicate()
+        err += "\n(killed after %d s)" % timeout
+        return subprocess.CompletedProcess(cmd, -9, out, err)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
 
 def replay(build, name, timeout=600):
     """Runs every seed and regression input of `name` once.  Returns (ok, output tail)."""
     files = inputs(name)
     if not files:
         return False, "no seed or regression input in %s" % seed_dir(name)
-    r = subprocess.run([exe(build, name)] + LIMITS + files, capture_output=True, text=True,
-                       errors="replace", timeout=timeout)
+    r = run_fresh([exe(build, name)] + LIMITS + files, timeout)
     return r.returncode == 0, "\n".join(r.stderr.splitlines()[-40:])
 
 
@@ -90,8 +111,7 @@ def fuzz(build, name, seconds, work=None, extra=()):
             "-artifact_prefix=" + regress + "/"]
            + LIMITS + list(extra) + [work, seed_dir(name)])
     t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                       timeout=seconds + 600)
+    r = run_fresh(cmd, seconds + 600)
     took = time.monotonic() - t0
     res = {"ok": r.returncode == 0, "runs": 0, "exec_s": 0, "cov": 0, "ft": 0, "corpus": "?",
            "seconds": took, "crash": None, "tail": "\n".join(r.stderr.splitlines()[-60:])}

@@ -37,8 +37,7 @@ def test_seeds_pass(name):
     exe = _exe(name)
     seeds = [p for p in run_fuzz.inputs(name) if p.startswith(run_fuzz.seed_dir(name))]
     assert seeds, "no seeds in %s" % run_fuzz.seed_dir(name)
-    r = subprocess.run([exe] + run_fuzz.LIMITS + seeds, capture_output=True, text=True,
-                       errors="replace", timeout=600)
+    r = run_fuzz.run_fresh([exe] + run_fuzz.LIMITS + seeds, 600)
     assert r.returncode == 0, "\n".join(r.stderr.splitlines()[-40:])
 
 
@@ -52,8 +51,7 @@ def test_regressions_pass(name):
     for f in files:
         if f.startswith("."):
             continue
-        r = subprocess.run([exe] + run_fuzz.LIMITS + [os.path.join(d, f)], capture_output=True,
-                           text=True, errors="replace", timeout=300)
+        r = run_fuzz.run_fresh([exe] + run_fuzz.LIMITS + [os.path.join(d, f)], 300)
         if r.returncode != 0:
             why = [l for l in r.stderr.splitlines() if l.startswith(("fuzz:", "SUMMARY", "=="))]
             failed.append("%s: %s" % (f, " | ".join(why[:4])))
@@ -71,3 +69,25 @@ def test_fuzz(name, tmp_path):
         name, res["runs"], res["seconds"], res["exec_s"], res["cov"], res["ft"], res["corpus"]))
     note = "; the input: " + run_fuzz.crash_note(res["crash"]) if res["crash"] else ""
     assert res["ok"], "fuzzing %s failed%s\n%s" % (name, note, res["tail"])
+
+
+def test_a_harness_is_not_charged_with_the_memory_of_what_started_it():
+    """libFuzzer's RSS limit reads the peak RSS, which Linux carries across fork and execve: a
+    harness started straight from a pytest that once held 3 GB failed its 2 GiB limit before
+    its first input (CI's slow group, every harness; an "out-of-memory" regression input that
+    used 100 MB).  run_fresh starts each with a fresh peak."""
+    name = HARNESSES[0]
+    exe = _exe(name)
+    seed = [p for p in run_fuzz.inputs(name) if p.startswith(run_fuzz.seed_dir(name))][:1]
+    script = ("import sys; sys.path.insert(0, %r); import run_fuzz\n"
+              "big = bytearray(2600 << 20)\n"
+              "for i in range(0, len(big), 4096): big[i] = 1\n"
+              "del big\n"
+              "r = run_fuzz.run_fresh([%r] + run_fuzz.LIMITS + %r, 300)\n"
+              "print(r.returncode); print(r.stderr[-2000:])\n"
+              % (os.path.join(TESTS, "fuzz"), exe, seed))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       errors="replace", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split("\n", 1)[0] == "0", r.stdout[-2000:]
+    assert "out-of-memory" not in r.stdout
