@@ -116,3 +116,14 @@ BENCH_TARGETS += bench-subinterp
 bench-sched: all
 	bench/sched/run
 BENCH_TARGETS += bench-sched
+
+# --- what tracing costs a service (bench/service; issue 33) ---
+# Prints, per interpreter (Debian's 3.11, 3.12, 3.13, the sid root's 3.14) and app (Django's
+# admin login page, a Flask JSON endpoint) under gunicorn -w 2 with wrk: requests/s and p50/p99
+# untraced, under the null hook, traced (whole service), --no-c-calls, --exclude, --nice 0, and
+# with cProfile in the workers; ratios to untraced and to the null hook; vcattach's CPU; calls
+# per request.  Not asserted.  BENCH_SERVICE_ARGS: e.g. --reps 5, --only 3.12, --app flask.
+.PHONY: bench-service
+bench-service: all
+	bench/service/run $(BENCH_SERVICE_ARGS)
+BENCH_TARGETS += bench-service

@@ -214,6 +214,8 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
         rc |= vc_kv_append(cfg, cap, &used, "exclude", opt->exclude[i]);
     if (opt->no_c_calls)
         rc |= vc_kv_append(cfg, cap, &used, "no_c_calls", "1");
+    if (opt->null_hook)
+        rc |= vc_kv_append(cfg, cap, &used, "null_hook", "1");
     if (opt->no_tasks)
         rc |= vc_kv_append(cfg, cap, &used, "tasks", "0");
     if (opt->max_depth)

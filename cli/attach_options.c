@@ -46,6 +46,9 @@ static const char help_trace_text[] =
             "                        main interpreter only), monitoring (sys.monitoring,\n"
             "                        Python 3.12+), or eval (PEP 523 frame evaluation hook,\n"
             "                        Python 3.9-3.11, needs --no-c-calls)\n"
+            "      --null-hook       for measuring: the hooks are set as for tracing but record\n"
+            "                        nothing (the trace has no calls): what the mechanism alone\n"
+            "                        costs the target, the floor bench/service prints\n"
             "      --subprocesses    trace PID and every CPython process descending from it\n"
             "                        (a gunicorn master and its workers, multiprocessing pools)\n"
             "                        into one .cvf, on one clock, following the processes born\n"
@@ -180,7 +183,7 @@ static void help_top(FILE *out)
             "exit codes: 0 detached; 1 failure on the target side; 2 usage or preflight error\n");
 }
 
-enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_NO_TASKS, OPT_NO_SCHED, OPT_MAX_DEPTH,
+enum { OPT_METHOD = 256, OPT_BUFFER, OPT_HOOK, OPT_INCLUDE, OPT_EXCLUDE, OPT_NO_C, OPT_NULL_HOOK, OPT_NO_TASKS, OPT_NO_SCHED, OPT_MAX_DEPTH,
        OPT_MIN_DUR, OPT_MAX_TRACE, OPT_COLLECT_TIMEOUT, OPT_SUBPROCESSES, OPT_MAX_PROCESSES,
        OPT_LAST, OPT_NICE, OPT_INTERVAL, OPT_ONCE };
 
@@ -194,6 +197,7 @@ static const struct opt_spec attach_specs[] = {
     {"include", 0, 1, OPT_INCLUDE},
     {"exclude", 0, 1, OPT_EXCLUDE},
     {"no-c-calls", 0, 0, OPT_NO_C},
+    {"null-hook", 0, 0, OPT_NULL_HOOK},
     {"no-tasks", 0, 0, OPT_NO_TASKS},
     {"no-sched", 0, 0, OPT_NO_SCHED},
     {"max-depth", 0, 1, OPT_MAX_DEPTH},
@@ -340,6 +344,7 @@ static int on_option(void *ctx, const struct opt_spec *o, const char *value, cha
     case OPT_INCLUDE: return add_glob(value, opt->include, &opt->n_include, err, errlen);
     case OPT_EXCLUDE: return add_glob(value, opt->exclude, &opt->n_exclude, err, errlen);
     case OPT_NO_C: opt->no_c_calls = 1; return 0;
+    case OPT_NULL_HOOK: opt->null_hook = 1; return 0;
     case OPT_NO_TASKS: opt->no_tasks = 1; return 0;
     case OPT_NO_SCHED: opt->no_sched = 1; return 0;
     case OPT_MAX_DEPTH:

@@ -55,6 +55,7 @@ struct cli_options {
     const char *exclude[CLI_MAX_GLOBS];
     unsigned n_include, n_exclude;
     int no_c_calls;
+    int null_hook;            /* --null-hook: hooks in place, nothing recorded (bench/service) */
     int no_tasks;             /* --no-tasks: asyncio task steps not marked */
     int no_sched;             /* --no-sched: no scheduler events (sched_events.h) */
     unsigned max_depth;    /* 0: unlimited */

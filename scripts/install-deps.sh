@@ -25,6 +25,7 @@ PACKAGES=(
   hyperfine                         # bench/
   gunicorn python3-flask wrk        # bench/filters, bench/tree, --subprocesses tests: a real
                                     # forking Flask service under gunicorn, local load
+  python3-django                    # bench/service: Django's admin login page under gunicorn
   python3-uvicorn python3-fastapi   # tests/unit/test_requests.py: an ASGI service (uvicorn)
   python3-celery                    # tests/unit/test_requests.py: a Celery worker (filesystem broker)
   apache2 libapache2-mod-wsgi-py3   # tests/system/test_embedded.py: hosts that embed CPython in C:

@@ -496,6 +496,27 @@ def test_cli_trace_and_start_with_filters(py, tmp_path, start_target):
     assert "FILTERED" not in s.stdout
 
 
+@pytest.mark.parametrize("py", cli_pythons())
+def test_cli_null_hook_sets_the_hooks_and_records_nothing(py, tmp_path, start_target):
+    """--null-hook (bench/service's floor): the session runs with its backend in place and
+    records no call; the trace says so; a trace after it records every call again."""
+    t = start_target(Looper, py, str(tmp_path / "w"))
+    out = str(tmp_path / "null.cvf")
+    r = run_vcattach("trace", "-p", str(t.pid), "-t", "1s", "-o", out, "--null-hook",
+                     timeout=120)
+    assert r.returncode == 0, r.stderr
+    c, meta = x_counts(out)
+    assert "mine" not in c and "heavy" not in c and "leaf" not in c, c
+    attach = meta["vcattach attach"]
+    assert attach["null_hook"] == 1 and attach["backend"], attach
+    out2 = str(tmp_path / "full.cvf")
+    r = run_vcattach("trace", "-p", str(t.pid), "-t", "1s", "-o", out2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    c, meta = x_counts(out2)
+    assert c.get("mine", 0) > 0 and meta["vcattach attach"]["null_hook"] == 0
+    t.assert_running_untraced()
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--min-dur", "5"], "bad minimum duration '5'"),
     (["--max-depth", "0"], "maximum depth"),
