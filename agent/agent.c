@@ -240,9 +240,29 @@ static void register_fork_handlers(void)
  * refuses it; auto then keeps the profile hook). */
 static const vc_backend_ops *const all_backends[] = {&vc_backend_profile, &vc_backend_monitoring};
 
-/* hook=auto: sys.monitoring on 3.12+; before, the legacy profile hook, except with
- * --no-c-calls where the frame evaluator is used when no other evaluator is installed and it
- * sees every Python call on this version (it costs nothing per bytecode; bench/filters). */
+/* hook=auto: sys.monitoring on 3.12+, before it the legacy profile hook; with --no-c-calls
+ * the frame evaluator instead, where no other evaluator is installed and it sees every Python
+ * call on this version: it costs nothing per bytecode (bench/filters) and, on 3.12/3.13,
+ * less per call than sys.monitoring (bench/service).  On 3.12+ it hooks the main interpreter
+ * only, so a process that has sub-interpreters keeps sys.monitoring. */
+static int eval_serves(vc_session *s)
+{
+#if VC_HAVE_EVAL_HOOK
+    char ignored[256];
+    if (!s->filter.no_c_calls || !vc_compat_eval_exact() ||
+        vc_backend_eval.foreign(s, ignored, sizeof ignored))
+        return 0;
+    if (!VC_HAVE_MONITORING)
+        return 1;
+    int64_t max_id;
+    int shared;
+    return vc_compat_subinterps_above(0, &max_id, &shared) == 0;
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
 static const vc_backend_ops *choose_backend(vc_session *s)
 {
     switch (s->hook_kind) {
@@ -251,15 +271,9 @@ static const vc_backend_ops *choose_backend(vc_session *s)
     case VC_HOOK_EVAL: return &vc_backend_eval;
     default: break;
     }
-    if (VC_HAVE_MONITORING)
-        return &vc_backend_monitoring;
-#if VC_HAVE_EVAL_HOOK
-    char ignored[256];
-    if (s->filter.no_c_calls && vc_compat_eval_exact() &&
-        !vc_backend_eval.foreign(s, ignored, sizeof ignored))
+    if (eval_serves(s))
         return &vc_backend_eval;
-#endif
-    return &vc_backend_profile;
+    return VC_HAVE_MONITORING ? &vc_backend_monitoring : &vc_backend_profile;
 }
 
 static int install_under_gil(vc_session *s, char *err, size_t errlen)

@@ -1,6 +1,6 @@
 /* backend.c — the operations of a backend this interpreter does not have.
  *
- * hook_monitoring.c (3.12+) and hook_evalframe.c (3.9–3.11) are compiled for every minor; on
+ * hook_monitoring.c (3.12+) and hook_evalframe.c (3.9–3.13) are compiled for every minor; on
  * the others their install refuses with a message and the rest of the table is these no-ops,
  * shared so that each hook file states only why it refuses (backend.h).
  */

@@ -3,7 +3,7 @@
  * Three instances, one per hook file: vc_backend_profile (hook_profile.c, the legacy
  * Py_tracefunc, every version), vc_backend_monitoring (hook_monitoring.c, sys.monitoring,
  * 3.12+; on older headers its install refuses with a message) and vc_backend_eval
- * (hook_evalframe.c, PEP 523's frame evaluator, 3.9–3.11, Python calls only).  The session keeps the
+ * (hook_evalframe.c, PEP 523's frame evaluator, 3.9–3.13, Python calls only).  The session keeps the
  * installed one in vc_session.backend, so agent.c and starthook.c never branch on which it is.
  * The profile and eval backends hook every interpreter the session traces (interps.h:
  * install, scan and remove walk them all); sys.monitoring, the main one (3.12+).

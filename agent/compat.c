@@ -114,7 +114,7 @@ PyInterpreterState *vc_compat_tstate_interp(PyThreadState *ts)
 }
 
 #if VC_HAVE_EVAL_HOOK
-/* 3.9/3.10 store _PyEval_EvalFrameDefault itself as the default; 3.11 stores NULL and its
+/* 3.9/3.10 store _PyEval_EvalFrameDefault itself as the default; 3.11+ store NULL and its
  * getter answers _PyEval_EvalFrameDefault for it (and its setter stores NULL for it). */
 int vc_compat_eval_is_default(PyInterpreterState *interp)
 {

@@ -25,10 +25,13 @@
 #define VC_HAVE_MONITORING 0
 #endif
 
-/* PEP 523's frame-evaluation hook as a tracing mechanism (hook_evalframe.c): 3.9–3.11.
- * 3.8 keeps the evaluator in the internal PyInterpreterState (no exported setter); from 3.12
- * sys.monitoring does better and the specialized calls inline around a custom evaluator. */
-#if PY_VERSION_HEX >= 0x03090000 && PY_VERSION_HEX < 0x030C0000
+/* PEP 523's frame-evaluation hook as a tracing mechanism (hook_evalframe.c): 3.9-3.13.
+ * 3.8 keeps the evaluator in the internal PyInterpreterState (no exported setter).  On 3.12
+ * and 3.13 it is the cheaper mechanism for Python calls alone: a null evaluator cost a Flask
+ * service nothing measurable (0.97 and 1.04 of its untraced req/s) where sys.monitoring's
+ * PY_START/PY_RETURN with null callbacks cost 0.83 and 0.86 (bench/service, --hook).  3.14's
+ * frame holds its code as a tagged _PyStackRef: not read here (sys.monitoring serves it). */
+#if PY_VERSION_HEX >= 0x03090000 && PY_VERSION_HEX < 0x030E0000
 #define VC_HAVE_EVAL_HOOK 1
 #else
 #define VC_HAVE_EVAL_HOOK 0
@@ -36,43 +39,78 @@
 
 #if VC_HAVE_EVAL_HOOK
 #if PY_VERSION_HEX >= 0x030B0000
-/* 3.11 evaluates a _PyInterpreterFrame (internal, Include/internal/pycore_frame.h); only its
- * first fields are read here, which 3.11.0 … 3.11.x all lay out so: */
+/* 3.11+ evaluate a _PyInterpreterFrame (internal, Include/internal/pycore_frame.h); only its
+ * first eight fields are read here, which every x.y.z of a minor lays out so.  What is read:
+ * its code object and where its next instruction is (3.11/3.12 keep the code unit before it,
+ * prev_instr; 3.13 the instruction itself, instr_ptr). */
 typedef struct _PyInterpreterFrame vc_eval_frame;
-typedef struct vc_iframe311_head {
+#if PY_VERSION_HEX >= 0x030D0000
+/* (3.13 moved _Py_CODEUNIT and _PyCode_CODE to the internal headers: a code unit is two
+ * bytes, opcode then oparg, and the code starts at co_code_adaptive.) */
+typedef struct vc_iframe_head {
+    PyObject *f_executable; /* a code object, or None for a frame of no code */
+    void *previous;
+    PyObject *f_funcobj, *f_globals, *f_builtins, *f_locals, *frame_obj;
+    uint16_t *instr_ptr;
+} vc_iframe_head;
+#define VC_IFRAME_CODE(h) ((PyCodeObject *)(h)->f_executable)
+#define VC_IFRAME_NEXT(h) ((const void *)(h)->instr_ptr)
+#define VC_CODE_START(co) ((const void *)(co)->co_code_adaptive)
+#elif PY_VERSION_HEX >= 0x030C0000
+typedef struct vc_iframe_head {
+    PyCodeObject *f_code;
+    void *previous;
+    PyObject *f_funcobj, *f_globals, *f_builtins, *f_locals, *frame_obj;
+    _Py_CODEUNIT *prev_instr;
+} vc_iframe_head;
+#define VC_IFRAME_CODE(h) ((h)->f_code)
+#define VC_IFRAME_NEXT(h) ((const void *)((h)->prev_instr + 1))
+#else
+typedef struct vc_iframe_head {
     PyObject *f_func, *f_globals, *f_builtins, *f_locals;
     PyCodeObject *f_code;
     PyObject *frame_obj;
     void *previous;
     _Py_CODEUNIT *prev_instr;
-} vc_iframe311_head;
+} vc_iframe_head;
+#define VC_IFRAME_CODE(h) ((h)->f_code)
+#define VC_IFRAME_NEXT(h) ((const void *)((h)->prev_instr + 1))
+#endif
+#ifndef VC_CODE_START
+#define VC_CODE_START(co) ((const void *)_PyCode_CODE(co))
+#endif
 static inline PyCodeObject *vc_compat_eval_code(vc_eval_frame *f)
 {
-    return ((vc_iframe311_head *)(void *)f)->f_code;
+    return VC_IFRAME_CODE((vc_iframe_head *)(void *)f);
 }
-/* 3.11 evaluates a generator function's frame once when it is called, up to its
- * RETURN_GENERATOR, which makes the generator: that evaluation is not a call of the body (the
- * profile hook does not report it either).  It is the one that starts before the first
- * instruction. */
-static inline int vc_compat_eval_is_gen_creation(vc_eval_frame *f)
+/* Whether evaluating f is no call of a body: 3.11+ evaluate a generator function's frame
+ * once when it is called, up to its RETURN_GENERATOR, which makes the generator (the profile
+ * hook does not report it either) — the evaluation that starts at the first instruction;
+ * 3.13 may name no code object (None) for a frame. */
+static inline int vc_compat_eval_not_a_call(vc_eval_frame *f)
 {
-    vc_iframe311_head *h = (vc_iframe311_head *)(void *)f;
-    return (h->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
-           h->prev_instr == _PyCode_CODE(h->f_code) - 1;
+    vc_iframe_head *h = (vc_iframe_head *)(void *)f;
+    PyCodeObject *co = VC_IFRAME_CODE(h);
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!PyCode_Check((PyObject *)co))
+        return 1;
+#endif
+    return (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
+           VC_IFRAME_NEXT(h) == VC_CODE_START(co);
 }
 #else
 typedef PyFrameObject vc_eval_frame;
 static inline PyCodeObject *vc_compat_eval_code(vc_eval_frame *f) { return f->f_code; }
 /* 3.9/3.10 make a generator without evaluating its frame. */
-static inline int vc_compat_eval_is_gen_creation(vc_eval_frame *f) { return 0; }
+static inline int vc_compat_eval_not_a_call(vc_eval_frame *f) { return 0; }
 #endif
 /* 0 where the frame evaluator misses some Python calls: 3.11.0–3.11.3 inline a Python
  * __getitem__ (BINARY_SUBSCR_GETITEM) around a custom evaluator (CPython gh-104405, fixed
  * in 3.11.4).  Runtime version, not the headers'. */
 int vc_compat_eval_exact(void);
-/* What the evaluator is given for a running frame, from its frame object (seeding): 3.11's
- * PyFrameObject points at its _PyInterpreterFrame (f_frame, internal struct _frame, whose
- * head is the same in every 3.11.x); before, the frame object itself. */
+/* What the evaluator is given for a running frame, from its frame object (seeding): from
+ * 3.11 a PyFrameObject points at its _PyInterpreterFrame (f_frame, internal struct _frame,
+ * whose head is the same in 3.11, 3.12 and 3.13); before, the frame object itself. */
 static inline const void *vc_compat_eval_identity(PyFrameObject *fo)
 {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -87,11 +125,15 @@ static inline const void *vc_compat_eval_identity(PyFrameObject *fo)
 #endif
 }
 /* The identity (as above) of the frame that called or resumed f, NULL at a thread's bottom;
- * asked before f is evaluated.  3.11 links f->previous only inside the evaluation: the caller
- * is then the thread's current frame. */
+ * asked before f is evaluated.  3.11+ link f->previous only inside the evaluation: the caller
+ * is then the thread's current frame (3.13 keeps it in the thread state, before in its
+ * cframe). */
 static inline const void *vc_compat_eval_caller(PyThreadState *ts, vc_eval_frame *f)
 {
-#if PY_VERSION_HEX >= 0x030B0000
+#if PY_VERSION_HEX >= 0x030D0000
+    (void)f;
+    return ts->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
     (void)f;
     return ts->cframe != NULL ? (const void *)ts->cframe->current_frame : NULL;
 #else
@@ -100,7 +142,7 @@ static inline const void *vc_compat_eval_caller(PyThreadState *ts, vc_eval_frame
 #endif
 }
 /* Whether evaluating f resumes a suspended generator or coroutine (a resume slice, as
- * vc_compat_frame_resumes tells the profile hook).  3.11: the frame stands before its next
+ * vc_compat_frame_resumes tells the profile hook).  3.11+: the frame stands before its next
  * instruction, a RESUME whose oparg is 0 at the start and 1..3 after a yield/await (the
  * generator's creation, before RETURN_GENERATOR, is skipped earlier); before, f_lasti >= 0. */
 static inline int vc_compat_eval_resumes(vc_eval_frame *f, PyCodeObject *co)
@@ -108,13 +150,13 @@ static inline int vc_compat_eval_resumes(vc_eval_frame *f, PyCodeObject *co)
     if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)))
         return 0;
 #if PY_VERSION_HEX >= 0x030B0000
-    const unsigned char *next = (const unsigned char *)(((vc_iframe311_head *)(void *)f)->prev_instr + 1);
+    const unsigned char *next = (const unsigned char *)VC_IFRAME_NEXT((vc_iframe_head *)(void *)f);
     return next[1] != 0;
 #else
     return f->f_lasti >= 0;
 #endif
 }
-/* The evaluator's signature (_PyFrameEvalFunction) on 3.9–3.11. */
+/* The evaluator's signature (_PyFrameEvalFunction) on 3.9–3.13. */
 typedef PyObject *(*vc_eval_func)(PyThreadState *ts, vc_eval_frame *f, int throwflag);
 /* CPython's own evaluator, which ours wraps. */
 static inline PyObject *vc_compat_eval_default(PyThreadState *ts, vc_eval_frame *f, int throwflag)

@@ -1,15 +1,21 @@
-/* hook_evalframe.c — the PEP 523 frame-evaluation backend, 3.9–3.11, Python calls only.
+/* hook_evalframe.c — the PEP 523 frame-evaluation backend, 3.9–3.13, Python calls only.
  *
  * Why: any legacy profile hook sets the interpreter's tracing flag, and on 3.10/3.11 that
  * sends every bytecode through the tracing dispatch: a call-free loop ran 2.3–2.7× slower
  * while attached.  A frame evaluator is called once per frame evaluation and never per
- * bytecode, so code without calls runs at its untraced speed.  It sees no C calls, hence it
- * serves --no-c-calls (hook=eval, or auto with --no-c-calls where it measured faster).
+ * bytecode, so code without calls runs at its untraced speed.  On 3.12/3.13 sys.monitoring
+ * has no per-bytecode cost either, but each PY_START/PY_RETURN goes through its dispatch
+ * (an offset boxed as an int, a vectorcall of our callback): a Flask service under null
+ * callbacks kept 0.83-0.86 of its req/s, under a null evaluator all of it (bench/service).
+ * It sees no C calls, hence it serves --no-c-calls (hook=eval, or auto with --no-c-calls
+ * where it measured faster).  On 3.12+ it hooks the main interpreter only: a sub-interpreter
+ * there is counted as not traced (auto then keeps sys.monitoring when one exists at attach).
  *
  * How: the interpreter's evaluator (_PyInterpreterState_SetEvalFrameFunc, compat.c) becomes
  * eval_hook, which pushes the frame, calls CPython's own _PyEval_EvalFrameDefault and pops
- * it.  With a non-default evaluator CPython does not inline Python-to-Python calls (3.11's
- * CALL checks interp->eval_frame), so every Python call goes through here; a generator or
+ * it.  With a non-default evaluator CPython does not inline Python-to-Python calls (from
+ * 3.11 every specialized call, property, __getitem__, __getattribute__ and generator send
+ * checks interp->eval_frame and deoptimizes), so every Python call goes through here; a generator or
  * coroutine is evaluated again on every resume (one call per resume, as the profile hook
  * reports it).  Installed and removed from the agent thread with the GIL held, never on a
  * hijacked thread; removed only if it is still ours.  Refused when another evaluator (a JIT,
@@ -117,7 +123,7 @@ static PyObject *eval_hook(PyThreadState *ts, vc_eval_frame *f, int throwflag)
 {
     vc_session *s = &g_vc;
     vc_thread *t = current_thread(s, ts);
-    if (t == &vc_ignored_thread || __builtin_expect(vc_compat_eval_is_gen_creation(f), 0))
+    if (t == &vc_ignored_thread || __builtin_expect(vc_compat_eval_not_a_call(f), 0))
         return vc_compat_eval_default(ts, f, throwflag);
     if (__builtin_expect(t->seeded != 0, 0))
         settle_seeded(s, t, vc_compat_eval_caller(ts, f));
@@ -248,7 +254,7 @@ const vc_backend_ops vc_backend_eval = {
 
 static int eval_install(vc_session *s, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "hook=eval needs Python 3.9-3.11 (this is %s): use --hook auto",
+    snprintf(err, errlen, "hook=eval needs Python 3.9-3.13 (this is %s): use --hook auto",
              vc_compat_python_version());
     return -1;
 }

@@ -21,10 +21,11 @@
 #define VC_CONFIG_ABI 1
 
 enum vc_hook_kind {
-    VC_HOOK_AUTO = 0,       /* sys.monitoring on 3.12+, the legacy profile hook before */
+    VC_HOOK_AUTO = 0,       /* sys.monitoring on 3.12+, the legacy profile hook before; the
+                             * frame evaluator with --no-c-calls on 3.9-3.13 (agent.c) */
     VC_HOOK_PROFILE = 1,    /* legacy Py_tracefunc (PyEval_SetProfile family), every version */
     VC_HOOK_MONITORING = 2, /* sys.monitoring, 3.12+ only */
-    VC_HOOK_EVAL = 3,       /* PEP 523 frame-evaluation hook, 3.9–3.11, Python calls only */
+    VC_HOOK_EVAL = 3,       /* PEP 523 frame-evaluation hook, 3.9–3.13, Python calls only */
 };
 
 struct vc_config {

@@ -54,7 +54,7 @@ void attach_signals_restore(const struct attach_signals *saved)
     sigaction(SIGPIPE, &saved->old_pipe, NULL);
 }
 
-/* --hook against what the target runs: monitoring needs 3.12+, the frame evaluator 3.9-3.11
+/* --hook against what the target runs: monitoring needs 3.12+, the frame evaluator 3.9-3.13
  * and --no-c-calls (it sees Python calls only).  0, or -1 with err. */
 static int check_hook(const struct cli_options *opt, const struct target_info *t, char *err,
                       size_t errlen)
@@ -72,8 +72,8 @@ static int check_hook(const struct cli_options *opt, const struct target_info *t
                               "--hook auto to trace C calls too)");
         return -1;
     }
-    if (py->minor < 9 || py->minor > 11) {
-        snprintf(err, errlen, "--hook eval needs Python 3.9-3.11 and pid %d runs %d.%d: use "
+    if (py->minor < 9 || py->minor > 13) {
+        snprintf(err, errlen, "--hook eval needs Python 3.9-3.13 and pid %d runs %d.%d: use "
                               "--hook auto", (int)t->f.pid, py->major, py->minor);
         return -1;
     }

@@ -4,8 +4,9 @@ In-process sessions on every interpreter of the matrix (host and the sid root's 
 exact counts of the included functions and absence of the excluded ones under each filter and
 their combinations; the filters recorded in the trace; a second session after a filtered one
 sees every call (nothing of ours left disabled); on 3.12+ co-resident sys.monitoring tools keep
-their events and their own DISABLEd locations; on 3.9-3.11 the frame-evaluation backend traces
-Python calls exactly like the profile hook and refuses a foreign evaluator.  Then the CLI:
+their events and their own DISABLEd locations; on 3.9-3.13 the frame-evaluation backend traces
+Python calls exactly like the profile hook, is auto's choice for --no-c-calls (on 3.12/3.13
+unless a sub-interpreter exists) and refuses a foreign evaluator.  Then the CLI:
 attach with filters (trace and start/stop), the summary line and `vcattach summary`'s header,
 and its usage errors.
 """
@@ -125,7 +126,8 @@ TARGET = textwrap.dedent('''\
         def probe():
             masks["no_c"] = mon.get_events(mon.PROFILER_ID)
             workload()
-        session("no_c_probe", probe, no_c_calls=True)
+        # (hook=monitoring: auto takes the frame evaluator for --no-c-calls on 3.12/3.13)
+        session("no_c_probe", probe, no_c_calls=True, hook="monitoring")
         C = mon.events.CALL | mon.events.C_RETURN | mon.events.C_RAISE
         report["no_c_mask"] = [bool(masks["no_c"] & C), bool(masks["no_c"] & mon.events.PY_START)]
         report["after_tool"] = mon.get_tool(mon.PROFILER_ID)
@@ -161,7 +163,18 @@ TARGET = textwrap.dedent('''\
         mon.free_tool_id(3)
         mon.free_tool_id(mon.COVERAGE_ID)
 
-    if (3, 9) <= sys.version_info < (3, 12):
+    if (3, 12) <= sys.version_info < (3, 14):
+        # A sub-interpreter at attach: auto keeps sys.monitoring for --no-c-calls (the frame
+        # evaluator hooks the main interpreter only there).
+        try:
+            import _interpreters as interpreters
+        except ImportError:
+            import _xxsubinterpreters as interpreters
+        sub = interpreters.create()
+        session("no_c_subinterp", workload, no_c_calls=True)
+        interpreters.destroy(sub)
+
+    if (3, 9) <= sys.version_info < (3, 14):
         ok = sys.version_info >= (3, 11, 4) or sys.version_info < (3, 11)
         for hook in ("profile", "eval"):
             if hook == "eval" and not ok:
@@ -228,6 +241,14 @@ def test_no_c_calls(run):
     assert (c["mine"], c["heavy"], c["leaf"]) == (N, N, N * K)
     assert not [k for k in c if k.startswith(("builtins.", "time."))], c
     assert rep["no_c"]["meta"]["vcattach filters"]["no_c_calls"] is True
+    # auto's backend for --no-c-calls: the frame evaluator where it sees every Python call
+    # (3.9-3.13, not 3.11.0-3.11.3), else sys.monitoring (3.12+) or the profile hook
+    want = "eval" if _eval_exact(py) else "monitoring" if py["minor"] >= 312 else "profile"
+    assert rep["no_c"]["meta"]["vcattach attach"]["backend"] == want
+    if "no_c_subinterp" in rep:
+        assert rep["no_c_subinterp"]["meta"]["vcattach attach"]["backend"] == "monitoring"
+        c = counts(rep, "no_c_subinterp")
+        assert (c["mine"], c["heavy"], c["leaf"]) == (N, N, N * K)
     c = counts(rep, "exclude_no_c")
     assert c["mine"] == N and c["workload"] == 1
     assert not [k for k in c if k in ("heavy", "leaf") or k.startswith("builtins.")], c
@@ -294,10 +315,10 @@ def test_coresident_monitoring_tools(run):
 
 
 def test_eval_backend_exact(run):
-    """3.9-3.11: the frame evaluator counts Python calls exactly as the profile hook does."""
+    """3.9-3.13: the frame evaluator counts Python calls exactly as the profile hook does."""
     py, rep = run
-    if not 309 <= py["minor"] <= 311:
-        pytest.skip("the frame-evaluation backend is 3.9-3.11")
+    if not 309 <= py["minor"] <= 313:
+        pytest.skip("the frame-evaluation backend is 3.9-3.13")
     assert "hook=eval sees Python calls only" in rep["eval_with_c"]
     prof = counts(rep, "hook_profile")
     assert prof["gen"] == N * (K + 1) and prof["d4"] == N and prof["heavy"] == N
@@ -376,7 +397,7 @@ EXT_SCRIPT = textwrap.dedent('''\
 
 def _eval_exact(p):
     v = tuple(int(x) for x in p["version"].split(".")[:3])
-    return (3, 9) <= v[:2] <= (3, 10) or (3, 11, 4) <= v < (3, 12)
+    return (3, 9) <= v[:2] <= (3, 10) or (3, 11, 4) <= v < (3, 14)
 
 
 # On a machine with no such interpreter (a fresh Debian 12 has only 3.11.2) one parameter that

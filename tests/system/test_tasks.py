@@ -26,8 +26,9 @@ STEPS = {"handler": 5, "child": 2}
 
 def params():
     rows = [pytest.param(p, (), id=p["id"]) for p in ALL_PYTHONS]
-    rows += [pytest.param(p, ("--hook", "eval", "--no-c-calls"), id=p["id"] + "-eval")
-             for p in ALL_PYTHONS if 309 <= p["minor"] <= 311 and p["kind"] != "static"][:1]
+    for lo, hi in ((309, 311), (312, 313)):  # the frame evaluator before and with sys.monitoring
+        rows += [pytest.param(p, ("--hook", "eval", "--no-c-calls"), id=p["id"] + "-eval")
+                 for p in ALL_PYTHONS if lo <= p["minor"] <= hi and p["kind"] != "static"][:1]
     return rows
 
 
