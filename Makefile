@@ -69,8 +69,9 @@ endif
 # Records what the machine offers; rebuilt when a script it runs changes (or this Makefile,
 # which says what to record), when the sid root of
 # scripts/test-root (CPython 3.14/3.15) or its musl root (a musl CPython 3.13) appears or goes,
-# and by `make clean`.  It never makes a root: the agents for 3.14/3.15, and the musl agents,
-# are built when the root is already there.
+# and by `make clean`.  It never makes a root: the agents for 3.14/3.15 are built when the root
+# is already there, the musl agents when musl-gcc is (from the musl root's headers where it has
+# that minor, else from the glibc agents' own).
 MUSL_ROOT := $(shell scripts/test-root musl --path)
 TEST_ROOT_STAMP := $(wildcard $(shell scripts/test-root --path)/.vcattach-root-stamp \
                               $(MUSL_ROOT)/.vcattach-root-stamp)
@@ -87,8 +88,9 @@ $(BUILD)/config.mk: Makefile scripts/find-pythons scripts/test-root $(TEST_ROOT_
 	   echo "UNWIND_LIBS := $$(pkg-config --libs libunwind-ptrace)"; \
 	   echo "STATIC_LIBS := $$(pkg-config --static --libs jansson libunwind-ptrace zlib)"; \
 	   echo "AGENT_PYINCS := $$(scripts/find-pythons --agent-builds)"; \
-	   echo "AGENT_MUSL_PYINCS := $$(command -v musl-gcc >/dev/null && \
-	         scripts/test-root musl --check && for d in $(MUSL_ROOT)/opt/python3.*/include/python3.*; do \
+	   echo "MUSL_GCC := $$(command -v musl-gcc)"; \
+	   echo "AGENT_MUSL_ROOT_PYINCS := $$(scripts/test-root musl --check && \
+	         for d in $(MUSL_ROOT)/opt/python3.*/include/python3.*; do \
 	         m=$${d##*/python3.}; [ -f $$d/Python.h ] && printf '3%02d:%s ' $$m $$d; done)"; \
 	   echo "CONFIG_ROOT_STAMP := $(TEST_ROOT_STAMP)"; } > $@.tmp
 	@grep -q '^AGENT_PYINCS := .' $@.tmp || \

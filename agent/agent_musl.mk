@@ -1,18 +1,26 @@
 # agent/ on musl — build/libvcagent-pyXY-musl.so, the agent for a CPython linked against musl
-# libc (Alpine's python:*-alpine), one per minor whose musl build's headers config.mk found
-# (AGENT_MUSL_PYINCS: MINOR:INC words; today the musl root of scripts/test-root, CPython 3.13).
+# libc (Alpine's python:*-alpine), one per minor a glibc agent is built for, when musl-gcc is
+# installed (MUSL_GCC in config.mk).
 #
 # Why a build of its own: a glibc agent dlopen'ed into a musl process brings glibc's libc.so.6
 # with it (two C libraries' pthread_t, errno, stat and TLS in one process), or fails on the
 # first library musl cannot find; vcattach picks the -musl agent by the target's C library
 # (cli/agent_locate.c) and never falls back to the glibc one.  The same sources as agent.mk's,
-# compiled by musl-gcc against the musl CPython's own headers (its pyconfig.h), without the
-# glibc floor's pins and wraps (glibc_floor.c is glibc's only).  zlib's deflate is linked in
-# from the host's libz.a (plain C: memcpy, memset, malloc, free), its symbols kept inside;
-# musl-gcc is given only zlib's two headers (a directory of its own: the host's /usr/include
-# would bring glibc's headers) and libz.a by its path (a -L to glibc's library directory would
-# make -lc find glibc's libc.so).  Each link is checked (scripts/musl-agent-check): it needs
-# musl's libc.so and nothing else, and every C symbol it imports is one musl exports.
+# compiled by musl-gcc without the glibc floor's pins and wraps (glibc_floor.c is glibc's only).
+#
+# Headers: a musl CPython's own where the musl root of scripts/test-root has that minor (3.13),
+# else the same CPython headers the glibc agent is built from (AGENT_PYINCS; a root's extra
+# directory after musl's own headers, -idirafter, only for Debian's multiarch pyconfig.h).  The
+# object layouts the agent reads are the same on both C libraries: the two pyconfig.h of 3.13
+# differ only in HAVE_* of the C library and its add-ons (checked: `diff` of their #defines),
+# and the pthread types CPython embeds are the same size on musl and glibc for x86-64.
+#
+# zlib's deflate is linked in from the host's libz.a (plain C: memcpy, memset, malloc, free),
+# its symbols kept inside; musl-gcc is given only zlib's two headers (a directory of its own:
+# the host's /usr/include would bring glibc's headers) and libz.a by its path (a -L to glibc's
+# library directory would make -lc find glibc's libc.so).  Each link is checked
+# (scripts/musl-agent-check): it needs musl's libc.so and nothing else, and every C symbol it
+# imports is one musl exports.
 MUSL_CC ?= musl-gcc
 AGENT_MUSL_SRCS := $(filter-out agent/glibc_floor.c,$(AGENT_SRCS))
 AGENT_MUSL_INC := $(BUILD)/agent/musl-include
@@ -20,9 +28,15 @@ AGENT_MUSL_CFLAGS := $(CFLAGS_BASE) -Iagent -fPIC -fvisibility=hidden -fno-stric
                      -isystem $(AGENT_MUSL_INC)
 AGENT_MUSL_ZLIB := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libz.a /usr/lib64/libz.a /usr/lib/libz.a))
 
+# CPython 3.8-3.10's Python.h includes <crypt.h> where its build had one (glibc's libcrypt);
+# Debian's musl-tools ships none (Alpine's musl-dev does: crypt(), which musl's libc exports).
+# The agent calls no crypt(); the declaration is Alpine's.
 $(AGENT_MUSL_INC)/zlib.h: | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	ln -sf /usr/include/zlib.h /usr/include/zconf.h $(dir $@)
+	printf '%s\n' '/* musl declares crypt() here (Alpine musl-dev); see agent/agent_musl.mk */' \
+	    '#ifndef VC_MUSL_CRYPT_H' '#define VC_MUSL_CRYPT_H' \
+	    'char *crypt(const char *key, const char *salt);' '#endif' > $(dir $@)crypt.h
 
 AGENT_MUSL_COMMON_OBJS := $(patsubst common/%.c,$(BUILD)/agent/musl-common/%.o,$(COMMON_SRCS))
 $(BUILD)/agent/musl-common/%.o: common/%.c $(AGENT_MUSL_INC)/zlib.h | $(BUILD)/config.mk
@@ -35,7 +49,7 @@ $(BUILD)/agent/libvccommon-musl.a: $(AGENT_MUSL_COMMON_OBJS)
 define AGENT_MUSL_template
 $(BUILD)/agent/py$(1)-musl/%.o: agent/%.c $(AGENT_MUSL_INC)/zlib.h | $(BUILD)/config.mk
 	@mkdir -p $$(dir $$@)
-	$$(MUSL_CC) $$(AGENT_MUSL_CFLAGS) -isystem $(2) -c $$< -o $$@
+	$$(MUSL_CC) $$(AGENT_MUSL_CFLAGS) -isystem $(2) $(if $(3),-idirafter $(3)) -c $$< -o $$@
 
 $(BUILD)/libvcagent-py$(1)-musl.so: $(patsubst agent/%.c,$(BUILD)/agent/py$(1)-musl/%.o,$(AGENT_MUSL_SRCS)) $(BUILD)/agent/libvccommon-musl.a scripts/musl-agent-check
 	$$(MUSL_CC) -shared -Wl,-z,now -o $$@.tmp $$(filter %.o %.a,$$^) $(AGENT_MUSL_ZLIB) \
@@ -46,8 +60,13 @@ $(BUILD)/libvcagent-py$(1)-musl.so: $(patsubst agent/%.c,$(BUILD)/agent/py$(1)-m
 AGENT_MUSL_SOS += $(BUILD)/libvcagent-py$(1)-musl.so
 endef
 
+musl_minor = $(firstword $(subst :, ,$(1)))
+AGENT_MUSL_ROOT_MINORS := $(foreach p,$(AGENT_MUSL_ROOT_PYINCS),$(call musl_minor,$(p)))
+AGENT_MUSL_PYINCS := $(if $(MUSL_GCC),$(AGENT_MUSL_ROOT_PYINCS) \
+    $(foreach p,$(AGENT_PYINCS),$(if $(filter %d $(AGENT_MUSL_ROOT_MINORS),$(call musl_minor,$(p))),,$(p))))
+
 AGENT_MUSL_SOS :=
-$(foreach p,$(AGENT_MUSL_PYINCS),$(eval $(call AGENT_MUSL_template,$(firstword $(subst :, ,$(p))),$(word 2,$(subst :, ,$(p))))))
+$(foreach p,$(AGENT_MUSL_PYINCS),$(eval $(call AGENT_MUSL_template,$(call musl_minor,$(p)),$(word 2,$(subst :, ,$(p))),$(word 3,$(subst :, ,$(p))))))
 
 .PHONY: agent-musl
 agent-musl: $(AGENT_MUSL_SOS)

@@ -61,6 +61,18 @@ def module_verdict(path):
     return None
 
 
+def bare_libc(path):
+    """The reason of the C library without unwind tables at path (musl's), or None:
+    safepoint_bare_libc() in C."""
+    if not path.startswith('/'):
+        return None
+    base = os.path.basename(path)
+    for prefix, why in BARE_LIBCS:
+        if base.startswith(prefix):
+            return why
+    return None
+
+
 def frame_verdict(name, path):
     """Why a frame in function name (may be '') of the module at path (absolute, else the
     module is not judged) makes its thread unsafe, or None.  safepoint_unsafe_frame() in C."""
@@ -121,6 +133,11 @@ def judge(th, nr):
     for n, (name, path, pc) in enumerate(older_frames(f)):
         if n == 0:
             top = '%s in %s' % (name or hex(pc), os.path.basename(path) or 'the executable')
+        bare = bare_libc(path)
+        if bare:  # no unwind tables (musl): safepoint.c's judge_thread() does the same
+            if n == 0 and nr not in BARE_IDLE_SYSCALLS:
+                return -1, '%s (%s)' % (bare, 'syscall %d' % nr if nr >= 0 else 'running')
+            break
         why = frame_verdict(name, path)
         if why:
             return -1, '%s (%s)' % (why, name or hex(pc))

@@ -339,7 +339,14 @@ static int run_calls(const struct method_request *req, struct remote *rc,
         inject_set_err(err, errlen, "interrupted by a signal before anything ran in the target");
         return INJECT_UNTOUCHED;
     }
-    status = call_dlopen(req, rc, ls, agent_str, t0, deadline, err, errlen);
+    /* Loaded by an earlier attach whose copy of the agent is gone since: glibc's dlopen finds
+     * it by that name, musl's opens the path first and fails (ENOENT).  The agent is never
+     * unloaded, so it is resident and there is nothing to load: its entry is found below by
+     * its mapping either way. */
+    if (proc_loaded_and_gone(req->pid, req->agent_path))
+        note(req, t0, "agent mapped already, its file gone: no dlopen");
+    else
+        status = call_dlopen(req, rc, ls, agent_str, t0, deadline, err, errlen);
     if (status != INJECT_OK)
         return status;
     uint64_t entry = 0;

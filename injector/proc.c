@@ -516,6 +516,12 @@ static int mapped_deleted(pid_t pid, const char *path)
     return found;
 }
 
+int proc_loaded_and_gone(pid_t pid, const char *path)
+{
+    struct stat sb;
+    return stat_in_root(pid, path, &sb) < 0 && errno == ENOENT && mapped_deleted(pid, path);
+}
+
 int proc_open_mapped(pid_t pid, const struct proc_map *m)
 {
     /* 1. /proc/PID/map_files/START-END: the mapped inode itself, even deleted or in another

@@ -61,6 +61,9 @@ const char *proc_map_target_path(pid_t pid, const char *shown);
  * (" (deleted)"), or NULL. */
 const struct proc_map *proc_find_loaded(pid_t pid, const struct proc_maps *maps,
                                         const char *path);
+/* 1 when the target has path mapped although no file has that name any more (an earlier
+ * attach's copy of the agent, removed since), else 0. */
+int proc_loaded_and_gone(pid_t pid, const char *path);
 
 /* Reads a small text file (a /proc entry) into buf, NUL-terminated, at most cap - 1 bytes,
  * opened O_NOFOLLOW|O_NONBLOCK (never a last symlink, never a FIFO's wait).  Returns the

@@ -64,6 +64,19 @@ static const long idle_syscalls[] = {
 #include "safepoint_rules.def"
 };
 
+static const struct {
+    const char *prefix;
+    const char *why;
+} bare_libcs[] = {
+#define SP_BARE_LIBC(prefix, why) {prefix, why},
+#include "safepoint_rules.def"
+};
+
+static const long bare_idle_syscalls[] = {
+#define SP_BARE_IDLE_SYSCALL(name) SYS_##name,
+#include "safepoint_rules.def"
+};
+
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 /* The first symbol rule name matches.  A SP_NAME rule matches the name and its variants only:
@@ -112,6 +125,24 @@ const char *safepoint_unsafe_frame(const char *name, const char *module_path)
     const char *why = module_path && module_path[0] == '/' ? safepoint_unsafe_module(module_path)
                                                             : NULL;
     return why ? why : safepoint_unsafe_symbol(name);
+}
+
+const char *safepoint_bare_libc(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    for (size_t i = 0; i < COUNT(bare_libcs); i++)
+        if (strncmp(b, bare_libcs[i].prefix, strlen(bare_libcs[i].prefix)) == 0)
+            return bare_libcs[i].why;
+    return NULL;
+}
+
+int safepoint_bare_idle_syscall(long nr)
+{
+    for (size_t i = 0; i < COUNT(bare_idle_syscalls); i++)
+        if (bare_idle_syscalls[i] == nr)
+            return 1;
+    return 0;
 }
 
 /* Syscalls a thread idles in: the best places to borrow it. */
@@ -219,6 +250,27 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
         }
         /* Names: our cached ELF index only (libunwind's lookup would open the file by its
          * path, and re-read its symbol table for every frame, ~1 ms each on libpython). */
+        /* a C library without unwind tables (safepoint_rules.def: musl): judged by the
+         * syscall the thread is blocked in when it is the innermost frame; further out, the
+         * known stack ends there */
+        const char *bare = m->path[0] == '/' ? safepoint_bare_libc(m->path) : NULL;
+        if (bare) {
+            if (verbose > 1)
+                fprintf(stderr, "vcattach:   tid %d #%d %#lx (%s, no unwind tables)\n",
+                        (int)tid, frames, (unsigned long)ip, m->path);
+            if (frames == 0) {
+                const char *b = strrchr(m->path, '/');
+                snprintf(first, sizeof first, "%s", b ? b + 1 : m->path);
+                if (nr < 0 || !safepoint_bare_idle_syscall(nr)) {
+                    score = -1;
+                    if (nr >= 0)
+                        snprintf(why, whylen, "thread %d: %s (syscall %ld)", (int)tid, bare, nr);
+                    else
+                        snprintf(why, whylen, "thread %d: %s (running)", (int)tid, bare);
+                }
+            }
+            break;
+        }
         char name[256] = "";
         uint64_t bias = 0, soff = 0;
         const char *sym = NULL;

@@ -23,5 +23,10 @@ const char *safepoint_unsafe_module(const char *path);
  * module is not judged).  The ptrace method judges every frame with it; the gdb method's script
  * does the same from the same table (tests/unit/test_safepoint_rules.py compares the two). */
 const char *safepoint_unsafe_frame(const char *name, const char *module_path);
+/* A C library without unwind tables (musl's): the reason a thread whose innermost frame is in
+ * it is unsafe unless safepoint_bare_idle_syscall(its syscall), else NULL.  A frame in it
+ * further out ends the known stack. */
+const char *safepoint_bare_libc(const char *path);
+int safepoint_bare_idle_syscall(long nr);
 
 #endif /* VC_SAFEPOINT_H */

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from .paths import root_workdir
+from .paths import BUILD, ROOT, root_workdir
 from .targets import BUSY
 
 # Run by `unshare --mount --pid --fork sh -c ENTER MERGED LOWER UPPER WORK ARGV...`: the
@@ -116,3 +116,16 @@ class ImageContainer:
                 pass
             self.proc.wait(20)
         self.log.close()
+
+
+def make_env():
+    """Our environment without the variables of a make this test may run under."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
+
+def install_by_make_install(c):
+    r = subprocess.run(["make", "-s", "BUILD=" + BUILD, "install",
+                        "DESTDIR=" + c.host_path(""), "PREFIX=/opt/vcattach"], cwd=ROOT,
+                       env=make_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return "/opt/vcattach"

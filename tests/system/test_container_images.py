@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from support.container import ImageContainer
+from support.container import ImageContainer, install_by_make_install, make_env
 from support.paths import BUILD, ROOT, TESTS, VCATTACH, agent_path, debian_root_python, \
     root_workdir
 from support.proc import assert_running_untraced, run_vcattach
@@ -154,19 +154,6 @@ def test_failed_dlopen_in_bullseye_says_why(method, tmp_path):
     finally:
         p.kill()
         p.wait(10)
-
-
-def make_env():
-    """Our environment without the variables of a make this test may run under."""
-    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-
-
-def install_by_make_install(c):
-    r = subprocess.run(["make", "-s", "BUILD=" + BUILD, "install",
-                        "DESTDIR=" + c.host_path(""), "PREFIX=/opt/vcattach"], cwd=ROOT,
-                       env=make_env(), capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return "/opt/vcattach"
 
 
 def make_dist():

@@ -7,20 +7,32 @@ with a CPython 3.13 built by musl-gcc from Debian 13's python3.13 source under /
     before the target is touched, and the target maps no agent;
   - the musl agent (build/libvcagent-py313-musl.so, agent/agent_musl.mk) needs musl's libc.so
     and nothing else (scripts/musl-agent-check, run on it again here);
+  - a musl agent for every minor a glibc agent is built for (agent/agent_musl.mk), each
+    needing musl's libc.so alone;
   - a busy two-thread target (targets/counted_threads.py) on the musl CPython, pid 1 of its own
-    mount and pid namespaces (support.container), traced from the host: the musl agent is the
-    one it maps, no glibc is mapped, and each thread's counted() calls in the trace equal the
-    count the target kept itself, exactly;
-  - kill -9 of vcattach mid-trace leaves the target running, untraced, its session ended by
-    the agent, its threads never stopped;
+    mount and pid namespaces (support.container), traced from the host by ptrace and by gdb:
+    the musl agent is the one it maps, no glibc is mapped, and each thread's counted() calls in
+    the trace equal the count the target kept itself, exactly;
+  - an idle one (asleep, a thread in select): musl's libc has no unwind tables, so a thread
+    blocked there is judged by its syscall (injector/safepoint_rules.def, SP_BARE_LIBC) and
+    borrowed in its sleep; one whose every thread waits on a lock is refused, untouched;
+  - a fork pool under `--subprocesses`: every worker of every pool born and ended during the
+    trace has exactly the calls it counted itself (targets/pool_churn.py);
+  - kill -9 of vcattach at random instants, from the injection to mid-trace, leaves the target
+    running, untraced, its session ended by the agent, its threads never stopped;
+  - the self-contained vcattach (`make install DESTDIR=...`) run inside the container, on its
+    pid 1, with its -musl agent from the install: exact counts again;
   - the Python package's in-process loader (python/vcattach/_agent.py) names the musl agent
     under the musl CPython, the glibc one under the host's (the musl build has no _ctypes, so
     its libc test is run there alone, taken from the module's source).
 
 Skipped, with the reason, when the musl root is not made (`make deps` makes it: a CPython build
 of about 5 minutes) or the musl agent is not built (it is, by `make`, once the root exists)."""
+import glob
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import subprocess
@@ -28,9 +40,10 @@ import time
 
 import pytest
 
-from support.container import SRV, ImageContainer
+from support.container import SRV, ImageContainer, install_by_make_install
 from support.paths import BUILD, ROOT, TESTS, VCATTACH, agent_path, debian_root_python, \
     root_workdir
+from support.pools import Pools, check_pools, instant, read_trace, traced_from
 from support.proc import assert_running_untraced, assert_untouched, run_vcattach
 from support.service import x_events
 from support.traces import decode
@@ -101,6 +114,23 @@ def test_glibc_agent_is_never_loaded_into_a_musl_cpython(tmp_path):
         p.wait(10)
 
 
+def test_a_musl_agent_for_every_minor():
+    """Built from the glibc agents' CPython headers where no musl CPython of that minor is at
+    hand (the layouts are the same on both C libraries: agent/agent_musl.mk)."""
+    if not shutil.which("musl-gcc"):
+        pytest.skip("musl-gcc is not installed (musl-tools): no musl agent is built")
+    minors = sorted(re.match(r"libvcagent-py(\d+)\.so$", os.path.basename(p)).group(1)
+                    for p in glob.glob(os.path.join(BUILD, "libvcagent-py*.so"))
+                    if re.match(r"libvcagent-py\d+\.so$", os.path.basename(p)))
+    assert minors, "no glibc agent is built: run make"
+    for minor in minors:
+        agent = os.path.join(BUILD, "libvcagent-py%s-musl.so" % minor)
+        assert os.path.exists(agent), "%s is not built" % agent
+        r = subprocess.run([os.path.join(ROOT, "scripts", "musl-agent-check"), agent],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+
+
 def test_the_musl_agent_needs_musl_libc_alone():
     py = musl_python()
     agent = musl_agent(py)
@@ -168,10 +198,7 @@ def start_trace(c, out, method="ptrace"):
     return v
 
 
-# Not gdb yet: its safe-point check judges every frame in a module named ld-musl* as "in the
-# dynamic loader" (injector/safepoint_rules.def), and on musl that module is libc itself, at
-# the bottom of every thread's stack; it refuses, the target unchanged (issue 35, part 2).
-@pytest.mark.parametrize("method", ["ptrace"])
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
 def test_busy_threads_on_musl_traced_from_the_host_exactly(method, tmp_path):
     py = musl_python()
     musl_agent(py)
@@ -210,23 +237,189 @@ def test_busy_threads_on_musl_traced_from_the_host_exactly(method, tmp_path):
         c.close()
 
 
-def test_kill_9_of_vcattach_mid_trace_leaves_the_musl_target_running(tmp_path):
+def test_kill_9_of_vcattach_at_random_instants_leaves_the_musl_target_running(tmp_path):
+    """Three kills at random instants from vcattach's start (the injection takes a few ms of
+    that, the session the rest), then one mid-trace while the threads are in their counted
+    calls; after each the target runs untraced and a next vcattach can attach."""
     py = musl_python()
     musl_agent(py)
     c = CountedContainer(py, tmp_path)
+    rng = random.Random()
     try:
-        v = start_trace(c, tmp_path / "trace.cvf")
-        c.go()  # the threads are in their counted calls, hooked, when vcattach dies
-        time.sleep(0.05)
-        v.send_signal(signal.SIGKILL)
-        v.wait(10)
-        deadline = time.monotonic() + 30  # the agent sees its stream end and unhooks
-        while run_vcattach("status", "--pid", c.pid, "-q").returncode == 0:
-            assert time.monotonic() < deadline, "the session outlived its vcattach"
-            time.sleep(0.1)
+        for i in range(4):
+            out = tmp_path / ("trace%d.cvf" % i)
+            if i < 3:
+                v = subprocess.Popen([VCATTACH, "--pid", str(c.pid), "-t", "120s", "-o",
+                                      str(out)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+                time.sleep(rng.uniform(0.0, 0.3))
+            else:
+                v = start_trace(c, out)
+                c.go()  # the threads are in their counted calls, hooked, when vcattach dies
+                time.sleep(0.05)
+            v.send_signal(signal.SIGKILL)
+            v.wait(10)
+            deadline = time.monotonic() + 30  # the agent sees its stream end and unhooks
+            while run_vcattach("status", "--pid", c.pid, "-q").returncode == 0:
+                assert time.monotonic() < deadline, "the session outlived its vcattach"
+                time.sleep(0.1)
+            assert_running_untraced(c.pid)
         assert c.counts() == {"worker-0": CALLS, "worker-1": CALLS}
         assert_running_untraced(c.pid)
         report = c.finish()
         assert set(report) == {"worker-0", "worker-1"} and min(report.values()) > 0, report
     finally:
+        c.close()
+
+
+IDLE = """import select, sys, threading, time
+def wait_once():
+    select.select([], [], [], 0.2)
+def waiter():
+    while True:
+        wait_once()
+def tick():
+    time.sleep(0.05)
+threading.Thread(target=waiter, name="waiter", daemon=True).start()
+print("ready", flush=True)
+while True:
+    tick()
+"""
+
+LOCKED = """import threading
+ev = threading.Event()
+t = threading.Thread(target=ev.wait)
+t.start()
+print("ready", flush=True)
+t.join()
+"""
+
+
+def start_script(py, tmp_path, text):
+    outside, inside = root_workdir(py, tmp_path, "vc-musl")
+    with open(os.path.join(outside, "target.py"), "w") as f:
+        f.write(text)
+    p = subprocess.Popen(py["argv"] + [inside + "/target.py"], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.2)  # every thread in its wait
+    return p
+
+
+@pytest.mark.parametrize("method", ["ptrace", "gdb"])
+def test_idle_musl_target_is_borrowed_in_its_sleep(method, tmp_path):
+    """Every thread blocked in musl's libc (nanosleep, select): no unwind tables there, so
+    each is judged by its syscall, neither of which musl's loader, malloc or pthread_create
+    makes.  Before, every frame in ld-musl-x86_64.so.1 counted as "in the dynamic loader", and
+    an idle musl service could not be traced at all."""
+    py = musl_python()
+    musl_agent(py)
+    p = start_script(py, tmp_path, IDLE)
+    try:
+        out = tmp_path / "idle.cvf"
+        r = run_vcattach("--pid", p.pid, "-t", "1s", "-o", out, "--method", method, "-v")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert re.search(r"safe point: thread \d+ blocked in syscall", r.stderr), r.stderr
+        names = {e["name"].split(" ")[0] for e in x_events(cvf.load(str(out)))}
+        assert {"tick", "wait_once"} <= names, sorted(names)
+        assert_running_untraced(p.pid)
+    finally:
+        p.kill()
+        p.wait(10)
+
+
+def test_musl_target_waiting_only_on_locks_is_refused_untouched(tmp_path):
+    """A futex wait in musl's libc may be its loader's or malloc's lock, and without unwind
+    tables nothing tells which: a target whose every thread waits on a lock is refused in one
+    line, nothing run, the target as it was."""
+    py = musl_python()
+    musl_agent(py)
+    p = start_script(py, tmp_path, LOCKED)
+    try:
+        r = run_vcattach("--pid", p.pid, "-t", "1s", "-o", tmp_path / "locked.cvf")
+        assert r.returncode != 0, r.stdout + r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "in musl libc, not blocked in a syscall it never makes " \
+            "under a lock" in lines[0] and "nothing was run" in lines[0], r.stderr
+        assert_untouched(p.pid)
+        assert not any("libvcagent" in m for m in maps_of(p.pid))
+        assert not os.path.exists(tmp_path / "locked.cvf")
+    finally:
+        p.kill()
+        p.wait(10)
+
+
+# multiprocessing's semaphores are files in /dev/shm; the musl root has an empty /dev (as an
+# Alpine image has: the runtime mounts one), so a tmpfs /dev with a /dev/shm is mounted in a
+# mount namespace of the tree's own.  "$0" is the root; "$@" execs the interpreter.
+WITH_DEV = ('mount -t tmpfs vc-dev "$0/dev" && mkdir "$0/dev/shm" && exec "$@"')
+
+
+def test_fork_pool_on_musl_every_worker_has_its_calls(tmp_path):
+    py = musl_python()
+    musl_agent(py)
+    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c", WITH_DEV, py["root"]]
+    tree = Pools(py, "fork", tmp_path, wrap=wrap)
+    try:
+        out = str(tmp_path / "pools.cvf")
+        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
+                            "-o", out, "-f"], capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr + r.stdout
+        events = read_trace(out)
+        rounds = tree.rounds()
+        window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
+        born, with_calls, expected, found = check_pools(events, rounds, r.stdout, window)
+        print("musl fork: %d workers born during the trace, %d with calls in the trace, calls "
+              "expected %d, found %d" % (born, with_calls, expected, found))
+        assert born >= 2 and expected > 0 and found == expected, (rounds, window, r.stdout)
+        assert_running_untraced(tree.pid)
+    finally:
+        tree.close()
+
+
+def test_self_contained_vcattach_inside_the_musl_container(tmp_path):
+    """A fully static vcattach (glibc's static libc, no loader, no library: it runs on musl
+    too), installed into the container and run there on the service's pid 1, as `docker exec`
+    runs it; it picks the -musl agent of its own install."""
+    py = musl_python()
+    musl_agent(py)
+    c = CountedContainer(py, tmp_path)
+    v = None
+    try:
+        prefix = install_by_make_install(c)
+        vcattach = prefix + "/bin/vcattach"
+        r = c.exec([vcattach, "--version"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        v = subprocess.Popen(c.inside([vcattach, "--pid", "1", "-t", "120s", "-o",
+                                       "/tmp/trace.cvf"]),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while c.exec([vcattach, "status", "--pid", "1", "-q"]).returncode != 0:
+            assert v.poll() is None, v.communicate()
+            assert time.monotonic() < deadline, "no session started"
+            time.sleep(0.1)
+        with open("/proc/%d/maps" % c.pid) as f:
+            assert "%s/lib/vcattach/libvcagent-py%d-musl.so" % (prefix, py["minor"]) in f.read()
+        c.go()
+        counts = c.counts()
+        r = c.exec([vcattach, "stop", "--pid", "1"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        stdout, stderr = v.communicate(timeout=120)
+        assert v.returncode == 0, stdout + stderr
+        assert stdout.startswith("vcattach: pid 1 in "), stdout
+        trace = cvf.load(c.host_path("/tmp/trace.cvf"))
+        names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        traced = {}
+        for e in x_events(trace):
+            if e["name"].startswith("counted"):
+                key = names.get(e["tid"], e["tid"])
+                traced[key] = traced.get(key, 0) + 1
+        assert traced == counts == {"worker-0": CALLS, "worker-1": CALLS}, (traced, counts)
+        assert_running_untraced(c.pid)
+        report = c.finish()
+        assert set(report) == {"worker-0", "worker-1"} and min(report.values()) > 0, report
+    finally:
+        if v is not None and v.poll() is None:
+            v.kill()
+            v.wait()
         c.close()

@@ -64,6 +64,7 @@ def table():
     """The rules as written in safepoint_rules.def (comments removed)."""
     text = re.sub(r"/\*.*?\*/", "", open(RULES).read(), flags=re.S)
     text = re.sub(r"^#.*$", "", text, flags=re.M)  # the default definitions of the macros
+    text = re.sub(r'"\s*\n\s*"', "", text)  # a reason written as adjacent literals
     rules = {
         "name": re.findall(r'SP_NAME\("([^"]+)", "([^"]+)"\)', text),
         "prefix": re.findall(r'SP_PREFIX\("([^"]+)", "([^"]+)"\)', text),
@@ -71,6 +72,8 @@ def table():
         "module": [(p, so == "1", why) for p, so, why in
                    re.findall(r'SP_MODULE\("([^"]+)", ([01]), "([^"]+)"\)', text)],
         "idle": re.findall(r"SP_IDLE_SYSCALL\((\w+)\)", text),
+        "bare": re.findall(r'SP_BARE_LIBC\("([^"]+)", "([^"]+)"\)', text),
+        "bare_idle": re.findall(r"SP_BARE_IDLE_SYSCALL\((\w+)\)", text),
     }
     count = len(re.findall(r"\bSP_[A-Z_]+\(", text))
     assert count == sum(len(v) for v in rules.values()), "a rule this test cannot read"
@@ -172,10 +175,18 @@ def test_rendered_script_holds_the_table(gdb_script):
     assert list(gdb_script.ALIASES) == rules["alias"]
     assert list(gdb_script.MODULE_RULES) == rules["module"]
     # the idle syscalls, numbered by the same <sys/syscall.h> as safepoint.c's SYS_ names
-    idle = re.findall(r"^    (\d+),  # (\w+)$", open(GDB_SCRIPT).read(), flags=re.M)
-    assert [n for _, n in idle] == rules["idle"]
-    assert gdb_script.IDLE_SYSCALLS == {int(nr) for nr, _ in idle}
-    assert len(gdb_script.IDLE_SYSCALLS) == len(rules["idle"])
+    script = open(GDB_SCRIPT).read()
+    for name, block in (("IDLE_SYSCALLS", "idle"), ("BARE_IDLE_SYSCALLS", "bare_idle")):
+        body = re.search(r"^%s = frozenset\(\(\n(.*?)^\)\)" % name, script, re.M | re.S).group(1)
+        idle = re.findall(r"^    (\d+),  # (\w+)$", body, flags=re.M)
+        assert [n for _, n in idle] == rules[block]
+        assert getattr(gdb_script, name) == {int(nr) for nr, _ in idle}
+        assert len(getattr(gdb_script, name)) == len(rules[block])
+    # musl's libc: no unwind tables, judged by the syscall its thread is blocked in
+    assert list(gdb_script.BARE_LIBCS) == rules["bare"] and rules["bare"][0][0] == "ld-musl"
+    assert not set(rules["bare_idle"]) & {"futex", "read", "restart_syscall"}
+    assert gdb_script.bare_libc("/lib/ld-musl-x86_64.so.1") == rules["bare"][0][1]
+    assert gdb_script.bare_libc(LIBC) is None and gdb_script.bare_libc("ld-musl.so") is None
 
 
 def test_recorded_stacks_judged_alike(gdb_script):
