@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from .paths import TESTS, root_workdir
+from .paths import TESTS, VCATTACH, root_workdir
 from .traces import convert, load_json
 
 TARGET = os.path.join(TESTS, "targets", "pool_churn.py")
@@ -151,3 +151,16 @@ def check_pools(events, rounds, stdout, window, late_ok=False):
                     n, per_pid[pid], stdout)
     assert len(missing) <= unseen, "workers %s have no line\n%s" % (missing, stdout)
     return born, with_calls, expected, found
+
+
+def trace_pools(tree, out, late_ok=False):
+    """`vcattach --pid ROOT --subprocesses -t 3s` on tree (a Pools) into out, checked with
+    check_pools over the pools that began and ended while every pool-making process was traced.
+    Returns (vcattach's CompletedProcess, (born, with calls, expected, found))."""
+    r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
+                        "-o", out, "-f"], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr + r.stdout
+    events = read_trace(out)
+    rounds = tree.rounds()
+    window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
+    return r, check_pools(events, rounds, r.stdout, window, late_ok=late_ok)

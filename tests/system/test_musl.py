@@ -43,7 +43,7 @@ import pytest
 from support.container import SRV, ImageContainer, install_by_make_install
 from support.paths import BUILD, ROOT, TESTS, VCATTACH, agent_path, debian_root_python, \
     root_workdir
-from support.pools import Pools, check_pools, instant, read_trace, traced_from
+from support.pools import Pools, trace_pools
 from support.proc import assert_running_untraced, assert_untouched, run_vcattach
 from support.service import x_events
 from support.traces import decode
@@ -172,6 +172,12 @@ class CountedContainer(ImageContainer):
     def go(self):
         open(self.host_path(SRV + "/go"), "w").close()
 
+    def check_unharmed(self):
+        """Running, untraced, and ends well: both threads spun throughout (their report)."""
+        assert_running_untraced(self.pid)
+        report = self.finish()
+        assert set(report) == {"worker-0", "worker-1"} and min(report.values()) > 0, report
+
     def counts(self, timeout=60):
         path = self.host_path(SRV + "/counts.json")
         deadline = time.monotonic() + timeout
@@ -181,6 +187,18 @@ class CountedContainer(ImageContainer):
             time.sleep(0.05)
         with open(path) as f:
             return json.load(f)
+
+
+def counted_per_thread(trace):
+    """{thread name: its counted() calls} in a loaded trace."""
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    traced = {}
+    for e in x_events(trace):
+        if e["name"].startswith("counted"):
+            key = names.get(e["tid"], e["tid"])
+            traced[key] = traced.get(key, 0) + 1
+    return traced
 
 
 def start_trace(c, out, method="ptrace"):
@@ -219,17 +237,9 @@ def test_busy_threads_on_musl_traced_from_the_host_exactly(method, tmp_path):
         assert v.returncode == 0, stdout + stderr
         decode(str(out))  # the C decoder and the Python reader agree
         trace = cvf.load(str(out))
-        names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
-                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
-        traced = {}
-        for e in x_events(trace):
-            if e["name"].startswith("counted"):
-                key = names.get(e["tid"], e["tid"])
-                traced[key] = traced.get(key, 0) + 1
+        traced = counted_per_thread(trace)
         assert traced == counts, (traced, counts)
-        assert_running_untraced(c.pid)
-        report = c.finish()
-        assert set(report) == {"worker-0", "worker-1"} and min(report.values()) > 0, report
+        c.check_unharmed()
     finally:
         if v is not None and v.poll() is None:
             v.kill()
@@ -265,9 +275,7 @@ def test_kill_9_of_vcattach_at_random_instants_leaves_the_musl_target_running(tm
                 time.sleep(0.1)
             assert_running_untraced(c.pid)
         assert c.counts() == {"worker-0": CALLS, "worker-1": CALLS}
-        assert_running_untraced(c.pid)
-        report = c.finish()
-        assert set(report) == {"worker-0", "worker-1"} and min(report.values()) > 0, report
+        c.check_unharmed()
     finally:
         c.close()
 
@@ -360,17 +368,10 @@ def test_fork_pool_on_musl_every_worker_has_its_calls(tmp_path):
     wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c", WITH_DEV, py["root"]]
     tree = Pools(py, "fork", tmp_path, wrap=wrap)
     try:
-        out = str(tmp_path / "pools.cvf")
-        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
-                            "-o", out, "-f"], capture_output=True, text=True, timeout=180)
-        assert r.returncode == 0, r.stderr + r.stdout
-        events = read_trace(out)
-        rounds = tree.rounds()
-        window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
-        born, with_calls, expected, found = check_pools(events, rounds, r.stdout, window)
+        r, (born, with_calls, expected, found) = trace_pools(tree, str(tmp_path / "pools.cvf"))
         print("musl fork: %d workers born during the trace, %d with calls in the trace, calls "
               "expected %d, found %d" % (born, with_calls, expected, found))
-        assert born >= 2 and expected > 0 and found == expected, (rounds, window, r.stdout)
+        assert born >= 2 and expected > 0 and found == expected, r.stdout
         assert_running_untraced(tree.pid)
     finally:
         tree.close()
@@ -407,17 +408,9 @@ def test_self_contained_vcattach_inside_the_musl_container(tmp_path):
         assert v.returncode == 0, stdout + stderr
         assert stdout.startswith("vcattach: pid 1 in "), stdout
         trace = cvf.load(c.host_path("/tmp/trace.cvf"))
-        names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
-                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
-        traced = {}
-        for e in x_events(trace):
-            if e["name"].startswith("counted"):
-                key = names.get(e["tid"], e["tid"])
-                traced[key] = traced.get(key, 0) + 1
+        traced = counted_per_thread(trace)
         assert traced == counts == {"worker-0": CALLS, "worker-1": CALLS}, (traced, counts)
-        assert_running_untraced(c.pid)
-        report = c.finish()
-        assert set(report) == {"worker-0", "worker-1"} and min(report.values()) > 0, report
+        c.check_unharmed()
     finally:
         if v is not None and v.poll() is None:
             v.kill()

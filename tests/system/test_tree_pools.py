@@ -17,7 +17,7 @@ import pytest
 
 from support.paths import CHROOT_PYTHONS, PYTHONS, TEST_ROOT_ERROR, VCATTACH
 from support.pools import (Pools, account_lines, check_pools, instant, read_trace,
-                           traced_from)
+                           trace_pools, traced_from)
 from support.proc import assert_running_untraced
 
 METHODS = ["fork", "forkserver", "spawn"]
@@ -45,20 +45,13 @@ def interpreters():
 def test_every_short_pool_worker_has_its_calls(py, method, tmp_path):
     tree = Pools(py, method, tmp_path)
     try:
-        out = str(tmp_path / "pools.cvf")
-        r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
-                            "-o", out, "-f"], capture_output=True, text=True, timeout=180)
-        assert r.returncode == 0, r.stderr + r.stdout
-        events = read_trace(out)
-        rounds = tree.rounds()
-        window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
-        born, with_calls, expected, found = check_pools(events, rounds, r.stdout, window,
-                                                        late_ok=method == "spawn")
+        r, (born, with_calls, expected, found) = trace_pools(
+            tree, str(tmp_path / "pools.cvf"), late_ok=method == "spawn")
         lost = sum(" lost: " in line for line in account_lines(r.stdout).values())
         print("%s %s: %d workers born during the trace, %d with calls in the trace, calls "
               "expected %d, found %d; %d processes accounted for as lost" % (
                   py["id"], method, born, with_calls, expected, found, lost))
-        assert born >= 2 and expected > 0, (tree.rounds(), window, r.stdout)
+        assert born >= 2 and expected > 0, (tree.rounds(), r.stdout)
         assert "ignoring a connection" not in r.stderr, r.stderr
         assert_running_untraced(tree.pid)
     finally:
