@@ -7,7 +7,7 @@
 #   cli/cli.mk          vcattach       the command line (attach workflow, convert, summary), and
 #                       vcattach-static  the same linked statically (what install and dist ship)
 #   agent/agent.mk      libvcagent-pyXY.so per CPython minor
-#   agent/agent_musl.mk libvcagent-pyXY-musl.so per minor of a musl CPython (Alpine's targets)
+#   agent/agent_musl.mk libvcagent-pyXY-musl.so per CPython minor, for musl targets (Alpine's)
 #   tests/tests.mk, bench/bench.mk, examples/demo.mk
 # Outputs go to $(BUILD) (default build/); the CLI is build/vcattach.
 #
@@ -68,10 +68,10 @@ endif
 
 # Records what the machine offers; rebuilt when a script it runs changes (or this Makefile,
 # which says what to record), when the sid root of
-# scripts/test-root (CPython 3.14/3.15) or its musl root (a musl CPython 3.13) appears or goes,
+# scripts/test-root (CPython 3.14/3.15) or its musl root (musl CPythons 3.11, 3.13) appears or goes,
 # and by `make clean`.  It never makes a root: the agents for 3.14/3.15 are built when the root
-# is already there, the musl agents when musl-gcc is (from the musl root's headers where it has
-# that minor, else from the glibc agents' own).
+# is already there, the musl agents when musl-gcc is (from the glibc agents' headers, else from
+# the musl root's).
 MUSL_ROOT := $(shell scripts/test-root musl --path)
 TEST_ROOT_STAMP := $(wildcard $(shell scripts/test-root --path)/.vcattach-root-stamp \
                               $(MUSL_ROOT)/.vcattach-root-stamp)
@@ -103,8 +103,8 @@ FORCE:
 # Setup steps, each announced in one line before it runs, and skipped when already done:
 # the Debian packages of scripts/install-deps.sh, the test roots of scripts/test-root (sid:
 # CPython 3.14/3.15; bullseye and trixie: glibc 2.31 and 2.41, the containers the agents and
-# the self-contained vcattach are tried in; musl: an Alpine-like root whose CPython 3.13 is
-# built with musl-gcc, about 5 minutes; 2-4 minutes each the first time; VC_NO_TEST_ROOT=1
+# the self-contained vcattach are tried in; musl: an Alpine-like root whose CPythons 3.11 and
+# 3.13 are built with musl-gcc, about 5 minutes each; 2-4 minutes each the first time; VC_NO_TEST_ROOT=1
 # skips them, and without them their tests are skipped).  $(1): the goal that runs the step.
 setup_packages = @scripts/install-deps.sh --check >/dev/null 2>&1 || \
 	{ echo "$(1): installing missing Debian packages (scripts/install-deps.sh)"; \

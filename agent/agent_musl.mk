@@ -8,12 +8,14 @@
 # (cli/agent_locate.c) and never falls back to the glibc one.  The same sources as agent.mk's,
 # compiled by musl-gcc without the glibc floor's pins and wraps (glibc_floor.c is glibc's only).
 #
-# Headers: a musl CPython's own where the musl root of scripts/test-root has that minor (3.13),
-# else the same CPython headers the glibc agent is built from (AGENT_PYINCS; a root's extra
-# directory after musl's own headers, -idirafter, only for Debian's multiarch pyconfig.h).  The
-# object layouts the agent reads are the same on both C libraries: the two pyconfig.h of 3.13
-# differ only in HAVE_* of the C library and its add-ons (checked: `diff` of their #defines),
-# and the pthread types CPython embeds are the same size on musl and glibc for x86-64.
+# Headers: the same CPython headers the glibc agent of the minor is built from (AGENT_PYINCS; a
+# root's extra directory after musl's own headers, -idirafter, only for Debian's multiarch
+# pyconfig.h), else a musl CPython's own from the musl root of scripts/test-root.  The object
+# layouts the agent reads are the same on both C libraries: the pyconfig.h of the musl root's
+# 3.13 and of pyenv's 3.13 differ only in HAVE_* of the C library and its add-ons (checked:
+# `diff` of their #defines), and the pthread types CPython embeds are the same size on musl and
+# glibc for x86-64; tests/system/test_musl.py traces that root's musl CPythons (3.11, 3.13)
+# with agents built this way.
 #
 # zlib's deflate is linked in from the host's libz.a (plain C: memcpy, memset, malloc, free),
 # its symbols kept inside; musl-gcc is given only zlib's two headers (a directory of its own:
@@ -61,9 +63,10 @@ AGENT_MUSL_SOS += $(BUILD)/libvcagent-py$(1)-musl.so
 endef
 
 musl_minor = $(firstword $(subst :, ,$(1)))
-AGENT_MUSL_ROOT_MINORS := $(foreach p,$(AGENT_MUSL_ROOT_PYINCS),$(call musl_minor,$(p)))
-AGENT_MUSL_PYINCS := $(if $(MUSL_GCC),$(AGENT_MUSL_ROOT_PYINCS) \
-    $(foreach p,$(AGENT_PYINCS),$(if $(filter %d $(AGENT_MUSL_ROOT_MINORS),$(call musl_minor,$(p))),,$(p))))
+AGENT_MUSL_GLIBC_PYINCS := $(foreach p,$(AGENT_PYINCS),$(if $(filter %d,$(call musl_minor,$(p))),,$(p)))
+AGENT_MUSL_GLIBC_MINORS := $(foreach p,$(AGENT_MUSL_GLIBC_PYINCS),$(call musl_minor,$(p)))
+AGENT_MUSL_PYINCS := $(if $(MUSL_GCC),$(AGENT_MUSL_GLIBC_PYINCS) \
+    $(foreach p,$(AGENT_MUSL_ROOT_PYINCS),$(if $(filter $(AGENT_MUSL_GLIBC_MINORS),$(call musl_minor,$(p))),,$(p))))
 
 AGENT_MUSL_SOS :=
 $(foreach p,$(AGENT_MUSL_PYINCS),$(eval $(call AGENT_MUSL_template,$(call musl_minor,$(p)),$(word 2,$(subst :, ,$(p))),$(word 3,$(subst :, ,$(p))))))

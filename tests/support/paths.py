@@ -87,21 +87,25 @@ CHROOT_PYTHONS = [p for p in ALL_PYTHONS if p["root"]]
 
 
 # The roots that stand for container images of another C library (scripts/test-root): each
-# with the one interpreter the tests run in it.  Not part of the matrix above (every test on
-# every interpreter): the modules that need them take them from debian_root_python.
+# with the interpreter the tests run in it.  Not part of the matrix above (every test on every
+# interpreter): the modules that need them take them from debian_root_python.
 DEBIAN_ROOT_PYTHONS = {"bullseye": "/usr/bin/python3.9",   # glibc 2.31, python:*-slim-bullseye
                        "trixie": "/usr/bin/python3.13",    # glibc 2.41, today's python:*-slim
                        # musl, python:*-alpine: Debian 13's CPython 3.13 built with musl-gcc
                        "musl": "/opt/python3.13/bin/python3.13"}
+# The musl root's other CPython: Debian 12's 3.11 built with musl-gcc (debian_root_python's
+# path argument)
+MUSL_PYTHON_311 = "/opt/python3.11/bin/python3.11"
 
 
-def debian_root_python(name):
-    """(row, None) for the interpreter of the root NAME, a row like find-pythons' (minor, path,
-    argv = chroot ROOT path, root, version, kind, id), or (None, why) when the root is not made."""
+def debian_root_python(name, path=None):
+    """(row, None) for the interpreter of the root NAME (or the one at path in it), a row like
+    find-pythons' (minor, path, argv = chroot ROOT path, root, version, kind, id), or (None,
+    why) when the root is not made."""
     root, why = test_root(name)
     if root is None:
         return None, "no %s test root: %s" % (name, why)
-    path = DEBIAN_ROOT_PYTHONS[name]
+    path = path or DEBIAN_ROOT_PYTHONS[name]
     argv = ["chroot", root, path]
     out = subprocess.run(argv + ["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
                          capture_output=True, text=True, timeout=60)

@@ -1,6 +1,10 @@
 """Targets on musl libc (issue 35), as Alpine's python:*-alpine images run them: the musl root of
 scripts/test-root, Alpine-like (musl's loader as /lib/ld-musl-x86_64.so.1, nothing of glibc)
-with a CPython 3.13 built by musl-gcc from Debian 13's python3.13 source under /opt/python3.13.
+with two CPythons built by musl-gcc from Debian's sources: 3.13 (Debian 13's python3.13) under
+/opt/python3.13 and 3.11 (Debian 12's python3.11) under /opt/python3.11.  Their musl agents
+are built from the same CPython headers as the glibc agents (pyenv's 3.13.0 and 3.11.7), so
+these tests also show that those headers describe a musl CPython's layout.  The tests marked
+with both versions run on each; the others on 3.13.
 
   - a glibc agent is never loaded into a musl process: with no musl agent to be found (only the
     glibc libvcagent-py313.so in VCATTACH_AGENT_DIR), vcattach refuses in one line, exit 2,
@@ -41,23 +45,25 @@ import time
 import pytest
 
 from support.container import SRV, ImageContainer, install_by_make_install
-from support.paths import BUILD, ROOT, TESTS, VCATTACH, agent_path, debian_root_python, \
-    root_workdir
+from support.paths import BUILD, MUSL_PYTHON_311, ROOT, TESTS, VCATTACH, agent_path, \
+    debian_root_python, root_workdir
 from support.pools import Pools, trace_pools
 from support.proc import assert_running_untraced, assert_untouched, run_vcattach
 from support.service import x_events
 from support.traces import decode
 from vcattach import cvf
 
-MUSL, MUSL_WHY = debian_root_python("musl")
+MUSLS = {"3.13": debian_root_python("musl"), "3.11": debian_root_python("musl", MUSL_PYTHON_311)}
+MUSL_VERSIONS = pytest.mark.parametrize("version", ["3.13", "3.11"])
 COUNTED = os.path.join(TESTS, "targets", "counted_threads.py")
 CALLS = 20000
 
 
-def musl_python():
-    if MUSL is None:
-        pytest.skip(MUSL_WHY)
-    return MUSL
+def musl_python(version="3.13"):
+    py, why = MUSLS[version]
+    if py is None:
+        pytest.skip(why)
+    return py
 
 
 def musl_agent(py):
@@ -217,8 +223,9 @@ def start_trace(c, out, method="ptrace"):
 
 
 @pytest.mark.parametrize("method", ["ptrace", "gdb"])
-def test_busy_threads_on_musl_traced_from_the_host_exactly(method, tmp_path):
-    py = musl_python()
+@MUSL_VERSIONS
+def test_busy_threads_on_musl_traced_from_the_host_exactly(method, version, tmp_path):
+    py = musl_python(version)
     musl_agent(py)
     c = CountedContainer(py, tmp_path)
     v = None
@@ -314,12 +321,13 @@ def start_script(py, tmp_path, text):
 
 
 @pytest.mark.parametrize("method", ["ptrace", "gdb"])
-def test_idle_musl_target_is_borrowed_in_its_sleep(method, tmp_path):
+@MUSL_VERSIONS
+def test_idle_musl_target_is_borrowed_in_its_sleep(method, version, tmp_path):
     """Every thread blocked in musl's libc (nanosleep, select): no unwind tables there, so
     each is judged by its syscall, neither of which musl's loader, malloc or pthread_create
     makes.  Before, every frame in ld-musl-x86_64.so.1 counted as "in the dynamic loader", and
     an idle musl service could not be traced at all."""
-    py = musl_python()
+    py = musl_python(version)
     musl_agent(py)
     p = start_script(py, tmp_path, IDLE)
     try:
@@ -362,26 +370,28 @@ def test_musl_target_waiting_only_on_locks_is_refused_untouched(tmp_path):
 WITH_DEV = ('mount -t tmpfs vc-dev "$0/dev" && mkdir "$0/dev/shm" && exec "$@"')
 
 
-def test_fork_pool_on_musl_every_worker_has_its_calls(tmp_path):
-    py = musl_python()
+@MUSL_VERSIONS
+def test_fork_pool_on_musl_every_worker_has_its_calls(version, tmp_path):
+    py = musl_python(version)
     musl_agent(py)
     wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c", WITH_DEV, py["root"]]
     tree = Pools(py, "fork", tmp_path, wrap=wrap)
     try:
         r, (born, with_calls, expected, found) = trace_pools(tree, str(tmp_path / "pools.cvf"))
-        print("musl fork: %d workers born during the trace, %d with calls in the trace, calls "
-              "expected %d, found %d" % (born, with_calls, expected, found))
+        print("musl %s fork: %d workers born during the trace, %d with calls in the trace, "
+              "calls expected %d, found %d" % (py["version"], born, with_calls, expected, found))
         assert born >= 2 and expected > 0 and found == expected, r.stdout
         assert_running_untraced(tree.pid)
     finally:
         tree.close()
 
 
-def test_self_contained_vcattach_inside_the_musl_container(tmp_path):
+@MUSL_VERSIONS
+def test_self_contained_vcattach_inside_the_musl_container(version, tmp_path):
     """A fully static vcattach (glibc's static libc, no loader, no library: it runs on musl
     too), installed into the container and run there on the service's pid 1, as `docker exec`
     runs it; it picks the -musl agent of its own install."""
-    py = musl_python()
+    py = musl_python(version)
     musl_agent(py)
     c = CountedContainer(py, tmp_path)
     v = None
