@@ -207,6 +207,14 @@ def counted_per_thread(trace):
     return traced
 
 
+def end_all(v, c):
+    """vcattach v (if it still runs) killed, then the container."""
+    if v is not None and v.poll() is None:
+        v.kill()
+        v.wait()
+    c.close()
+
+
 def start_trace(c, out, method="ptrace"):
     """vcattach on the container's service, long enough to be stopped; returns it once the
     session runs."""
@@ -248,10 +256,7 @@ def test_busy_threads_on_musl_traced_from_the_host_exactly(method, version, tmp_
         assert traced == counts, (traced, counts)
         c.check_unharmed()
     finally:
-        if v is not None and v.poll() is None:
-            v.kill()
-            v.wait()
-        c.close()
+        end_all(v, c)
 
 
 def test_kill_9_of_vcattach_at_random_instants_leaves_the_musl_target_running(tmp_path):
@@ -422,7 +427,4 @@ def test_self_contained_vcattach_inside_the_musl_container(version, tmp_path):
         assert traced == counts == {"worker-0": CALLS, "worker-1": CALLS}, (traced, counts)
         c.check_unharmed()
     finally:
-        if v is not None and v.poll() is None:
-            v.kill()
-            v.wait()
-        c.close()
+        end_all(v, c)
