@@ -248,8 +248,6 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
             }
             break; /* the unwind left the known stack: stop here */
         }
-        /* Names: our cached ELF index only (libunwind's lookup would open the file by its
-         * path, and re-read its symbol table for every frame, ~1 ms each on libpython). */
         /* a C library without unwind tables (safepoint_rules.def: musl): judged by the
          * syscall the thread is blocked in when it is the innermost frame; further out, the
          * known stack ends there */
@@ -271,6 +269,8 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
             }
             break;
         }
+        /* Names: our cached ELF index only (libunwind's lookup would open the file by its
+         * path, and re-read its symbol table for every frame, ~1 ms each on libpython). */
         char name[256] = "";
         uint64_t bias = 0, soff = 0;
         const char *sym = NULL;
