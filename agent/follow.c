@@ -51,11 +51,30 @@ void vc_follow_register_atfork(void)
 
 /* ---- the child's own session, under its GIL --------------------------------------------- */
 
+/* The forking thread's running frames keep the keys they were entered with: ids of the
+ * parent's table, which the child's new table gives to other functions (or to none: "unknown
+ * function" in its trace).  Each is pinned again in the child's table, and named in its window
+ * like any first sight; one the child cannot name (a key named by text) is not recorded. */
+static void rekey_frames(vc_frame *stack, uint32_t n, const vc_pins *parents, vc_pins *childs)
+{
+    for (uint32_t d = 0; d < n; d++) {
+        uint32_t id = stack[d].id;
+        if (id >= parents->count || parents->by_id == NULL)
+            continue; /* VC_ID_NONE: not recorded either way */
+        const vc_pin *p = &parents->by_id[id];
+        stack[d].id = p->is_c == VC_PIN_NAMED
+                          ? VC_ID_NONE
+                          : vc_pins_lookup(childs, p->ptr, p->qual, p->is_c, p->owner);
+        if (stack[d].id == VC_ID_EXCLUDED)
+            stack[d].id = VC_ID_NONE; /* entered as included: its exit is only not recorded */
+    }
+}
+
 /* The thread states of the parent are gone but the forking thread's: that one keeps its
  * slot (the hooks hold it: a profile hook object, a TLS binding) under the child's tid, its
  * running frames now begun at the child's start (marked as running at attach, like any
  * frame found running when a trace begins); the others' slots stay empty for good. */
-static void threads_for_child(vc_session *s)
+static void threads_for_child(vc_session *s, const vc_pins *parents, vc_pins *childs)
 {
     PyThreadState *me = vc_compat_current_tstate();
     pid_t tid = (pid_t)syscall(SYS_gettid);
@@ -76,6 +95,7 @@ static void threads_for_child(vc_session *s)
                 t->stack[d].flags |= VC_REC_AT_ATTACH;
             }
             t->seeded = n;
+            rekey_frames(t->stack, n, parents, childs);
             continue;
         }
         t->tstate = NULL;
@@ -104,10 +124,10 @@ int vc_follow_continue_in_child(vc_session *s)
     s->pool = fresh;
     pins.filter = s->pins.filter;
     pins.own_gil = s->pins.own_gil;
+    pins.arena = &s->pool.arena;
+    threads_for_child(s, &s->pins, &pins); /* before the parent's table goes: its keys */
     vc_pins_drop(&s->pins, &pins);
     s->pins = pins;
-    s->pins.arena = &s->pool.arena;
-    threads_for_child(s);
     s->threads_untraced = 0;
     s->agent_tstate = NULL; /* the parent's agent thread: gone (its state's address may be
                                reused); the child's own agent thread sets it */

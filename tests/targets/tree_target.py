@@ -7,6 +7,9 @@
                                and again: workers born during the trace
     tree_target.py pool-with METHOD  the same through `with ctx.Pool(2) as pool:`, whose exit
                                terminates the workers (SIGTERM): they end without a stop
+    tree_target.py fork-deep   a parent that forks FORK_DEPTH calls deep every 0.1 s: the child
+                               returns through the frames the fork was made in, then works
+                               and leaves through os._exit
     tree_target.py subprocess [PYTHON]  subprocess.run of a Python child (PYTHON, default this
                                interpreter: another version makes a mixed tree) and of a shell
                                child, again and again
@@ -84,6 +87,32 @@ def run_fork():
             os.waitpid(pid, 0)
 
 
+FORK_DEPTH = 6
+
+
+def forked_in(depth):
+    """os.fork() `depth` calls down: the child returns through every one of these frames."""
+    if depth:
+        return forked_in(depth - 1)
+    return os.fork()
+
+
+def after_fork_work():
+    child_work(100)
+
+
+def run_fork_deep():
+    print("ready", flush=True)
+    while time.time() < END:
+        child_work(50)  # keys the parent pins first: the child's table gives their ids out again
+        pid = forked_in(FORK_DEPTH)
+        if pid == 0:
+            after_fork_work()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.1)
+
+
 def mp_work(x):
     time.sleep(0.05)  # a pool that lives a little: a new interpreter takes ~50 ms to start
     return child_work(100 + x)
@@ -135,6 +164,8 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "fork":
         run_fork()
+    elif mode == "fork-deep":
+        run_fork_deep()
     elif mode == "mp":
         run_mp(sys.argv[2])
     elif mode == "pool-with":
