@@ -74,6 +74,7 @@ struct member {
     int64_t ended_ms;        /* when the kernel announced its exit (ms), 0 if not seen */
     int64_t exec_ms;         /* ... its last exec (ms), 0 if not seen */
     int64_t inject_ms;       /* when its injection began (ms) */
+    int64_t heard_ms;        /* when its last frame came (ms), 0 before the first */
     uint64_t bytes;
     char exe[256];           /* for skipped ones: re-examined when it execs */
     char name[160];

@@ -74,6 +74,11 @@
 #define EXEC_RETRIES 100           /* ... at most this often (its first second) */
 #define INIT_WAIT_MS 3000          /* a young interpreter's agent waits this long for its init */
 #define INIT_GRACE_MS 3000         /* older and still not initialized: an embedding host */
+#define COLLECT_SILENCE_MS 30000   /* after STOP, an agent that sends nothing this long (its
+                                      process stopped, or a thread holding the GIL for good) is
+                                      given up: what it sent, and its window, are its trace */
+#define COLLECT_SAY_FIRST_MS 2000  /* collecting longer than this: say who is awaited, */
+#define COLLECT_SAY_MS 10000       /* ... and again this often */
 
 /* ---- configuring a connected agent -------------------------------------------------------- */
 
@@ -495,6 +500,8 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
     uint32_t type;
     int passed = -1;
     long n = vc_msg_recv_fd(m->fd, &type, buf, cap, &passed, 10000);
+    if (n >= 0)
+        m->heard_ms = vc_monotonic_ms();
     if (passed >= 0 && type == VC_MSG_STARTED)
         keep_window(m, passed);
     else if (passed >= 0)
@@ -1211,15 +1218,62 @@ static void trace_until_done(struct tree_run *r)
     trace_watch_leave(); /* top: the terminal is the operator's again */
 }
 
+/* A stopping member silent for COLLECT_SILENCE_MS (or --collect-timeout, if shorter): given
+ * up at once rather than at the end of --collect-timeout (ten minutes), with what it sent. */
+static void give_up_silent(struct tree_run *r, int64_t now)
+{
+    int64_t silence = COLLECT_SILENCE_MS;
+    if ((uint64_t)silence > r->opt->collect_timeout_ms)
+        silence = (int64_t)r->opt->collect_timeout_ms;
+    for (size_t i = 0; i < r->n; i++) {
+        struct member *m = &r->m[i];
+        int64_t heard = m->heard_ms > m->since ? m->heard_ms : m->since;
+        if (m->st != M_STOPPING || now - heard < silence)
+            continue;
+        char why[200];
+        snprintf(why, sizeof why, "its agent sent nothing for %lld s after STOP (%s; %llu "
+                 "bytes of its trace received)", (long long)(silence / 1000),
+                 target_alive(m->pid) ? "its process is stopped, or holds the GIL"
+                                      : "its process is gone",
+                 (unsigned long long)m->bytes);
+        ended_early(r, m, why);
+    }
+}
+
+/* Collecting for long: who is awaited, on stderr (the processes the operator waits for). */
+static void say_awaited(const struct tree_run *r, int64_t now, int64_t began)
+{
+    size_t waiting = 0;
+    char who[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct member *m = &r->m[i];
+        if (!tree_active(m) || m->st == M_RETRY)
+            continue;
+        if (waiting++ < 3 && used < sizeof who) {
+            char got[32];
+            int64_t heard = m->heard_ms > m->since ? m->heard_ms : m->since;
+            int w = snprintf(who + used, sizeof who - used, "%spid %d: %s received, silent %lld s",
+                             used ? "; " : "", (int)m->pid,
+                             vc_human_bytes(m->bytes, got, sizeof got),
+                             (long long)((now - heard) / 1000));
+            used = w < 0 ? sizeof who : used + (size_t)w;
+        }
+    }
+    say("vcattach: collecting the traces for %lld s: %zu processes still sending (%s%s)\n",
+        (long long)((now - began) / 1000), waiting, who, waiting > 3 ? "; ..." : "");
+}
+
 /* Stop: STOP to every running session, then collect until every trace is in, or
- * --collect-timeout, or a second Ctrl-C. */
+ * --collect-timeout, or a second Ctrl-C; a member silent for long is given up alone. */
 static void stop_and_collect(struct tree_run *r)
 {
     r->stopping = 1;
     for (size_t i = 0; i < r->n; i++)
         if (r->m[i].st == M_RUNNING && vc_msg_send(r->m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
             tree_set_state(&r->m[i], M_STOPPING);
-    int64_t collect_end = vc_monotonic_ms() + (int64_t)r->opt->collect_timeout_ms;
+    int64_t began = vc_monotonic_ms(), said = began - COLLECT_SAY_MS + COLLECT_SAY_FIRST_MS;
+    int64_t collect_end = began + (int64_t)r->opt->collect_timeout_ms;
     while (!attach_abandon && vc_monotonic_ms() < collect_end) {
         int any = 0;
         for (size_t i = 0; i < r->n; i++)
@@ -1228,6 +1282,12 @@ static void stop_and_collect(struct tree_run *r)
             break;
         pump(r, TREE_POLL_MS, r->buf, VC_MSG_MAX + 1);
         check_waits(r);
+        int64_t now = vc_monotonic_ms();
+        give_up_silent(r, now);
+        if (!r->opt->quiet && now - said >= COLLECT_SAY_MS) {
+            said = now;
+            say_awaited(r, now, began);
+        }
     }
     for (size_t i = 0; i < r->n; i++)
         if (tree_active(&r->m[i]))

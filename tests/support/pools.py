@@ -140,8 +140,11 @@ def check_pools(events, rounds, stdout, window, late_ok=False):
             found += calls.get(pid, 0)
             with_calls += n > 0 and calls.get(pid, 0) == n
             assert must <= calls.get(pid, 0) <= n, (
-                "pid %d made %d calls, %d of them once hooked, %d in the trace\n%s" % (
-                    pid, n, must, calls.get(pid, 0), stdout))
+                "pid %d made %d calls, %d of them once hooked, %d in the trace; its events: "
+                "%s; its line: %s\n%s" % (
+                    pid, n, must, calls.get(pid, 0),
+                    dict(collections.Counter(e["name"] for e in x if e["pid"] == pid)),
+                    lines[pid], stdout))
             if " traced: " in lines[pid] and " not traced: " not in lines[pid]:
                 # with its own numbers, not another's
                 assert " — %d events," % per_pid[pid] in lines[pid], "%d events in the trace\n%s" % (

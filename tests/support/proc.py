@@ -119,3 +119,52 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def _tree_states(pid):
+    """'pid stat wchan args' of pid and every descendant (for a hang's report)."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat=,wchan:24=,args="],
+                         capture_output=True, text=True).stdout.splitlines()
+    rows = {int(ln.split()[0]): ln for ln in out if ln.split()}
+    kids = {}
+    for p, ln in rows.items():
+        kids.setdefault(int(ln.split()[1]), []).append(p)
+    todo, seen = [pid], []
+    while todo:
+        p = todo.pop()
+        if p in rows:
+            seen.append(rows[p][:200])
+        todo += kids.get(p, [])
+    return "\n".join(seen)
+
+
+def hang_report(pid, targets=()):
+    """Where a vcattach that outlived its bound was: its threads' stacks (as gdb reads them),
+    the states of its children and of the targets' trees."""
+    report = ["vcattach (pid %d) still running" % pid]
+    try:
+        bt = subprocess.run(["gdb", "-nx", "-batch", "-p", str(pid),
+                             "-ex", "thread apply all bt"], capture_output=True, text=True,
+                            timeout=60).stdout
+        report.append("its stacks:\n" + "\n".join(ln for ln in bt.splitlines()
+                                                   if ln.startswith(("#", "Thread"))))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        report.append("its stacks could not be read: %s" % e)
+    report.append("its processes:\n" + _tree_states(pid))
+    for t in targets:
+        report.append("target tree %d:\n%s" % (t, _tree_states(t)))
+    return "\n".join(report)
+
+
+def communicate_or_explain(proc, timeout, targets=()):
+    """proc.communicate(timeout), or, when vcattach outlives it: an AssertionError that says
+    where it was (hang_report) and what it printed until it was killed."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    report = hang_report(proc.pid, targets) + "\n(after %s s)" % timeout
+    proc.kill()
+    stdout, stderr = proc.communicate(timeout=30)
+    raise AssertionError("%s\nits stdout:\n%s\nits stderr:\n%s"
+                         % (report, stdout[-3000:], stderr[-3000:]))

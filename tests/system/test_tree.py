@@ -6,6 +6,7 @@ during the trace that leave through os._exit), multiprocessing pools created dur
 gunicorn serving a Flask app under a bounded local load, with a worker killed mid-trace.
 Every test checks that every process of the tree is left running, unstopped and untraced.
 """
+import collections
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import urllib.request
 import pytest
 
 from support.paths import PYTHONS, TESTS, VCATTACH
-from support.proc import assert_running_untraced, free_port
+from support.proc import assert_running_untraced, communicate_or_explain, free_port
 from support.traces import decode, load_json, x_events
 
 TARGET = os.path.join(TESTS, "targets", "tree_target.py")
@@ -172,6 +173,31 @@ def test_fork_tree_one_trace(py, tmp_path):
         check_alive(at_attach)
 
 
+@pytest.mark.parametrize("py", by_minor(308, 312))
+def test_fork_child_returns_through_the_frames_it_was_forked_in(py, tmp_path):
+    """A child forked 7 calls deep returns through those frames: each ends in the child's
+    trace under its own name.  Their keys were the parent's table's ids, which the child's new
+    table gives to other functions: unless pinned again at the fork they ended under another
+    function's name, or as "unknown function"."""
+    with Tree([py["path"], TARGET, "fork-deep"], settle=0.2) as tree:
+        out = str(tmp_path / "deep.cvf")
+        r = trace_tree(tree.pid, out, 2)
+        assert r.returncode == 0, r.stderr
+        assert "names never came" not in r.stdout, r.stdout
+        pids = per_pid(decode(out))
+        children = [p for p in pids if p != tree.pid and
+                    any(e["name"].startswith("after_fork_work") for e in pids[p])]
+        assert len(children) >= 2, r.stdout  # one every 0.1 s when idle; a loaded CI forks fewer
+        for p in children:
+            names = collections.Counter(e["name"].split(" ")[0] for e in pids[p])
+            # the six forked_in frames above the fork and the one that forked, each once
+            assert names["forked_in"] == 7, (p, names)
+            assert names["after_fork_work"] == 1 and names["child_work"] == 1, (p, names)
+            assert names["child_leaf"] == 100, (p, names)
+            assert not [n for n in names if n.startswith("unknown")], (p, names)
+        check_alive([tree.pid] + descendants(tree.pid))
+
+
 @pytest.mark.parametrize("py", by_minor(312))
 def test_one_clock_across_processes(py, tmp_path):
     """A pipe ping-pong between the parent and a child bounds the clock offset between their
@@ -299,6 +325,49 @@ def test_stopped_process_reported_rest_traced(tmp_path):
                                   text=True).stdout.strip().startswith("T")  # left as it was
         finally:
             os.kill(stopped, signal.SIGCONT)
+
+
+def test_member_silent_after_stop_is_given_up_alone_with_its_trace(tmp_path):
+    """A process stopped (SIGSTOP) while traced cannot answer STOP: the others' traces are
+    collected and written at once, its own is what it streamed before (and its window), and
+    vcattach says so in its line and while it waits, instead of waiting for --collect-timeout
+    (ten minutes by default) and calling it lost.  Its agent unhooks when it runs again."""
+    py = pick(312)
+    with Tree([py["path"], TARGET, "fork"], settle=0.3) as tree:
+        stopped = long_children(tree.pid)[1]  # the long-lived worker (not the ping-pong)
+        out = str(tmp_path / "silent.cvf")
+        v = subprocess.Popen([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "2s",
+                              "--collect-timeout", "4s", "-o", out, "-f"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.5)
+            os.kill(stopped, signal.SIGSTOP)
+            t0 = time.monotonic()
+            stdout, stderr = v.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+            if v.poll() is None:
+                v.kill()
+        assert v.returncode == 0, stderr + stdout
+        assert took < 30, took  # the silence bound (4 s here), not a transfer's timeout
+        line = [ln for ln in stdout.splitlines() if "pid %d " % stopped in ln]
+        assert line and "sent nothing for 4 s after STOP" in line[0], stdout
+        assert "its process is stopped, or holds the GIL" in line[0], stdout
+        assert "its trace up to then is kept" in line[0], stdout
+        assert "collecting the traces for" in stderr and "pid %d:" % stopped in stderr, stderr
+        pids = per_pid(decode(out))
+        assert any(e["name"].startswith("child_work") for e in pids.get(stopped, [])), stdout
+        assert tree.pid in pids, stdout
+        # running again, it finds its controller gone and removes its hooks
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                assert_running_untraced(stopped)
+                break
+            except AssertionError:
+                time.sleep(0.2)
+        check_alive([tree.pid] + descendants(tree.pid))
 
 
 def test_start_status_stop_on_a_tree(tmp_path):
@@ -499,7 +568,7 @@ def test_gunicorn_whole_service(workers, tmp_path):
             time.sleep(2)
             killed = initial[0]
             os.kill(killed, signal.SIGKILL)
-        stdout, stderr = v.communicate(timeout=120)
+        stdout, stderr = communicate_or_explain(v, 120, targets=[master])
         load.join()
         assert v.returncode == 0, stderr + stdout
         pids = per_pid(decode(out))

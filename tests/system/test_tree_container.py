@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 
 from support.paths import BUILD, CHROOT_PYTHONS, PYTHONS, TESTS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH, root_workdir
-from support.proc import NOBODY, as_user, assert_running_untraced, free_port
+from support.proc import NOBODY, as_user, assert_running_untraced, free_port, hang_report
 from support.traces import decode, x_events
 
 needs_root = pytest.mark.skipif(
@@ -219,7 +219,8 @@ def trace(c, seconds, out, *extra, kill_after=None):
         try:
             v.wait(180)
         except subprocess.TimeoutExpired:
-            raise AssertionError("vcattach still running after 180 s: %s" % "".join(err_lines))
+            raise AssertionError("%s after 180 s\nits stderr (the end):\n%s" % (
+                hang_report(v.pid, [c.master]), "".join(err_lines)[-4000:]))
         out_reader.join(30)
         stdout = "".join(out_chunks)
     finally:
