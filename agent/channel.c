@@ -21,6 +21,14 @@ int vc_channel_send(vc_session *s, uint32_t type, const void *payload, size_t le
     return rc;
 }
 
+void vc_channel_reset_in_child(void)
+{
+    /* A fork while the agent thread was in a send (a controller slow to read holds it there
+     * up to the send's bound) copies the lock held, by a thread the child does not have: the
+     * child's own agent thread, streaming on its new connection, would wait for it for ever. */
+    pthread_mutex_init(&g_channel_lock, NULL);
+}
+
 void vc_channel_close(vc_session *s)
 {
     pthread_mutex_lock(&g_channel_lock);

@@ -16,5 +16,7 @@ int vc_channel_send(vc_session *s, uint32_t type, const void *payload, size_t le
                     int timeout_ms);
 /* Closes the control socket between two frames (never under a send in progress). */
 void vc_channel_close(vc_session *s);
+/* In a fork child (pthread_atfork): the channel's lock usable again, held by nobody. */
+void vc_channel_reset_in_child(void);
 
 #endif /* VC_AGENT_CHANNEL_H */

@@ -6,6 +6,7 @@
  * bounded; nothing here touches Python.
  */
 #include "lifecycle.h"
+#include "channel.h"
 #include "hooklock.h"
 
 #include <errno.h>
@@ -316,6 +317,7 @@ static void atfork_child(void)
 {
     pthread_mutex_init(&g_lock, NULL);
     vc_hooklock_reset_in_child(); /* its holder, if any, is not in the child */
+    vc_channel_reset_in_child();  /* ... nor the agent thread, maybe in a send */
     g_cond_ready_reset = 1;
     if (g_state != VC_IDLE)
         g_fork_cleanup = 1;

@@ -174,6 +174,41 @@ def test_fork_tree_one_trace(py, tmp_path):
 
 
 @pytest.mark.parametrize("py", by_minor(308, 312))
+def test_fork_while_the_parents_agent_is_in_a_send(py, tmp_path):
+    """Children forked while the parent's agent thread was in a send (vcattach stopped reading:
+    the socket full) stream their own traces and answer the STOP.  The lock of that send was
+    copied held into each child, by a thread the child does not have: its agent thread waited
+    for it for ever, and vcattach for its trace (ten minutes, then 30 s of silence)."""
+    with Tree([py["path"], TARGET, "fork-on-signal"], settle=0.3) as tree:
+        out = str(tmp_path / "sending.cvf")
+        v = subprocess.Popen([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "4",
+                              "-o", out, "-v"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and not os.path.exists(out + ".%d.spool" % tree.pid):
+                time.sleep(0.05)  # the root's session streams: its spool is there
+            time.sleep(0.3)
+            os.kill(v.pid, signal.SIGSTOP)  # vcattach reads nothing: the parent's send waits
+            time.sleep(0.7)
+            os.kill(tree.pid, signal.SIGUSR1)  # three forks while it waits
+            time.sleep(0.5)
+        finally:
+            os.kill(v.pid, signal.SIGCONT)
+        stdout, stderr = communicate_or_explain(v, 90, targets=[tree.pid])
+        assert v.returncode == 0, stderr + stdout
+        for bad in ("sent nothing", "did not start", "did not connect", "exited (or was"):
+            assert bad not in stdout, stdout
+        pids = per_pid(decode(out))
+        children = [p for p in pids if p != tree.pid]
+        assert len(children) == 3, (sorted(pids), stdout)
+        for p in children:
+            names = collections.Counter(e["name"].split(" ")[0] for e in pids[p])
+            assert names["child_work"] >= 10 and names["child_leaf"] >= 200, (p, names)
+        check_alive([tree.pid] + descendants(tree.pid))
+
+
+@pytest.mark.parametrize("py", by_minor(308, 312))
 def test_fork_child_returns_through_the_frames_it_was_forked_in(py, tmp_path):
     """A child forked 7 calls deep returns through those frames: each ends in the child's
     trace under its own name.  Their keys were the parent's table's ids, which the child's new

@@ -10,6 +10,9 @@
     tree_target.py fork-deep   a parent that forks FORK_DEPTH calls deep every 0.1 s: the child
                                returns through the frames the fork was made in, then works
                                and leaves through os._exit
+    tree_target.py fork-on-signal  a parent that calls without pause and, at each SIGUSR1,
+                               forks three long-lived children (the test chooses the moment:
+                               while its agent thread is in a send, say)
     tree_target.py subprocess [PYTHON]  subprocess.run of a Python child (PYTHON, default this
                                interpreter: another version makes a mixed tree) and of a shell
                                child, again and again
@@ -113,6 +116,28 @@ def run_fork_deep():
         time.sleep(0.1)
 
 
+def run_fork_on_signal():
+    import signal
+    asked = []
+    signal.signal(signal.SIGUSR1, lambda *_: asked.append(1))
+    print("ready", flush=True)
+    while time.time() < END:
+        child_work(50)  # ~50 k calls/s: its agent thread always has a chunk to send
+        time.sleep(0.001)
+        if asked:
+            asked.clear()
+            for _ in range(3):
+                if os.fork() == 0:
+                    quiet_child()
+
+
+def quiet_child():
+    while time.time() < END:
+        child_work(20)
+        time.sleep(0.02)
+    os._exit(0)
+
+
 def mp_work(x):
     time.sleep(0.05)  # a pool that lives a little: a new interpreter takes ~50 ms to start
     return child_work(100 + x)
@@ -166,6 +191,8 @@ if __name__ == "__main__":
         run_fork()
     elif mode == "fork-deep":
         run_fork_deep()
+    elif mode == "fork-on-signal":
+        run_fork_on_signal()
     elif mode == "mp":
         run_mp(sys.argv[2])
     elif mode == "pool-with":
