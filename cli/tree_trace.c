@@ -175,10 +175,10 @@ static struct member *admit_newcomer(struct tree_run *r, struct member *m, pid_t
         m->ino = id;
     m->forked = 1;
     m->python = 1;
-    if (r->stopping) {
-        tree_finish(r, m, M_SKIPPED, "born as the trace was ending");
-        return NULL;
-    }
+    /* Even while stopping: forked before its parent's agent took the STOP, it has recorded
+     * since its fork, inside the trace (a pool worker's whole life can fit in that gap).  Its
+     * STARTED is answered with STOP at once (on_frame), and its parent, stopped, forks no
+     * more followers: the collection still ends. */
     if (tree_traced_count(r) >= r->opt->max_processes) {
         tree_finish(r, m, M_SKIPPED, "over --max-processes");
         return NULL;

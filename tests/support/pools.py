@@ -157,11 +157,12 @@ def check_pools(events, rounds, stdout, window, late_ok=False):
 
 
 def trace_pools(tree, out, late_ok=False):
-    """`vcattach --pid ROOT --subprocesses -t 3s` on tree (a Pools) into out, checked with
+    """`vcattach --pid ROOT --subprocesses -t 3s` (every worker under the bound) on tree (a Pools) into out, checked with
     check_pools over the pools that began and ended while every pool-making process was traced.
     Returns (vcattach's CompletedProcess, (born, with calls, expected, found))."""
     r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3s",
-                        "-o", out, "-f"], capture_output=True, text=True, timeout=180)
+                        "--max-processes", "200", "-o", out, "-f"], capture_output=True,
+                       text=True, timeout=180)
     assert r.returncode == 0, r.stderr + r.stdout
     events = read_trace(out)
     rounds = tree.rounds()

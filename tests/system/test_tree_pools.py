@@ -97,7 +97,7 @@ def test_pool_under_last(method, tmp_path):
     try:
         out = str(tmp_path / "last.cvf")
         r = subprocess.run([VCATTACH, "--pid", str(tree.pid), "--subprocesses", "-t", "3.5s",
-                            "--last", "2s", "-o", out, "-f"], capture_output=True, text=True,
+                            "--last", "2s", "--max-processes", "200", "-o", out, "-f"], capture_output=True, text=True,
                            timeout=180)
         assert r.returncode == 0, r.stderr + r.stdout
         events = read_trace(out)
