@@ -103,7 +103,7 @@ static void print_member(const struct member *m)
     if (m->why[0] && (m->st != M_DONE || m->ended_early))
         vc_text_printf(&line, " — %s", m->why);
     if (m->st == M_DONE && m->salvaged)
-        vc_text_printf(&line, " (%llu of its events read from its window after it ended)",
+        vc_text_printf(&line, " (%llu of its events read from its window, never sent)",
                        (unsigned long long)m->salvaged);
     if (m->st == M_LOST && m->lost_calls)
         vc_text_printf(&line, " (%llu calls it had sent are left out)",
