@@ -87,6 +87,15 @@ def traced_from(events, rounds):
                if e.get("name") == "vcattach attach" and e.get("pid") not in workers)
 
 
+def traced_until(events, rounds):
+    """... and until when: the earliest detach of those processes.  A worker that joined as
+    the tree was stopping (forked before its parent took the STOP) is stopped after every one
+    of them, so its calls until then are all in the trace."""
+    workers = {pid for _, _, ws in rounds for pid in ws}
+    return min(e["ts"] for e in events
+               if e.get("name") == "vcattach detach" and e.get("pid") not in workers)
+
+
 def account_lines(stdout):
     """{pid: its line} of vcattach's per-process account."""
     lines = {}
@@ -166,5 +175,5 @@ def trace_pools(tree, out, late_ok=False):
     assert r.returncode == 0, r.stderr + r.stdout
     events = read_trace(out)
     rounds = tree.rounds()
-    window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
+    window = (traced_from(events, rounds), traced_until(events, rounds))
     return r, check_pools(events, rounds, r.stdout, window, late_ok=late_ok)

@@ -17,7 +17,7 @@ import pytest
 
 from support.paths import CHROOT_PYTHONS, PYTHONS, TEST_ROOT_ERROR, VCATTACH
 from support.pools import (Pools, account_lines, check_pools, instant, read_trace,
-                           trace_pools, traced_from)
+                           trace_pools, traced_from, traced_until)
 from support.proc import assert_running_untraced
 
 METHODS = ["fork", "forkserver", "spawn"]
@@ -77,7 +77,7 @@ def test_wide_pool_is_served_by_the_reserve(tmp_path):
         assert shares and min(shares) >= 2, r.stdout
         events = read_trace(out)
         rounds = tree.rounds()
-        window = (traced_from(events, rounds), instant(events, "vcattach detach", tree.pid)[0])
+        window = (traced_from(events, rounds), traced_until(events, rounds))
         born, with_calls, expected, found = check_pools(events, rounds, r.stdout, window)
         print("Pool(6) fork: %d workers born during the trace, %d with calls in the trace, "
               "calls expected %d, found %d; shares %s MiB" % (born, with_calls, expected, found,
@@ -103,7 +103,7 @@ def test_pool_under_last(method, tmp_path):
         events = read_trace(out)
         cut = instant(events, "vcattach last", tree.pid)
         assert cut, "no \"vcattach last\" instant"
-        detach = instant(events, "vcattach detach", tree.pid)[0]
+        detach = traced_until(events, tree.rounds())
         newest = max(e["ts"] + e["dur"] for e in events if e.get("ph") == "X")
         assert 1.99e6 <= newest - cut[0] <= 2.01e6, (cut, newest)  # the final 2 s of the tree
         born, with_calls, expected, found = check_pools(events, tree.rounds(), r.stdout,
