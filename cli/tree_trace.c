@@ -501,8 +501,10 @@ static void not_initialized(struct tree_run *r, struct member *m, const char *ms
 static int first_stops_pending(const struct tree_run *r)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (r->m[i].first_stop && tree_active(&r->m[i]) && r->m[i].st != M_RETRY)
-            return 1; /* (one to inject again is not, once stopping: it is never injected) */
+        if (r->m[i].first_stop && (r->m[i].st == M_CONNECT || r->m[i].st == M_STARTING ||
+                                   r->m[i].st == M_STOPPING))
+            return 1; /* (each bounded; not one whose STOP could not be sent, nor one to
+                         inject again: once stopping it is never injected) */
     return 0;
 }
 
@@ -538,7 +540,7 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
             say("vcattach: pid %d traced %lld ms after its exec (injected from "
                     "%lld ms)\n", (int)m->pid, (long long)(m->since - m->exec_ms),
                     (long long)(m->inject_ms - m->exec_ms));
-        if (r->stopping && !first_stops_pending(r) &&
+        if (r->stopping && (m->first_stop || !first_stops_pending(r)) &&
             vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
             tree_set_state(m, M_STOPPING);
         return;
@@ -1252,14 +1254,20 @@ static void give_up_silent(struct tree_run *r, int64_t now)
     }
 }
 
-/* The processes that joined while the tree stopped, once every first one is in: STOP. */
-static void stop_newcomers(struct tree_run *r)
+/* STOP to the processes running: first: every one (the tree begins to stop); else those that
+ * joined since, once every first one is in (one STOP each). */
+static void stop_running(struct tree_run *r, int first)
 {
-    if (first_stops_pending(r))
+    if (!first && first_stops_pending(r))
         return;
-    for (size_t i = 0; i < r->n; i++)
-        if (r->m[i].st == M_RUNNING && vc_msg_send(r->m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-            tree_set_state(&r->m[i], M_STOPPING);
+    for (size_t i = 0; i < r->n; i++) {
+        struct member *m = &r->m[i];
+        if (m->st == M_RUNNING && (first || !m->first_stop)) {
+            m->first_stop = 1; /* sent once, whether the send succeeds or not */
+            if (vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
+                tree_set_state(m, M_STOPPING);
+        }
+    }
 }
 
 /* Collecting for long: who is awaited, on stderr (the processes the operator waits for). */
@@ -1291,11 +1299,9 @@ static void say_awaited(const struct tree_run *r, int64_t now, int64_t began)
 static void stop_and_collect(struct tree_run *r)
 {
     r->stopping = 1;
-    for (size_t i = 0; i < r->n; i++) {
+    for (size_t i = 0; i < r->n; i++)
         r->m[i].first_stop = tree_active(&r->m[i]);
-        if (r->m[i].st == M_RUNNING && vc_msg_send(r->m[i].fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-            tree_set_state(&r->m[i], M_STOPPING);
-    }
+    stop_running(r, 1);
     int64_t began = vc_monotonic_ms(), said = began - COLLECT_SAY_MS + COLLECT_SAY_FIRST_MS;
     int64_t collect_end = began + (int64_t)r->opt->collect_timeout_ms;
     while (!attach_abandon && vc_monotonic_ms() < collect_end) {
@@ -1306,7 +1312,7 @@ static void stop_and_collect(struct tree_run *r)
             break;
         pump(r, TREE_POLL_MS, r->buf, VC_MSG_MAX + 1);
         check_waits(r);
-        stop_newcomers(r);
+        stop_running(r, 0);
         int64_t now = vc_monotonic_ms();
         give_up_silent(r, now);
         if (!r->opt->quiet && now - said >= COLLECT_SAY_MS) {
