@@ -583,9 +583,13 @@ def start_gunicorn(port, *extra):
                     "(scripts/install-deps.sh)")
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [["-w", "3"], ["-w", "2", "-k", "gthread", "--threads", "2"],
-                                     ["-w", "2", "--max-requests", "30"]],
+                                     ["-w", "2", "--max-requests", "30", "--preload"]],
                          ids=["sync", "gthread", "max-requests"])
 def test_gunicorn_whole_service(workers, tmp_path):
+    """Debian's gunicorn and Flask under load, every worker traced (a SIGKILLed one keeps what
+    it sent; a replacement is traced from its fork).  max-requests preloads the app: each of
+    its 30-request workers would otherwise import Flask (~170 k calls): dozens of them in 4 s
+    on a loaded machine, 11 M calls, more than the trace's reader is asked to decode."""
     port = free_port()
     g = start_gunicorn(port, *workers)
     try:
