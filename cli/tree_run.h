@@ -75,7 +75,8 @@ struct member {
     int64_t exec_ms;         /* ... its last exec (ms), 0 if not seen */
     int64_t inject_ms;       /* when its injection began (ms) */
     int64_t heard_ms;        /* when its last frame came (ms), 0 before the first */
-    int first_stop;          /* sent STOP when the tree began to stop (not a newcomer since) */
+    int first_stop;          /* running when the tree began to stop: sent STOP then */
+    int stop_sent;           /* STOP sent (once, whether the send succeeded or not) */
     uint64_t bytes;
     char exe[256];           /* for skipped ones: re-examined when it execs */
     char name[160];

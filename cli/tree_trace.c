@@ -495,17 +495,25 @@ static void not_initialized(struct tree_run *r, struct member *m, const char *ms
            "no Python, e.g. Apache's master under mod_wsgi): nothing to trace");
 }
 
-/* Whether a member sent STOP when the tree began to stop is still tracing or sending.  A
- * process that joins meanwhile (forked before its parent took the STOP) is stopped only once
- * none is: it then stops after the process that made it, whose trace covers until then. */
+/* Whether a process that was running when the tree began to stop is still sending.  Any
+ * other one (connecting or starting then, or joining since: forked before its parent took the
+ * STOP) is stopped only once none is: it then stops after the process that made it, whose
+ * trace covers until then.  (Each of those is bounded: END, its connection's end, or 30 s
+ * of silence.) */
 static int first_stops_pending(const struct tree_run *r)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (r->m[i].first_stop && (r->m[i].st == M_CONNECT || r->m[i].st == M_STARTING ||
-                                   r->m[i].st == M_STOPPING))
-            return 1; /* (each bounded; not one whose STOP could not be sent, nor one to
-                         inject again: once stopping it is never injected) */
+        if (r->m[i].first_stop && r->m[i].st == M_STOPPING)
+            return 1;
     return 0;
+}
+
+/* STOP to a running member (once). */
+static void send_stop(struct member *m)
+{
+    m->stop_sent = 1;
+    if (vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
+        tree_set_state(m, M_STOPPING);
 }
 
 static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap)
@@ -540,9 +548,8 @@ static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap
             say("vcattach: pid %d traced %lld ms after its exec (injected from "
                     "%lld ms)\n", (int)m->pid, (long long)(m->since - m->exec_ms),
                     (long long)(m->inject_ms - m->exec_ms));
-        if (r->stopping && (m->first_stop || !first_stops_pending(r)) &&
-            vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-            tree_set_state(m, M_STOPPING);
+        if (r->stopping && !m->stop_sent && !first_stops_pending(r))
+            send_stop(m);
         return;
     case VC_MSG_ERROR:
         buf[n] = '\0';
@@ -1254,18 +1261,17 @@ static void give_up_silent(struct tree_run *r, int64_t now)
     }
 }
 
-/* STOP to the processes running: first: every one (the tree begins to stop); else those that
- * joined since, once every first one is in (one STOP each). */
+/* STOP to the processes running: first: every one (the tree begins to stop); else each one
+ * not sent it yet, once no first one is still sending. */
 static void stop_running(struct tree_run *r, int first)
 {
     if (!first && first_stops_pending(r))
         return;
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
-        if (m->st == M_RUNNING && (first || !m->first_stop)) {
-            m->first_stop = 1; /* sent once, whether the send succeeds or not */
-            if (vc_msg_send(m->fd, VC_MSG_STOP, NULL, 0, 5000) == 0)
-                tree_set_state(m, M_STOPPING);
+        if (m->st == M_RUNNING && !m->stop_sent) {
+            m->first_stop = first;
+            send_stop(m);
         }
     }
 }
@@ -1299,8 +1305,6 @@ static void say_awaited(const struct tree_run *r, int64_t now, int64_t began)
 static void stop_and_collect(struct tree_run *r)
 {
     r->stopping = 1;
-    for (size_t i = 0; i < r->n; i++)
-        r->m[i].first_stop = tree_active(&r->m[i]);
     stop_running(r, 1);
     int64_t began = vc_monotonic_ms(), said = began - COLLECT_SAY_MS + COLLECT_SAY_FIRST_MS;
     int64_t collect_end = began + (int64_t)r->opt->collect_timeout_ms;
