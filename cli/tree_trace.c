@@ -176,9 +176,9 @@ static struct member *admit_newcomer(struct tree_run *r, struct member *m, pid_t
     m->forked = 1;
     m->python = 1;
     /* Even while stopping: forked before its parent's agent took the STOP, it has recorded
-     * since its fork, inside the trace (a pool worker's whole life can fit in that gap).  Its
-     * STARTED is answered with STOP at once (on_frame), and its parent, stopped, forks no
-     * more followers: the collection still ends. */
+     * since its fork, inside the trace (a pool worker's whole life can fit in that gap).  It
+     * is stopped after the processes running at the stop (first_stops_pending), and its
+     * parent, stopped, forks no more followers: the collection still ends. */
     if (tree_traced_count(r) >= r->opt->max_processes) {
         tree_finish(r, m, M_SKIPPED, "over --max-processes");
         return NULL;
@@ -1241,6 +1241,12 @@ static void trace_until_done(struct tree_run *r)
 
 /* A stopping member silent for COLLECT_SILENCE_MS (or --collect-timeout, if shorter): given
  * up at once rather than at the end of --collect-timeout (ten minutes), with what it sent. */
+/* When a member was last heard of: its last frame, or its state's start if later. */
+static int64_t last_heard(const struct member *m)
+{
+    return m->heard_ms > m->since ? m->heard_ms : m->since;
+}
+
 static void give_up_silent(struct tree_run *r, int64_t now)
 {
     int64_t silence = COLLECT_SILENCE_MS;
@@ -1248,8 +1254,7 @@ static void give_up_silent(struct tree_run *r, int64_t now)
         silence = (int64_t)r->opt->collect_timeout_ms;
     for (size_t i = 0; i < r->n; i++) {
         struct member *m = &r->m[i];
-        int64_t heard = m->heard_ms > m->since ? m->heard_ms : m->since;
-        if (m->st != M_STOPPING || now - heard < silence)
+        if (m->st != M_STOPPING || now - last_heard(m) < silence)
             continue;
         char why[200];
         snprintf(why, sizeof why, "its agent sent nothing for %lld s after STOP (%s; %llu "
@@ -1288,11 +1293,10 @@ static void say_awaited(const struct tree_run *r, int64_t now, int64_t began)
             continue;
         if (waiting++ < 3 && used < sizeof who) {
             char got[32];
-            int64_t heard = m->heard_ms > m->since ? m->heard_ms : m->since;
             int w = snprintf(who + used, sizeof who - used, "%spid %d: %s received, silent %lld s",
                              used ? "; " : "", (int)m->pid,
                              vc_human_bytes(m->bytes, got, sizeof got),
-                             (long long)((now - heard) / 1000));
+                             (long long)((now - last_heard(m)) / 1000));
             used = w < 0 ? sizeof who : used + (size_t)w;
         }
     }
