@@ -65,12 +65,17 @@ struct vm_read {
     uint64_t addr;
 };
 
+int dbg_read_in_child(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
 static int vm_read(void *arg, void *buf, size_t len)
 {
     const struct vm_read *r = arg;
-    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)r->addr, len};
-    ssize_t n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
-    return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+    return dbg_read_in_child(r->pid, r->addr, buf, len);
 }
 
 /* The address comes from the target's memory (pointers it controls), and may be in a

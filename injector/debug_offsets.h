@@ -38,6 +38,9 @@ struct py_debug_offsets {
  * 0 or -errno. */
 int dbg_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 int dbg_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* dbg_read without its child, for code that already runs in a bounded_read child (several
+ * reads that must see the target at nearly one instant, at the cost of one fork). */
+int dbg_read_in_child(pid_t pid, uint64_t addr, void *buf, size_t len);
 
 /* Finds and checks the table of pid (its libpython, else its executable).  Returns 0;
  * -ENOENT when the process has no such table (before 3.14, or not CPython); -EPROTO when the

@@ -116,8 +116,10 @@ static int run_remote_exec(const struct inject_request *req, int *gave_up, char 
     if (req->verbose)
         fprintf(stderr, "vcattach: remote-exec: script %s (target's view)\n", script.path);
     struct wait_through w = {.req = req};
-    int st = inject_remote_exec(&m, script.path, wait_through, &w, err, errlen);
-    rexec_script_remove(&script);
+    int script_in_use = 0;
+    int st = inject_remote_exec(&m, script.path, wait_through, &w, &script_in_use, err, errlen);
+    if (!script_in_use)
+        rexec_script_remove(&script);
     *gave_up = w.gave_up;
     return st;
 }

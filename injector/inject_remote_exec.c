@@ -39,7 +39,10 @@
  * (which the caller deletes) nor what the buffer held before (an earlier attach's deleted
  * script: CI once saw "Can't open debugger script" in a target's stderr from that).  The
  * buffer keeps /dev/null, inert while the flag is clear.  Left: a take between the cancel's
- * two writes copies either path; it is waited for as taken (await_script).
+ * two writes copies either path; it is waited for as taken (await_script).  A cancel writes
+ * only to a thread state a whole walk of the list still shows (a freed one must not be
+ * written); when no walk is whole for DECIDE_MS the request stays posted and the caller keeps
+ * its script (*script_in_use), which a later take then still finds.
  */
 #include "method.h"
 #include "monotonic.h"
@@ -52,8 +55,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bounded_read.h"
 #include "debug_offsets.h"
 #include "proc.h"
+#include "test_seam.h"
 
 #define PLEASE_STOP_BIT (1u << 5) /* _PY_EVAL_PLEASE_STOP_BIT, 3.14 and 3.15 */
 #define MAX_THREADS 4096
@@ -63,6 +68,8 @@
 #define SCRIPT_RUN_MS 10000       /* taken: import ctypes + dlopen + connect, on a busy target */
 #define WALK_TRIES 20             /* walks of the thread list before it is called unreadable */
 #define WALK_RETRY_US 2000        /* between two of them */
+#define WALK_TIMEOUT_MS 2000      /* one walk, in its child (bounded_read.h) */
+#define DECIDE_MS 2000            /* a cancel's looks for whether its thread state still lives */
 #define TSTATE_SPAN_MAX 512       /* a thread state's fields read at once up to this far apart */
 
 struct target {
@@ -70,6 +77,7 @@ struct target {
     struct py_debug_offsets o;
     uint64_t interp;
     int verbose;
+    int left_pending; /* a request stays posted: see cancel() */
 };
 
 /* 1 if the interpreter at addr has id 0 and is the last in the list: the main one. */
@@ -204,18 +212,18 @@ struct candidate {
 };
 
 /* The main interpreter's thread states as one walk of its list saw them. */
+enum walk { WALK_OK, WALK_TORN, WALK_GONE };
+
 struct tstate_list {
     uint64_t addr[MAX_THREADS], native[MAX_THREADS];
     size_t n;
     uint64_t main_ts, holder;
     int32_t locked;
+    enum walk walk; /* how the walk that filled it ended */
 };
 
-enum walk { WALK_OK, WALK_TORN, WALK_GONE };
-
-/* A thread state's interpreter, native thread id and next: one read when the three fields
- * lie close together (they do, in 3.14 and 3.15), since every read costs a fork
- * (bounded_read.c). */
+/* In the walk's child: a thread state's interpreter, native thread id and next, in one read
+ * when the three fields lie close together (they do, in 3.14 and 3.15). */
 static int read_tstate(const struct target *t, uint64_t ts, uint64_t *interp, uint64_t *native,
                        uint64_t *next)
 {
@@ -229,20 +237,25 @@ static int read_tstate(const struct target *t, uint64_t ts, uint64_t *interp, ui
     uint64_t *out[3] = {interp, native, next};
     unsigned char span[TSTATE_SPAN_MAX];
     if (hi + 8 - lo <= sizeof span) {
-        if (dbg_read(t->pid, ts + lo, span, (size_t)(hi + 8 - lo)) < 0)
+        if (dbg_read_in_child(t->pid, ts + lo, span, (size_t)(hi + 8 - lo)) < 0)
             return -1;
         for (int i = 0; i < 3; i++)
             memcpy(out[i], span + (fields[i] - lo), 8);
         return 0;
     }
     for (int i = 0; i < 3; i++)
-        if (dbg_read(t->pid, ts + fields[i], out[i], 8) < 0)
+        if (dbg_read_in_child(t->pid, ts + fields[i], out[i], 8) < 0)
             return -1;
     return 0;
 }
 
 /* One walk of the main interpreter's thread states, without stopping anything: so the list
- * may change under it.  Threads come and go, and CPython makes short-lived thread states in
+ * may change under it.  It runs in one child (walk_once), whose reads follow each other within
+ * microseconds: a walk read by one child per read (a fork each) took tens of milliseconds on a
+ * loaded machine, long enough for a process that makes threads nonstop (CPython's
+ * test_threading) to tear every one of 20 walks, and a cancel that cannot tell whether its
+ * thread state lives cannot withdraw its request (cancel()).
+ * Threads come and go, and CPython makes short-lived thread states in
  * the main interpreter too (a process that made and destroyed subinterpreters nonstop had
  * one at the head, freed before its fields were read: garbage, once a "next" pointing at
  * itself, which an unchecked walk followed for seconds).  A walk that meets a thread state
@@ -253,10 +266,10 @@ static enum walk walk_threads(const struct target *t, struct tstate_list *l)
     const struct py_debug_offsets *o = &t->o;
     uint64_t ts = 0;
     l->n = 0;
-    if (dbg_read(t->pid, t->interp + o->threads_head, &ts, 8) < 0 ||
-        dbg_read(t->pid, t->interp + o->threads_main, &l->main_ts, 8) < 0 ||
-        dbg_read(t->pid, t->interp + o->gil_locked, &l->locked, 4) < 0 ||
-        dbg_read(t->pid, t->interp + o->gil_holder, &l->holder, 8) < 0)
+    if (dbg_read_in_child(t->pid, t->interp + o->threads_head, &ts, 8) < 0 ||
+        dbg_read_in_child(t->pid, t->interp + o->threads_main, &l->main_ts, 8) < 0 ||
+        dbg_read_in_child(t->pid, t->interp + o->gil_locked, &l->locked, 4) < 0 ||
+        dbg_read_in_child(t->pid, t->interp + o->gil_holder, &l->holder, 8) < 0)
         return WALK_GONE;
     while (ts) {
         if (l->n == MAX_THREADS)
@@ -274,9 +287,42 @@ static enum walk walk_threads(const struct target *t, struct tstate_list *l)
     return WALK_OK;
 }
 
-/* walk_threads until a walk is whole, a few times over a few milliseconds: the short-lived
- * thread states live for microseconds.  Still torn after that: the thread-state offsets are
- * wrong (every walk meets a "foreign" interpreter). */
+/* Test-only fault injection (test_seam.h, not in the product): VCATTACH_TEST_WHOLE_WALKS=N
+ * makes every walk after the first N torn, as in a process that makes threads nonstop
+ * (tests/system/test_e2e_remote_exec.py).  Unset, it does nothing. */
+static int torn_by_test(void)
+{
+    static long walks;
+    const char *v = VC_SEAM(WHOLE_WALKS);
+    return v && ++walks > atol(v);
+}
+
+static int walk_in_child(void *arg, void *buf, size_t len)
+{
+    struct tstate_list *l = buf;
+    l->walk = walk_threads(arg, l);
+    return 0;
+}
+
+/* One walk, in a child (bounded_read.h: the thread states are memory the target's user
+ * controls, and may sit in a FUSE mapping that never answers: WALK_GONE then). */
+static enum walk walk_once(const struct target *t, struct tstate_list *l)
+{
+    if (torn_by_test()) {
+        l->n = 0;
+        return WALK_TORN;
+    }
+    int rc = bounded_read("dbg", walk_in_child, (void *)t, l, sizeof *l, WALK_TIMEOUT_MS);
+    if (rc < 0) {
+        l->n = 0;
+        return rc == -ETIMEDOUT ? WALK_GONE : WALK_TORN; /* no child now: try again */
+    }
+    return l->walk;
+}
+
+/* Walks until one is whole, a few times over a few milliseconds: the short-lived thread
+ * states live for microseconds.  Still torn after that: the thread-state offsets are wrong
+ * (every walk meets a "foreign" interpreter). */
 static enum walk look(const struct target *t, struct tstate_list *l)
 {
     struct timespec pause = {0, WALK_RETRY_US * 1000L};
@@ -284,7 +330,7 @@ static enum walk look(const struct target *t, struct tstate_list *l)
     for (int i = 0; i < WALK_TRIES && w == WALK_TORN; i++) {
         if (i > 0)
             nanosleep(&pause, NULL);
-        w = walk_threads(t, l);
+        w = walk_once(t, l);
     }
     return w;
 }
@@ -432,26 +478,42 @@ static int taken(const struct target *t, const struct request *r)
 }
 
 /* 1 while tstate is still one of the interpreter's thread states, 0 when it is not (a thread
- * that exited has its state freed: its memory must not be written any more), -1 when that
- * cannot be told (the process exited, or no whole walk). */
+ * that exited has its state freed: its memory must not be written any more; or the process
+ * exited), -1 when no walk was whole for DECIDE_MS. */
 static int still_listed(const struct target *t, uint64_t tstate)
 {
     static struct tstate_list l;
-    if (look(t, &l) != WALK_OK)
-        return -1;
-    return listed_in(&l, tstate);
+    int64_t until = vc_monotonic_ms() + DECIDE_MS;
+    for (;;) {
+        enum walk w = look(t, &l);
+        if (w == WALK_OK)
+            return listed_in(&l, tstate);
+        if (kill(t->pid, 0) < 0 && errno == ESRCH)
+            return 0;
+        if (vc_monotonic_ms() >= until)
+            return -1;
+    }
 }
 
 /* Withdraws a posted request (see the top comment for the order of the writes): 1 if it was
  * withdrawn before anyone took it (or its thread is gone), 0 if it had been taken (the script
- * runs; r->crossed when that may be /dev/null). */
-static int cancel(const struct target *t, struct request *r)
+ * runs; r->crossed when that may be /dev/null), -1 if it could not be told whether its thread
+ * state still lives.  Then nothing is written (the state may be freed), the request may still
+ * be taken at any time, and so its script must stay (t->left_pending): CI once saw "Can't
+ * open debugger script" in a target that took, after the script was removed, a request
+ * called withdrawn because no walk of its thread list was whole. */
+static int cancel(struct target *t, struct request *r)
 {
     if (!r->posted)
         return 1;
     r->posted = 0;
-    if (still_listed(t, r->tstate) != 1)
-        return 1; /* gone, or unknowable: nothing is written to a state that may be freed */
+    int listed = still_listed(t, r->tstate);
+    if (listed < 0) {
+        t->left_pending = 1;
+        return -1;
+    }
+    if (!listed)
+        return 1; /* gone: nothing is written to a state that may be freed */
     static const char inert[] = "/dev/null";
     int was = taken(t, r);
     if (was == 0 &&
@@ -507,14 +569,41 @@ static int await_script(const struct target *t, const struct request *r, inject_
     return INJECT_FAILED;
 }
 
+/* cancel() could not tell whether the request's thread state lives: the request stays posted
+ * (so does its script, t->left_pending), and the attach failed (no fallback: a request the
+ * interpreter may still take must not meet another method's agent). */
+static int left_posted(const struct target *t, const struct request *r, char *err,
+                       size_t errlen)
+{
+    inject_set_err(err, errlen, "the remote-exec request on thread %d of pid %d could not be "
+                         "withdrawn: no walk of its thread list was whole for %d s (a process "
+                         "that makes threads nonstop?); it stays posted, with its script in the "
+                         "target's /tmp, until the next vcattach removes it; try again or use "
+                         "--method ptrace",
+            (int)r->tid, (int)t->pid, DECIDE_MS / 1000);
+    return INJECT_FAILED;
+}
+
+/* The outcome of a cancel() that ends the attempt: an inject_status. */
+static int after_cancel(struct target *t, struct request *r, inject_wait_fn wait, void *ctx,
+                        int cancelled, int withdrawn_status, char *err, size_t errlen)
+{
+    if (cancelled < 0)
+        return left_posted(t, r, err, errlen);
+    if (cancelled == 0)
+        return await_script(t, r, wait, ctx, err, errlen);
+    return withdrawn_status;
+}
+
 /* The deadline passed and no thread took the request: it is withdrawn (unless it was taken
  * meanwhile: then the agent is awaited) and the agent gets a last grace to connect. */
 static int give_up(const struct method_request *req, struct target *t, struct request *r,
                    inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen)
 {
     pid_t tid = r->tid;
-    if (!cancel(t, r))
-        return await_script(t, r, wait_connected, ctx, err, errlen);
+    int cancelled = cancel(t, r);
+    if (cancelled <= 0)
+        return after_cancel(t, r, wait_connected, ctx, cancelled, 0, err, errlen);
     if (wait_for(wait_connected, ctx, CANCEL_GRACE_MS) == 1)
         return INJECT_OK;
     if (tid == 0) {
@@ -531,10 +620,16 @@ static int give_up(const struct method_request *req, struct target *t, struct re
     return INJECT_UNTOUCHED;
 }
 
+static int run_request(const struct method_request *req, struct target *t,
+                       const char *script_path, inject_wait_fn wait_connected, void *ctx,
+                       char *err, size_t errlen);
+
 int inject_remote_exec(const struct method_request *req, const char *script_path,
-                       inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen)
+                       inject_wait_fn wait_connected, void *ctx, int *script_in_use, char *err,
+                       size_t errlen)
 {
     struct target t;
+    *script_in_use = 0;
     int st = open_target(req->pid, req->verbose, &t, err, errlen);
     if (st != INJECT_OK)
         return st;
@@ -543,33 +638,47 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
                 script_path, (int)req->pid, (unsigned long long)t.o.script_path_size);
         return INJECT_UNTOUCHED;
     }
+    st = run_request(req, &t, script_path, wait_connected, ctx, err, errlen);
+    *script_in_use = t.left_pending;
+    return st;
+}
+
+/* Posts the request, moves it while a better thread shows up, and waits for the agent. */
+static int run_request(const struct method_request *req, struct target *t,
+                       const char *script_path, inject_wait_fn wait_connected, void *ctx,
+                       char *err, size_t errlen)
+{
     struct request r;
     memset(&r, 0, sizeof r);
     static struct looks k; /* large: not on the stack */
     memset(&k, 0, sizeof k);
-    if (sample(&t, &k, err, errlen) < 0) /* the first: which threads run, which states last */
+    if (sample(t, &k, err, errlen) < 0) /* the first: which threads run, which states last */
         return INJECT_UNTOUCHED;
     struct timespec gap = {0, ACTIVITY_SAMPLE_MS * 1000000L};
     nanosleep(&gap, NULL);
     int64_t deadline = vc_monotonic_ms() + (req->timeout_ms > 0 ? req->timeout_ms : 5000);
-    int sampled = sample(&t, &k, err, errlen);
+    int sampled = sample(t, &k, err, errlen);
     for (;;) {
         struct candidate c;
         int current_score = -1;
         if (sampled < 0 ||
-            pick_thread(&t, &k, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
-            if (cancel(&t, &r))
-                return INJECT_UNTOUCHED;
-            return await_script(&t, &r, wait_connected, ctx, err, errlen);
+            pick_thread(t, &k, &c, r.posted ? r.tstate : 0, &current_score, err, errlen) < 0) {
+            return after_cancel(t, &r, wait_connected, ctx, cancel(t, &r), INJECT_UNTOUCHED,
+                                err, errlen);
         }
         /* Moved only when the thread asked no longer looks like it runs Python soon and
          * another one does: each move is a withdrawal and a new request. */
         if (c.score >= 0 &&
             (!r.posted || (c.addr != r.tstate && current_score < 2 && c.score >= 2))) {
-            if (!cancel(&t, &r))
-                return await_script(&t, &r, wait_connected, ctx, err, errlen);
-            if (post(&t, &r, &c, script_path, err, errlen) < 0) {
-                cancel(&t, &r);
+            int cancelled = cancel(t, &r);
+            if (cancelled <= 0)
+                return after_cancel(t, &r, wait_connected, ctx, cancelled, 0, err, errlen);
+            if (post(t, &r, &c, script_path, err, errlen) < 0) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", err);
+                if (cancel(t, &r) < 0)
+                    return left_posted(t, &r, err, errlen);
+                inject_set_err(err, errlen, "%s", why);
                 return INJECT_UNTOUCHED;
             }
         }
@@ -578,21 +687,22 @@ int inject_remote_exec(const struct method_request *req, const char *script_path
             return INJECT_OK;
         /* One look a slice: it tells whether the request's state is still there (only then
          * is its flag read), and the next round picks from it. */
-        sampled = sample(&t, &k, err, errlen);
+        sampled = sample(t, &k, err, errlen);
         int listed = !r.posted ? 0 : sampled < 0 ? -1 : listed_in(&k.lists[k.now], r.tstate);
-        int took = listed == 1 ? taken(&t, &r) : listed == 0 ? -1 : 0; /* unknowable: pending */
+        int took = listed == 1 ? taken(t, &r) : listed == 0 ? -1 : 0; /* unknowable: pending */
         if (took < 0)
             r.posted = 0; /* its thread exited: post again to another one */
         if (w < 0) {
-            if (took == 1 || !cancel(&t, &r))
-                return await_script(&t, &r, wait_connected, ctx, err, errlen);
+            int cancelled = took == 1 ? 0 : cancel(t, &r);
+            if (cancelled <= 0)
+                return after_cancel(t, &r, wait_connected, ctx, cancelled, 0, err, errlen);
             inject_set_err(err, errlen, "interrupted, or pid %d exited, while waiting for a thread "
                                  "to take the remote-exec request (withdrawn)", (int)req->pid);
             return INJECT_UNTOUCHED;
         }
         if (took == 1)
-            return await_script(&t, &r, wait_connected, ctx, err, errlen);
+            return await_script(t, &r, wait_connected, ctx, err, errlen);
         if (vc_monotonic_ms() >= deadline)
-            return give_up(req, &t, &r, wait_connected, ctx, err, errlen);
+            return give_up(req, t, &r, wait_connected, ctx, err, errlen);
     }
 }

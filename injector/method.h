@@ -66,9 +66,12 @@ int inject_remote_exec_check(pid_t pid, char *err, size_t errlen);
  * run Python soon, and calls wait_connected until the agent connects or req->timeout_ms has
  * passed; then the request is cancelled (pending flag cleared, path buffer restored).
  * INJECT_OK (connected); INJECT_UNTOUCHED (refused, or cancelled before any thread took it:
- * nothing ran); INJECT_FAILED (the script was taken but the agent did not connect). */
+ * nothing ran); INJECT_FAILED (the script was taken but the agent did not connect, or the
+ * request could not be withdrawn for certain: then *script_in_use, and the caller must leave
+ * the script where it is, since the interpreter may still open it). */
 int inject_remote_exec(const struct method_request *req, const char *script_path,
-                       inject_wait_fn wait_connected, void *ctx, char *err, size_t errlen);
+                       inject_wait_fn wait_connected, void *ctx, int *script_in_use, char *err,
+                       size_t errlen);
 
 /* For the methods (method_err.c): fills err with one formatted line, always terminated. */
 void inject_set_err(char *err, size_t errlen, const char *fmt, ...)

@@ -67,19 +67,30 @@ static int put_bytes_literal(char *buf, size_t cap, size_t *used, const char *pa
     return 0;
 }
 
+/* The script.  A failed load is one line on the target's stderr, never an exception: a
+ * request left posted (inject_remote_exec.c: one that could not be withdrawn for certain) may
+ * be taken after vcattach removed its copy of the agent, in whatever frame of the target, and
+ * must then not raise there.  (The agent's file may be gone in a good attach too: a copy the
+ * target has loaded is removed, and dlopen finds it by its name.) */
 static int render(char *buf, size_t cap, const char *agent, const char *control)
 {
     size_t used = 0;
     int n = snprintf(buf, cap, "# vcattach: loads its tracing agent (PEP 768 remote exec); "
                                "vcattach removes this file\n"
-                               "import ctypes, os\n"
-                               "ctypes.CDLL(os.fsdecode(");
+                               "import ctypes, os, sys\n"
+                               "try:\n"
+                               "    agent = ctypes.CDLL(os.fsdecode(");
     if (n < 0 || (size_t)n >= cap)
         return -1;
     used = (size_t)n;
     if (put_bytes_literal(buf, cap, &used, agent) < 0)
         return -1;
-    n = snprintf(buf + used, cap - used, ")).vc_agent_connect(");
+    n = snprintf(buf + used, cap - used,
+                 "))\n"
+                 "except OSError as e:\n"
+                 "    print('vcattach: its agent did not load:', e, file=sys.stderr)\n"
+                 "else:\n"
+                 "    agent.vc_agent_connect(");
     if (n < 0 || (size_t)n >= cap - used)
         return -1;
     used += (size_t)n;

@@ -10,7 +10,8 @@
  * Root itself never creates, chmods or unlinks anything there: a mount or symlink raced in by
  * the target's user can only redirect what that user could do anyway.  The script removes
  * nothing itself: vcattach removes it (the same kind of child) once the agent connected, or
- * when the request was withdrawn; a vcattach killed in between leaves it, and the next one
+ * when the request was withdrawn; a vcattach killed in between, or one that could not
+ * withdraw its request for certain (inject_remote_exec.c), leaves it, and the next one
  * that makes a script in that /tmp removes it (its creator gone, older than any live script,
  * the target user's, and not a mount point).
  */

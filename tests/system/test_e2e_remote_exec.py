@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from support.paths import (CHROOT_PYTHONS, PYTHONS, TEST_ROOT, TEST_ROOT_ERROR, VCATTACH,
-                           agent_path, root_workdir)
+from support.paths import (CHROOT_PYTHONS, PYTHONS, SEAMS_VCATTACH, TEST_ROOT, TEST_ROOT_ERROR,
+                           VCATTACH, agent_path, root_workdir, seams_env)
 from support.proc import assert_running_untraced, run_vcattach
 from support.service import (assert_unharmed, check_service_threads, check_summary,
                              thread_names, trace_with_late_thread, x_events)
@@ -405,6 +405,54 @@ def test_kill_9_of_vcattach_during_remote_exec(python, tmp_path):
     finally:
         stderr = t.close()
     assert stderr == "", stderr
+
+
+# The main thread sleeps in C through the attach (no evaluation breaker), then runs Python.
+LATE_TAKER = """import sys, time
+def step(i):
+    return i * 2
+print("ready", flush=True)
+time.sleep(6)
+total = 0
+for i in range(200000):
+    total += step(i)
+time.sleep(0.5)
+print("done", total, flush=True)
+"""
+
+
+@pytest.mark.parametrize("python", py_params())
+def test_request_not_surely_withdrawn_keeps_its_script(python, tmp_path):
+    """A cancel that cannot read the thread list whole (VCATTACH_TEST_WHOLE_WALKS: every walk
+    after the request was posted is torn, as in CPython's test_threading, which makes threads
+    nonstop) cannot tell whether the request's thread state still lives, so it writes nothing
+    and the request stays posted.  Its script must stay too: CI once saw a target take such a
+    request after the script was removed ("Can't open debugger script ...: FileNotFoundError",
+    an unraisable exception in whatever frame took it).  The attach fails in one line, the
+    script is still there when the target takes the request seconds later, and the target
+    runs on with nothing raised (the agent's copy is gone by then: one line on its stderr)."""
+    t = RootTarget(python, tmp_path, LATE_TAKER)
+    try:
+        r = subprocess.run([SEAMS_VCATTACH, "--pid", str(t.pid), "--method", "remote-exec",
+                            "-t", "300ms", "-o", str(tmp_path / "x.cvf")],
+                           capture_output=True, text=True, timeout=60,
+                           env=seams_env(VCATTACH_TEST_WHOLE_WALKS="2"))
+        assert r.returncode != 0, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "could not be withdrawn" in lines[0], r.stderr
+        assert "stays posted, with its script" in lines[0], r.stderr
+        assert not (tmp_path / "x.cvf").exists()
+        left = rx_leftovers(t.pid)
+        assert len(left) == 1, left
+        assert t.proc.poll() is None
+        out, err = t.proc.communicate(timeout=60)
+        assert t.proc.returncode == 0 and out.startswith("done"), (out, err)
+        assert "debugger script" not in err and "Traceback" not in err, err
+        unexpected = [ln for ln in err.splitlines()
+                         if ln and not ln.startswith("vcattach: its agent did not load")]
+        assert unexpected == [], err
+    finally:
+        t.close()
 
 
 @pytest.mark.parametrize("python", py_params())
