@@ -40,8 +40,23 @@ $(AGENT_MUSL_INC)/zlib.h: | $(BUILD)/config.mk
 	    '#ifndef VC_MUSL_CRYPT_H' '#define VC_MUSL_CRYPT_H' \
 	    'char *crypt(const char *key, const char *salt);' '#endif' > $(dir $@)crypt.h
 
+# Debian's python3.X-dev keeps pyconfig.h in the multiarch directory: Python.h's pyconfig.h
+# includes <x86_64-linux-gnu/python3.X/pyconfig.h>, which gcc finds (it searches
+# /usr/include/x86_64-linux-gnu) and musl-gcc does not.  On a machine whose only headers of a
+# minor are Debian's (a fresh Debian 12: python3.11-dev), the musl agent of 3.11 stopped the
+# build there.  Those python3.X directories alone are linked into the musl include directory
+# (all of /usr/include would bring glibc's headers); remade when the configuration changes.
+$(AGENT_MUSL_INC)/multiarch.stamp: $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	for d in /usr/include/*-linux-*/python3.*; do \
+	    [ -d "$$d" ] || continue; \
+	    arch=$$(basename "$$(dirname "$$d")"); \
+	    mkdir -p $(dir $@)$$arch && ln -sfn "$$d" $(dir $@)$$arch/; \
+	done
+	touch $@
+
 AGENT_MUSL_COMMON_OBJS := $(patsubst common/%.c,$(BUILD)/agent/musl-common/%.o,$(COMMON_SRCS))
-$(BUILD)/agent/musl-common/%.o: common/%.c $(AGENT_MUSL_INC)/zlib.h | $(BUILD)/config.mk
+$(BUILD)/agent/musl-common/%.o: common/%.c $(AGENT_MUSL_INC)/zlib.h $(AGENT_MUSL_INC)/multiarch.stamp | $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
 	$(MUSL_CC) $(COMMON_CFLAGS) -isystem $(AGENT_MUSL_INC) -c $< -o $@
 
@@ -49,7 +64,7 @@ $(BUILD)/agent/libvccommon-musl.a: $(AGENT_MUSL_COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 define AGENT_MUSL_template
-$(BUILD)/agent/py$(1)-musl/%.o: agent/%.c $(AGENT_MUSL_INC)/zlib.h | $(BUILD)/config.mk
+$(BUILD)/agent/py$(1)-musl/%.o: agent/%.c $(AGENT_MUSL_INC)/zlib.h $(AGENT_MUSL_INC)/multiarch.stamp | $(BUILD)/config.mk
 	@mkdir -p $$(dir $$@)
 	$$(MUSL_CC) $$(AGENT_MUSL_CFLAGS) -isystem $(2) $(if $(3),-idirafter $(3)) -c $$< -o $$@
 
