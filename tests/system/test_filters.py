@@ -538,6 +538,44 @@ def test_cli_null_hook_sets_the_hooks_and_records_nothing(py, tmp_path, start_ta
     t.assert_running_untraced()
 
 
+HELD = textwrap.dedent('''\
+    import time
+    def held():
+        time.sleep(1.5)
+    print("ready", flush=True)
+    held()
+    end = time.time() + 120
+    while time.time() < end:
+        time.sleep(0.01)
+''')
+
+
+class Holder(Looper):
+    """A call (held) running at the attach that returns 1.5 s after "ready"."""
+
+    def __init__(self, python, workdir):
+        os.makedirs(workdir, exist_ok=True)
+        with open(os.path.join(workdir, "svc.py"), "w") as f:
+            f.write(HELD)
+        Target.__init__(self, python, [os.path.join(workdir, "svc.py")], cwd=workdir)
+
+
+@pytest.mark.parametrize("py", cli_pythons())
+def test_null_hook_shows_no_call_caught_at_the_attach(py, tmp_path, start_target):
+    """The null hook seeded the frames running at the attach like a real hook, but no hook of
+    it pops them: `held`, which returns 1.5 s into a 3 s trace, was closed at the stop as if
+    it had run to the end (a loaded CI machine caught `mine` so).  Nothing is seeded now."""
+    t = start_target(Holder, py, str(tmp_path / "w"))
+    out = str(tmp_path / "null.cvf")
+    r = run_vcattach("trace", "-p", str(t.pid), "-t", "3s", "-o", out, "--null-hook",
+                     timeout=120)
+    assert r.returncode == 0, r.stderr
+    c, meta = x_counts(out)
+    assert c == {}, c
+    assert meta["vcattach attach"]["null_hook"] == 1
+    t.assert_running_untraced()
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--min-dur", "5"], "bad minimum duration '5'"),
     (["--max-depth", "0"], "maximum depth"),
