@@ -27,7 +27,7 @@ SEAMS_VCATTACH = os.path.join(BUILD, "seams", "vcattach")
 def seams_env(**seams):
     """The environment for SEAMS_VCATTACH with the given VCATTACH_TEST_* seams set: ours, plus
     the agents' directory (the seams build lives in BUILD/seams, not beside them)."""
-    env = dict(os.environ, VCATTACH_AGENT_DIR=BUILD)
+    env = dict(os.environ, VCATTACH_AGENT_DIR=FOR_ALL["dir"] or BUILD)
     env.update(seams)
     return env
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
@@ -215,3 +215,42 @@ def world_readable(path):
         shutil.copyfile(path, dst)
         os.chmod(dst, 0o755 if os.access(path, os.X_OK) else 0o644)
     return dst
+
+
+def reachable_by_all(path):
+    """Whether every user can reach PATH: each directory from / down to it searchable by
+    others (a clone under root's 0700 home is not)."""
+    d = os.path.abspath(path)
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == "/":
+            return True
+        d = os.path.dirname(d)
+
+
+def agent_dir_for_all():
+    """A directory of the agents that a target of any user can load them from: BUILD when every
+    user reaches it, else world-readable copies of its agents (a fresh machine's clone under
+    /root: vcattach refuses an agent the target's user cannot reach)."""
+    if reachable_by_all(BUILD):
+        return BUILD
+    agents = [f for f in os.listdir(BUILD) if f.startswith("libvcagent-py") and f.endswith(".so")]
+    copies = [world_readable(os.path.join(BUILD, f)) for f in sorted(agents)]
+    return os.path.dirname(copies[0]) if copies else BUILD
+
+
+FOR_ALL = {"dir": None}  # set by agents_for_all for the test it serves (seams_env reads it)
+
+
+@pytest.fixture
+def agents_for_all(monkeypatch):
+    """For a test whose targets run as another user (nobody): VCATTACH_AGENT_DIR points at a
+    directory every user reaches, when the build directory is not one (see agent_dir_for_all;
+    unchanged otherwise)."""
+    d = agent_dir_for_all()
+    if d != BUILD:
+        monkeypatch.setenv("VCATTACH_AGENT_DIR", d)
+        FOR_ALL["dir"] = d
+    yield d
+    FOR_ALL["dir"] = None

@@ -33,7 +33,7 @@ import time
 import pytest
 
 from support.cvf_writer import write_cvf
-from support.paths import ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH
+from support.paths import ASAN_VCATTACH, BUILD, PYTHONS, VCATTACH, agents_for_all
 from support.traces import decode
 from support.tree_root import PERL_MEMBER, SYSTEM_PY, TreeRoot, ctl_names, wait_for
 from vcattach import cvf
@@ -154,7 +154,7 @@ def test_hostile_member_stream_cannot_overflow_root(tmp_path, build):
         "the service's own calls are missing"
 
 
-def test_non_utf8_process_name_keeps_the_merged_trace_readable(tmp_path):
+def test_non_utf8_process_name_keeps_the_merged_trace_readable(tmp_path, agents_for_all):
     """#3, with a real interpreter: a child of a root-owned service, run as nobody with an
     argument in Latin-1, names its process with bytes that are not UTF-8.  The merged trace
     used to be refused by every reader."""

@@ -112,7 +112,12 @@ def test_task_steps_are_marked(python, extra, tmp_path):
 
 def test_no_tasks_marks_nothing(tmp_path):
     """--no-tasks: the same target traced without a single task marker or name."""
-    python = next(p for p in ALL_PYTHONS if not p["root"] and p["minor"] >= 312)
+    # the host's own 3.12+ where there is one, else the test root's (a fresh Debian 12 has
+    # only 3.11 on the host)
+    python = next((p for p in ALL_PYTHONS if not p["root"] and p["minor"] >= 312), None) or \
+        next((p for p in ALL_PYTHONS if p["minor"] >= 312), None)
+    if python is None:
+        pytest.skip("no CPython 3.12+ on this machine nor in a test root")
     p = start(python, tmp_path)
     try:
         out = str(tmp_path / "plain.cvf")
