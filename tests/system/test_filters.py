@@ -445,10 +445,12 @@ SERVICE = textwrap.dedent('''\
 
 
 class Looper(Target):
+    SOURCE = SERVICE
+
     def __init__(self, python, workdir):
         os.makedirs(workdir, exist_ok=True)
         with open(os.path.join(workdir, "svc.py"), "w") as f:
-            f.write(SERVICE)
+            f.write(self.SOURCE)
         with open(os.path.join(workdir, "libx.py"), "w") as f:
             f.write(LIBX)
         super().__init__(python, [os.path.join(workdir, "svc.py")], cwd=workdir)
@@ -517,16 +519,21 @@ def test_cli_trace_and_start_with_filters(py, tmp_path, start_target):
     assert "FILTERED" not in s.stdout
 
 
+def null_trace(t, tmp_path, duration):
+    """`vcattach trace --null-hook` of t for duration: the trace's (X counts, instants)."""
+    out = str(tmp_path / "null.cvf")
+    r = run_vcattach("trace", "-p", str(t.pid), "-t", duration, "-o", out, "--null-hook",
+                     timeout=120)
+    assert r.returncode == 0, r.stderr
+    return x_counts(out)
+
+
 @pytest.mark.parametrize("py", cli_pythons())
 def test_cli_null_hook_sets_the_hooks_and_records_nothing(py, tmp_path, start_target):
     """--null-hook (bench/service's floor): the session runs with its backend in place and
     records no call; the trace says so; a trace after it records every call again."""
     t = start_target(Looper, py, str(tmp_path / "w"))
-    out = str(tmp_path / "null.cvf")
-    r = run_vcattach("trace", "-p", str(t.pid), "-t", "1s", "-o", out, "--null-hook",
-                     timeout=120)
-    assert r.returncode == 0, r.stderr
-    c, meta = x_counts(out)
+    c, meta = null_trace(t, tmp_path, "1s")
     assert "mine" not in c and "heavy" not in c and "leaf" not in c, c
     attach = meta["vcattach attach"]
     assert attach["null_hook"] == 1 and attach["backend"], attach
@@ -552,12 +559,7 @@ HELD = textwrap.dedent('''\
 
 class Holder(Looper):
     """A call (held) running at the attach that returns 1.5 s after "ready"."""
-
-    def __init__(self, python, workdir):
-        os.makedirs(workdir, exist_ok=True)
-        with open(os.path.join(workdir, "svc.py"), "w") as f:
-            f.write(HELD)
-        Target.__init__(self, python, [os.path.join(workdir, "svc.py")], cwd=workdir)
+    SOURCE = HELD
 
 
 @pytest.mark.parametrize("py", cli_pythons())
@@ -566,11 +568,7 @@ def test_null_hook_shows_no_call_caught_at_the_attach(py, tmp_path, start_target
     it pops them: `held`, which returns 1.5 s into a 3 s trace, was closed at the stop as if
     it had run to the end (a loaded CI machine caught `mine` so).  Nothing is seeded now."""
     t = start_target(Holder, py, str(tmp_path / "w"))
-    out = str(tmp_path / "null.cvf")
-    r = run_vcattach("trace", "-p", str(t.pid), "-t", "3s", "-o", out, "--null-hook",
-                     timeout=120)
-    assert r.returncode == 0, r.stderr
-    c, meta = x_counts(out)
+    c, meta = null_trace(t, tmp_path, "3s")
     assert c == {}, c
     assert meta["vcattach attach"]["null_hook"] == 1
     t.assert_running_untraced()
