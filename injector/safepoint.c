@@ -310,17 +310,17 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
 {
     /* Our accessors, not _UPT_accessors: libunwind must never open a file of the target
      * (unwind_access.h says why). */
-    unwind_access_use(maps);
+    unwind_access_use(g->pid, maps);
     unw_addr_space_t as = unw_create_addr_space(&unwind_access_accessors, 0);
     if (!as) {
-        unwind_access_use(NULL);
+        unwind_access_use(0, NULL);
         snprintf(why, whylen, "libunwind: cannot create an address space");
         return -1;
     }
     unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
     struct elf_cache *cache = calloc(1, sizeof *cache);
     if (!cache) {
-        unwind_access_use(NULL);
+        unwind_access_use(0, NULL);
         unw_destroy_addr_space(as);
         snprintf(why, whylen, "out of memory");
         return -1;
@@ -372,6 +372,6 @@ int safepoint_choose(struct tracee_group *g, const struct proc_maps *maps, int v
     elf_cache_free(cache);
     free(cache);
     unw_destroy_addr_space(as);
-    unwind_access_use(NULL);
+    unwind_access_use(0, NULL);
     return best;
 }

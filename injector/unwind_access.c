@@ -6,11 +6,22 @@
  * REMOTE_TABLE: libunwind then reads the table and the FDEs through ptrace, as _UPT does after
  * mapping the file.  Only the common encodings of .eh_frame_hdr are accepted (what GNU ld and
  * lld write); anything else is "no unwind info", i.e. the walk stops there, never a guess.
- * get_proc_name: always "no info"; safepoint.c names frames from its own ELF index. */
+ * get_proc_name: always "no info"; safepoint.c names frames from its own ELF index.
+ *
+ * access_mem: libunwind reads the target one word at a time (the table's binary search, each
+ * FDE and CIE, each saved register), and one PTRACE_PEEKDATA per word made a 20-frame unwind
+ * ~2,500 syscalls, 5-12 ms with every thread of the target stopped; that was the largest part
+ * of reaching a newly spawned interpreter (issue 31).  Words are served from whole pages read
+ * with process_vm_readv (PEEKDATA for what that cannot read), kept for one use: the target is
+ * stopped for all of it, so a page read once cannot change under us. */
 #include "unwind_access.h"
 
+#include <errno.h>
 #include <linux/elf.h>
 #include <string.h>
+#include <sys/uio.h>
+
+#include "test_seam.h"
 
 /* Not in libunwind's public headers, exported by libunwind-x86_64 for libunwind-ptrace: the
  * table search _UPT_find_proc_info itself ends with. */
@@ -23,15 +34,81 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip
 #define DW_EH_PE_pcrel 0x10
 #define DW_EH_PE_datarel 0x30
 #define MAX_PHDRS 64
+#define PAGE 4096u
+#define CACHED_PAGES 64 /* a deep stack and the tables of a few modules: 256 KiB */
 
 static const struct proc_maps *current_maps;
+static pid_t current_pid;
+static int vm_readv_works;
 
-void unwind_access_use(const struct proc_maps *maps)
+/* The pages read during one use, replaced round-robin; addr 1 marks an empty slot (no page
+ * starts there), unreadable pages are not kept (each of their words goes to PEEKDATA). */
+static struct {
+    uint64_t addr[CACHED_PAGES];
+    unsigned next;
+    unsigned char data[CACHED_PAGES][PAGE];
+} pages;
+
+static void forget_pages(void)
 {
-    current_maps = maps;
+    for (unsigned i = 0; i < CACHED_PAGES; i++)
+        pages.addr[i] = 1;
+    pages.next = 0;
 }
 
-/* Reads len bytes of target memory at addr through the ptrace accessor (word by word). */
+void unwind_access_use(pid_t pid, const struct proc_maps *maps)
+{
+    current_maps = maps;
+    current_pid = pid;
+    /* test seam (test_seam.h): VCATTACH_TEST_NO_VM_READV, as on a kernel or seccomp profile
+     * without process_vm_readv (tests/system/test_inject.py) */
+    vm_readv_works = VC_SEAM(NO_VM_READV) == NULL;
+    forget_pages();
+}
+
+/* The cached copy of the page at addr (page-aligned), read now if need be; NULL if it cannot
+ * be read whole (an unreadable page, or no process_vm_readv here, e.g. a seccomp profile that
+ * allows ptrace alone: then every word goes to PEEKDATA, as before, not 512 per page). */
+static const unsigned char *page_at(uint64_t addr)
+{
+    for (unsigned i = 0; i < CACHED_PAGES; i++)
+        if (pages.addr[i] == addr)
+            return pages.data[i];
+    if (current_pid <= 0 || !vm_readv_works)
+        return NULL;
+    unsigned k = pages.next;
+    struct iovec local = {pages.data[k], PAGE}, remote = {(void *)(uintptr_t)addr, PAGE};
+    ssize_t n = process_vm_readv(current_pid, &local, 1, &remote, 1, 0);
+    if (n != (ssize_t)PAGE) {
+        if (n < 0 && (errno == ENOSYS || errno == EPERM))
+            vm_readv_works = 0;
+        return NULL;
+    }
+    pages.addr[k] = addr;
+    pages.next = (k + 1) % CACHED_PAGES;
+    return pages.data[k];
+}
+
+/* libunwind's memory accessor: reads from the page cache; writes (libunwind makes none while
+ * unwinding) and words the cache cannot serve go to _UPT_access_mem, as before. */
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
+                      void *arg)
+{
+    uint64_t base = addr & ~(uint64_t)(PAGE - 1);
+    if (write) {
+        for (unsigned i = 0; i < CACHED_PAGES; i++)
+            if (pages.addr[i] == base)
+                pages.addr[i] = 1;
+        return _UPT_access_mem(as, addr, val, write, arg);
+    }
+    const unsigned char *p = addr - base <= PAGE - sizeof *val ? page_at(base) : NULL;
+    if (!p)
+        return _UPT_access_mem(as, addr, val, write, arg);
+    memcpy(val, p + (addr - base), sizeof *val);
+    return 0;
+}
+
+/* Reads len bytes of target memory at addr through the memory accessor (word by word). */
 static int read_mem(unw_addr_space_t as, uint64_t addr, void *out, size_t len, void *arg)
 {
     unsigned char *o = out;
@@ -39,7 +116,7 @@ static int read_mem(unw_addr_space_t as, uint64_t addr, void *out, size_t len, v
     size_t skip = (size_t)(addr - base);
     while (len) {
         unw_word_t w;
-        if (_UPT_access_mem(as, base, &w, 0, arg) < 0)
+        if (access_mem(as, base, &w, 0, arg) < 0)
             return -1;
         size_t k = sizeof w - skip < len ? sizeof w - skip : len;
         memcpy(o, (unsigned char *)&w + skip, k);
@@ -154,7 +231,7 @@ unw_accessors_t unwind_access_accessors = {
     .find_proc_info = find_proc_info,
     .put_unwind_info = _UPT_put_unwind_info,
     .get_dyn_info_list_addr = get_dyn_info_list_addr,
-    .access_mem = _UPT_access_mem,
+    .access_mem = access_mem,
     .access_reg = _UPT_access_reg,
     .access_fpreg = _UPT_access_fpreg,
     .resume = _UPT_resume,

@@ -18,7 +18,9 @@
  * maps must describe the target while the accessors are in use (set by unwind_access_use). */
 extern unw_accessors_t unwind_access_accessors;
 
-/* The maps the accessors look modules up in (NULL when done). */
-void unwind_access_use(const struct proc_maps *maps);
+/* The process (pid) whose memory the accessors read, and the maps they look modules up in,
+ * for one unwinding of its stopped threads: pages read are kept until the next call (pid 0,
+ * NULL maps when done). */
+void unwind_access_use(pid_t pid, const struct proc_maps *maps);
 
 #endif /* VC_UNWIND_ACCESS_H */

@@ -19,7 +19,8 @@ import pytest
 
 from support.build import build_test_agent
 from support.gdb_probe import gdb_register_problem as gdb_problem
-from support.paths import BUILD, one_python, python_params, world_readable
+from support.paths import (BUILD, SEAMS_VCATTACH, one_python, python_params, seams_env,
+                           world_readable)
 from support.proc import NOBODY, assert_running_untraced, proc_state, task_states
 from support.targets import FixtureTarget, reference_result
 
@@ -660,3 +661,36 @@ def test_refuses_a_target_whose_ids_changed_since_its_facts(method, tmp_path):
     finally:
         t.kill()
         t.wait(10)
+
+
+def test_unwind_reads_pages_or_words_alike(tmp_path):
+    """The safe point's unwind reads the target a page at a time (process_vm_readv, one call
+    where word-by-word PTRACE_PEEKDATA took ~2,500 on a 20-frame stack); where that call is
+    refused (the seam: as under a seccomp profile allowing ptrace alone) it reads words as
+    before.  Both judge the same thread from the same frames: a main thread asleep under 30
+    levels of Python calls through C (map: the C stack grows with them on every version), the
+    innermost frame libc's clock_nanosleep."""
+    py = one_python()
+    code = ("import os, sys, time\n"
+            "def down(n):\n    return list(map(down, [n - 1])) if n else time.sleep(60)\n"
+            "print(os.getpid(), flush=True)\ndown(30)\n")
+    p = subprocess.Popen([py["path"], "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        chosen = []
+        for seams in ({}, {"VCATTACH_TEST_NO_VM_READV": "1"}):
+            r = subprocess.run([SEAMS_VCATTACH, "--pid", str(pid), "-t", "100ms", "-v", "-o",
+                                str(tmp_path / "t.cvf"), "-f"], capture_output=True, text=True,
+                               timeout=60, env=seams_env(**seams))
+            assert r.returncode == 0, r.stderr
+            line = [l for l in r.stderr.splitlines() if "] safe point: " in l]
+            assert line, r.stderr
+            chosen.append(line[0].split("] safe point: ")[1])
+        assert chosen[0] == chosen[1], chosen
+        assert "clock_nanosleep in libc" in chosen[0] and "thread %d" % pid in chosen[0], chosen
+        frames = int(chosen[0].split(", ")[-1].split()[0])
+        assert frames > 60, chosen  # through every level (several C frames each), not stopped
+        assert_running_untraced(pid)
+    finally:
+        p.kill()
+        p.wait(10)
