@@ -265,7 +265,7 @@ int attach_inject(const struct cli_options *opt, struct target_info *t, struct c
 {
     struct agent_wait w = {.c = c};
     int st = attach_inject_waiting(opt, t, c, m, wait_agent, &w, err, errlen);
-    if (w.broken && st == -2)
+    if (w.broken && st <= -2)
         snprintf(err, errlen, "%s", w.err);
     return st;
 }
@@ -307,5 +307,5 @@ int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
         agent_copy_remove(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent_in_target);
     if (res.fell_back[0] && !opt->quiet)
         say("vcattach: remote-exec: %s; falling back to ptrace\n", res.fell_back);
-    return st == INJECT_OK ? 0 : -2;
+    return st == INJECT_OK ? 0 : st == INJECT_FAILED ? -3 : -2;
 }

@@ -103,7 +103,9 @@ int attach_build_config(const struct cli_options *opt, const char *output, const
  * then inject().  remote-exec waits for the agent's connection itself (c->fd >= 0 after it);
  * with auto, a request nothing took falls back to ptrace (said on stderr unless -q).
  * 0; -1 with one line in err when the agent could not be made visible to the target (nothing
- * was injected); -2 with the injector's line in err when the injection failed. */
+ * was injected); with the injector's line in err when the injection failed, -2 if nothing ran
+ * in the target (INJECT_UNTOUCHED: another try is safe), -3 if a call did (INJECT_FAILED: it
+ * was abandoned, a crashed dlopen may have left the loader half done: never tried again). */
 int attach_inject(const struct cli_options *opt, struct target_info *t, struct ctl_conn *c,
                   enum inject_method m, char *err, size_t errlen);
 /* attach_inject with the caller's own wait for remote-exec's connection (a tree: its one

@@ -373,7 +373,7 @@ static int start_agent(const char *cmd, const struct cli_options *opt, struct ta
         return -1;
     }
     int injected = attach_inject(opt, t, c, method, err, sizeof err);
-    if (injected == -2) {
+    if (injected <= -2) {
         say("%s: injection into pid %d failed: %s\n", cmd, (int)t->f.pid, err);
         return -1;
     }

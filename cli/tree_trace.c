@@ -695,7 +695,9 @@ static void aside_done(struct tree_run *r, struct member *m)
         return; /* injected (its connection is awaited), or its agent came after all */
     char why[1100];
     snprintf(why, sizeof why, "injection failed: %s", rep.err);
-    if (young_retry(r, m, why))
+    if (r->opt->verbose)
+        say("vcattach: pid %d: %s\n", (int)m->pid, why);
+    if (rep.status != -3 && young_retry(r, m, why)) /* never after a call ran in it */
         return;
     tree_finish(r, m, M_LOST, why);
     m->share_mb = 0;
@@ -842,7 +844,7 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
         snprintf(why, sizeof why, "injection failed: %s", err);
         if (m->fd >= 0 || m->st != M_CONNECT) /* its agent came after all: it is traced */
             return m;
-        if (young_retry(r, m, why)) /* still starting: no safe point yet, say */
+        if (st != -3 && young_retry(r, m, why)) /* still starting: no safe point yet, say */
             return m;
         not_reached(r, m, M_LOST, why);
         m->share_mb = 0;

@@ -80,11 +80,45 @@ def frame_verdict(name, path):
     return why or symbol_verdict(name)
 
 
+def stripped_libc(path):
+    """The reason of the stripped C library at path (SP_STRIPPED_LIBC), or None."""
+    if not path.startswith('/'):
+        return None
+    base = os.path.basename(path)
+    for prefix, why in STRIPPED_LIBCS:
+        if base.startswith(prefix):
+            return why
+    return None
+
+
+class Walk:
+    """A stack followed frame by frame, innermost first: a run of unnamed frames of a stripped
+    glibc whose caller is in another module is unsafe.  safepoint_walk_frame() in C."""
+
+    def __init__(self):
+        self.module = None  # the library of the open run
+
+    def frame(self, name, path):
+        why = frame_verdict(name, path)
+        if why:
+            return why
+        if self.module is not None:
+            if path[:511] != self.module[:511]:
+                return stripped_libc(self.module)
+            if name:
+                self.module = None
+            return None
+        if not name and stripped_libc(path):
+            self.module = path
+        return None
+
+
 def stack_verdict(frames):
     """frames: (name, module path) pairs, innermost first.  (index, why) of the first unsafe
     frame, or None when the stack is clean."""
+    walk = Walk()
     for i, (name, path) in enumerate(frames[:MAX_FRAMES]):
-        why = frame_verdict(name, path)
+        why = walk.frame(name, path)
         if why:
             return i, why
     return None
@@ -130,6 +164,7 @@ def judge(th, nr):
     except gdb.error as e:
         return -1, 'cannot unwind: %s' % e
     top = '?'
+    walk = Walk()
     for n, (name, path, pc) in enumerate(older_frames(f)):
         if n == 0:
             top = '%s in %s' % (name or hex(pc), os.path.basename(path) or 'the executable')
@@ -138,7 +173,7 @@ def judge(th, nr):
             if n == 0 and nr not in BARE_IDLE_SYSCALLS:
                 return -1, '%s (%s)' % (bare, 'syscall %d' % nr if nr >= 0 else 'running')
             break
-        why = frame_verdict(name, path)
+        why = walk.frame(name, path)
         if why:
             return -1, '%s (%s)' % (why, name or hex(pc))
     if nr >= 0:

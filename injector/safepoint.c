@@ -72,6 +72,14 @@ static const struct {
 #include "safepoint_rules.def"
 };
 
+static const struct {
+    const char *prefix;
+    const char *why;
+} stripped_libcs[] = {
+#define SP_STRIPPED_LIBC(prefix, why) {prefix, why},
+#include "safepoint_rules.def"
+};
+
 static const long bare_idle_syscalls[] = {
 #define SP_BARE_IDLE_SYSCALL(name) SYS_##name,
 #include "safepoint_rules.def"
@@ -134,6 +142,39 @@ const char *safepoint_bare_libc(const char *path)
     for (size_t i = 0; i < COUNT(bare_libcs); i++)
         if (strncmp(b, bare_libcs[i].prefix, strlen(bare_libcs[i].prefix)) == 0)
             return bare_libcs[i].why;
+    return NULL;
+}
+
+/* The reason of the stripped C library at path (SP_STRIPPED_LIBC), or NULL. */
+static const char *stripped_libc(const char *path)
+{
+    if (!path || path[0] != '/')
+        return NULL;
+    const char *b = strrchr(path, '/') + 1;
+    for (size_t i = 0; i < COUNT(stripped_libcs); i++)
+        if (strncmp(b, stripped_libcs[i].prefix, strlen(stripped_libcs[i].prefix)) == 0)
+            return stripped_libcs[i].why;
+    return NULL;
+}
+
+const char *safepoint_walk_frame(struct safepoint_walk *w, const char *name,
+                                 const char *module_path)
+{
+    const char *why = safepoint_unsafe_frame(name, module_path);
+    if (why)
+        return why;
+    const char *path = module_path ? module_path : "";
+    if (w->open) {
+        if (strncmp(path, w->module, sizeof w->module - 1) != 0)
+            return stripped_libc(w->module); /* entered from outside: no exported entry */
+        if (name && name[0])
+            w->open = 0; /* its exported entry (judged by its name above) */
+        return NULL;
+    }
+    if ((!name || !name[0]) && stripped_libc(path)) {
+        w->open = 1;
+        snprintf(w->module, sizeof w->module, "%s", path);
+    }
     return NULL;
 }
 
@@ -232,6 +273,8 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
     }
     char first[160] = "?";
     int frames = 0;
+    struct safepoint_walk walk;
+    memset(&walk, 0, sizeof walk);
     for (; frames < MAX_FRAMES; frames++) {
         unw_word_t ip = 0;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
@@ -277,7 +320,7 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
         struct elf_file *ef = m->path[0] == '/' ? module_elf(cache, pid, maps, m, &bias) : NULL;
         if (ef && elf_symbolize(ef, look - bias, &sym, &soff) == 0)
             snprintf(name, sizeof name, "%s", sym);
-        const char *bad = safepoint_unsafe_frame(name, m->path);
+        const char *bad = safepoint_walk_frame(&walk, name, m->path);
         if (verbose > 1)
             fprintf(stderr, "vcattach:   tid %d #%d %#lx %s (%s)\n", (int)tid, frames,
                     (unsigned long)ip, name[0] ? name : "?", m->path);

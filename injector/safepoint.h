@@ -29,4 +29,17 @@ const char *safepoint_unsafe_frame(const char *name, const char *module_path);
 const char *safepoint_bare_libc(const char *path);
 int safepoint_bare_idle_syscall(long nr);
 
+/* A stack followed frame by frame, innermost first, for the rule no single frame can show
+ * (SP_STRIPPED_LIBC in safepoint_rules.def): a run of unnamed frames in a stripped glibc whose
+ * caller is in another module.  Zero it before the first frame. */
+struct safepoint_walk {
+    int open;          /* inside a run of unnamed frames of that library */
+    char module[512];  /* its path */
+};
+/* The next frame out (name may be empty; module_path as for safepoint_unsafe_frame): the
+ * reason it makes the thread unsafe, else NULL.  Judges the frame itself first
+ * (safepoint_unsafe_frame), then the run; a run still open when the stack ends is fine. */
+const char *safepoint_walk_frame(struct safepoint_walk *w, const char *name,
+                                 const char *module_path);
+
 #endif /* VC_SAFEPOINT_H */

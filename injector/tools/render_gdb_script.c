@@ -62,7 +62,11 @@ static int emit_rules(FILE *o)
     fprintf(o, ")\nBARE_IDLE_SYSCALLS = frozenset((\n");
 #define SP_BARE_IDLE_SYSCALL(name) fprintf(o, "    %ld,  # %s\n", (long)SYS_##name, #name);
 #include "safepoint_rules.def"
-    fprintf(o, "))\n# ---- end of the rendered rules ----\n");
+    fprintf(o, "))\nSTRIPPED_LIBCS = (\n");
+#define SP_STRIPPED_LIBC(prefix, why) bad |= check(prefix) | check(why); \
+    fprintf(o, "    ('%s', '%s'),\n", prefix, why);
+#include "safepoint_rules.def"
+    fprintf(o, ")\n# ---- end of the rendered rules ----\n");
     return bad ? -1 : 0;
 }
 

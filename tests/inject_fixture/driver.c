@@ -60,6 +60,8 @@ static int judge_stacks(void)
     char line[4096];
     int frames = 0, unsafe_at = -1;
     const char *why = NULL;
+    struct safepoint_walk walk;
+    memset(&walk, 0, sizeof walk);
     while (fgets(line, sizeof line, stdin)) {
         size_t n = strlen(line);
         if (n && line[n - 1] != '\n' && !feof(stdin)) {
@@ -72,6 +74,7 @@ static int judge_stacks(void)
             continue;
         if (!line[0]) {
             end_stack(&frames, &unsafe_at, &why);
+            memset(&walk, 0, sizeof walk);
             continue;
         }
         char *tab = strchr(line, '\t');
@@ -81,7 +84,7 @@ static int judge_stacks(void)
             return 3;
         }
         *tab = 0;
-        const char *w = safepoint_unsafe_frame(line, tab + 1);
+        const char *w = safepoint_walk_frame(&walk, line, tab + 1);
         if (w && unsafe_at < 0) {
             unsafe_at = frames;
             why = w;

@@ -114,14 +114,17 @@ def hooked_at(x_events):
     return min(starts) if starts else float("inf")
 
 
-def check_pools(events, rounds, stdout, window, late_ok=False):
+def check_pools(events, rounds, stdout, window, late_ok=False, totals=None):
     """Every worker of every pool that began and ended inside window (us) has exactly the
     calls it reported, and its account line; returns (workers, with calls, expected, found).
     late_ok (spawn): a spawned worker is injected after its exec, and its first tasks may be
     done before its agent is in (a few ms on a loaded machine): such a worker may be accounted
     for as lost with nothing of it in the trace (never a part of it), or, gone before vcattach
     could even read its executable, be one of the summary's "N ended unseen"; a traced one must
-    have every call it began once its hooks were in place, and no more calls than it made."""
+    have every call it began once its hooks were in place, and no more calls than it made.
+    totals (a dict, if given) receives what the workers did whatever late_ok allows: "tasked"
+    (workers that made calls), "complete" (of those, with every call in the trace), "made"
+    and "found" (their calls, and those of them in the trace)."""
     x = [e for e in events if e.get("ph") == "X"]
     calls = collections.Counter(e["pid"] for e in x if e["name"].startswith("pool_fn "))
     per_pid = collections.Counter(e["pid"] for e in x)
@@ -129,12 +132,16 @@ def check_pools(events, rounds, stdout, window, late_ok=False):
     m = re.search(r", (\d+) ended unseen", stdout.splitlines()[0] if stdout else "")
     unseen, missing = int(m.group(1)) if m else 0, []
     born = with_calls = expected = found = 0
+    whole = collections.Counter()
     for t0, t1, workers in rounds:
         if t0 < window[0] or t1 > window[1]:
             continue
         for pid, spans in workers.items():
             born += 1
             n = len(spans)
+            if n:
+                whole.update(tasked=1, complete=calls.get(pid, 0) == n, made=n,
+                             found=calls.get(pid, 0))
             if late_ok and pid not in lines and pid not in per_pid:
                 missing.append(pid)  # gone before vcattach could read what it ran: counted
                 continue
@@ -162,10 +169,12 @@ def check_pools(events, rounds, stdout, window, late_ok=False):
                 assert n == 0 and per_pid[pid] == 0, "%d calls, %d events\n%s" % (
                     n, per_pid[pid], stdout)
     assert len(missing) <= unseen, "workers %s have no line\n%s" % (missing, stdout)
+    if totals is not None:
+        totals.update({k: whole[k] for k in ("tasked", "complete", "made", "found")})
     return born, with_calls, expected, found
 
 
-def trace_pools(tree, out, late_ok=False):
+def trace_pools(tree, out, late_ok=False, totals=None):
     """`vcattach --pid ROOT --subprocesses -t 3s` (every worker under the bound) on tree (a Pools) into out, checked with
     check_pools over the pools that began and ended while every pool-making process was traced.
     Returns (vcattach's CompletedProcess, (born, with calls, expected, found))."""
@@ -176,4 +185,4 @@ def trace_pools(tree, out, late_ok=False):
     events = read_trace(out)
     rounds = tree.rounds()
     window = (traced_from(events, rounds), traced_until(events, rounds))
-    return r, check_pools(events, rounds, r.stdout, window, late_ok=late_ok)
+    return r, check_pools(events, rounds, r.stdout, window, late_ok=late_ok, totals=totals)

@@ -74,6 +74,7 @@ def table():
         "idle": re.findall(r"SP_IDLE_SYSCALL\((\w+)\)", text),
         "bare": re.findall(r'SP_BARE_LIBC\("([^"]+)", "([^"]+)"\)', text),
         "bare_idle": re.findall(r"SP_BARE_IDLE_SYSCALL\((\w+)\)", text),
+        "stripped": re.findall(r'SP_STRIPPED_LIBC\("([^"]+)", "([^"]+)"\)', text),
     }
     count = len(re.findall(r"\bSP_[A-Z_]+\(", text))
     assert count == sum(len(v) for v in rules.values()), "a rule this test cannot read"
@@ -150,8 +151,24 @@ def synthetic_stacks(rules):
         S.append(("safe", [("", "/lib/x" + prefix + ".so")] + outer))
     for name in DRIFTED:
         S.append(("unsafe", [("caller", EXE), (name, LIBC)] + outer))
-    for name in SAFE_NAMES:
-        S.append(("safe", [(name, LIBC), (name, EXE), ("", "[vdso]")] + outer))
+    for name in SAFE_NAMES:  # (an unnamed libc frame: entered through a named one, "read")
+        S.append(("safe", [(name, LIBC), ("read", LIBC), (name, EXE), ("", "[vdso]")] + outer))
+    for prefix, _ in rules["stripped"]:  # unnamed frames of a stripped glibc
+        lib = "/usr/lib/x86_64-linux-gnu/" + prefix + ("31.so" if prefix.endswith(".") else ".6")
+        # glibc 2.42's malloc tail-calls its slow path: the exported entry is not on the stack
+        S.append(("unsafe", [("", lib), ("", lib), ("PyMem_Malloc", EXE)] + outer))
+        S.append(("unsafe", [("", lib), ("", EXE), ("", EXE)] + outer))
+        S.append(("unsafe", [("_PyObject_Malloc", EXE), ("", lib), ("", "[vdso]")] + outer))
+        # entered through an exported function (judged by its name): the GIL's wait
+        S.append(("safe", [("", lib), ("", lib), ("pthread_cond_timedwait", lib),
+                           ("PyThread_acquire_lock_timed", EXE)] + outer))
+        S.append(("unsafe", [("", lib), ("", lib), ("malloc", lib), ("PyMem_Malloc", EXE)]))
+        # a run that ends the stack (a thread's start, or where the unwind stopped)
+        S.append(("safe", [("thread_run", EXE), ("", lib), ("", lib)]))
+        S.append(("safe", [("main", EXE), ("", lib), ("__libc_start_main", lib), ("_start", EXE)]))
+        # other stripped libraries (no such rule) and musl's libc (no unwind tables) are not it
+        S.append(("safe", [("", "/usr/lib/x86_64-linux-gnu/libm.so.6"), ("f", EXE)] + outer))
+        S.append(("safe", [("", "libc.so.6"), ("f", EXE)] + outer))  # not a path: not judged
     S.append(("safe", []))  # (an empty stack is no stack: dropped by render/parse)
     return [s for s in S if s[1]]
 
