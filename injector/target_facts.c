@@ -277,7 +277,11 @@ int target_ptrace_permitted(const struct target_facts *f, char *err, size_t errl
                  "vcattach with sudo, or allow it with `sudo sysctl kernel.yama.ptrace_scope=0`");
         return -1;
     }
-    int probe = ptrace_probe();
+    /* Once allowed, for the life of this process: our seccomp filter can only be tightened
+     * by ourselves, and a tree asks for every process it meets (a fork each time). */
+    static int probed_allowed;
+    int probe = probed_allowed ? 0 : ptrace_probe();
+    probed_allowed = probe == 0;
     if (probe) {
         snprintf(err, errlen,
                  "not permitted: ptrace is blocked for vcattach itself (%s: %s); in Docker run "
