@@ -433,7 +433,12 @@ static int seize_at_safe_point(const struct method_request *req, struct tracee_g
                            "nothing was run, retry later", attempts, why);
             return -1;
         }
-        struct timespec pause = {0, 20 * 1000000}; /* let the threads move on */
+        /* Let the threads move on: 1 ms, then twice as long each time up to 20 ms.  A thread
+         * leaves malloc or a lock within microseconds; a process caught in its loader (a
+         * spawned worker found at its exec) leaves it within a few ms, and a first pause of
+         * 20 ms let its interpreter start and run its first code before the agent was in. */
+        long pause_ms = attempts < 5 ? 1L << (attempts - 1) : 20;
+        struct timespec pause = {0, (pause_ms < 20 ? pause_ms : 20) * 1000000};
         nanosleep(&pause, NULL);
     }
 }
