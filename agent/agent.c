@@ -31,6 +31,7 @@
 #include "tasks.h"
 #include "threads.h"
 #include "cvf.h"
+#include "protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -763,6 +764,15 @@ VC_EXPORT int vc_agent_start(const struct vc_config *cfg)
     }
     vc_life_release();
     return rc;
+}
+
+/* protocol.h VC_AGENT_LOADED_MAGIC: set when the loader runs our constructor, which it does
+ * only after relocating all of us; the injector checks it before calling vc_agent_connect. */
+VC_EXPORT volatile uint32_t vc_agent_loaded;
+
+__attribute__((constructor)) static void mark_loaded(void)
+{
+    vc_agent_loaded = VC_AGENT_LOADED_MAGIC;
 }
 
 VC_EXPORT int vc_agent_connect(const char *control_path)

@@ -45,6 +45,11 @@
 #define VC_MSG_MAX (1u << 20)
 /* Abstract socket name (leading NUL, not a file) of a running session: printf with the pid. */
 #define VC_AGENT_SOCKET_FMT "vcattach-agent-%d"
+/* The value of the agent's exported `vc_agent_loaded` once its dlopen finished (its
+ * constructor ran: the loader's last step, after every relocation).  The ptrace injector
+ * reads it before calling vc_agent_connect: an agent whose dlopen was abandoned half way (a
+ * crash in the target's loader) is mapped but must never be called into. */
+#define VC_AGENT_LOADED_MAGIC 0x564c4f41u
 
 enum vc_msg_type {
     VC_MSG_HELLO = 1,

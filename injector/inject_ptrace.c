@@ -34,6 +34,7 @@
 
 #include "elf.h"
 #include "proc.h"
+#include "protocol.h"
 #include "ptrace.h"
 #include "remote_call.h"
 #include "safepoint.h"
@@ -139,9 +140,10 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
     return 0;
 }
 
-/* Address of vc_agent_connect in the target, from the agent's .dynsym and its mapping. */
-static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, char *err,
-                            size_t errlen)
+/* Address of vc_agent_connect in the target, from the agent's .dynsym and its mapping, and
+ * of its vc_agent_loaded marker (0: an agent from before the marker, which cannot tell). */
+static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr,
+                            uint64_t *loaded_addr, char *err, size_t errlen)
 {
     char path[4096 + 64];
     struct stat sb;
@@ -174,11 +176,14 @@ static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr, c
         inject_set_err(err, errlen, "cannot read the agent %s: %s", agent_path, strerror(-r));
         return r;
     }
-    uint64_t v;
+    uint64_t v, lv;
+    *loaded_addr = 0;
     r = elf_lookup(&ef, "vc_agent_connect", &v);
-    if (r == 0)
+    if (r == 0) {
         *addr = elf_load_bias(&ef, m->start) + v;
-    else
+        if (elf_lookup(&ef, "vc_agent_loaded", &lv) == 0)
+            *loaded_addr = elf_load_bias(&ef, m->start) + lv;
+    } else
         inject_set_err(err, errlen, "%s does not export vc_agent_connect: not a vcattach agent",
                 agent_path);
     elf_close(&ef);
@@ -349,9 +354,20 @@ static int run_calls(const struct method_request *req, struct remote *rc,
         status = call_dlopen(req, rc, ls, agent_str, t0, deadline, err, errlen);
     if (status != INJECT_OK)
         return status;
-    uint64_t entry = 0;
-    if (find_agent_entry(req->pid, req->agent_path, &entry, err, errlen) < 0)
+    uint64_t entry = 0, loaded = 0;
+    if (find_agent_entry(req->pid, req->agent_path, &entry, &loaded, err, errlen) < 0)
         return INJECT_FAILED;
+    /* Mapped but never finished loading (an earlier dlopen of it abandoned half way, its
+     * relocations maybe not done): calling into it would crash the thread we borrowed. */
+    uint32_t mark = 0;
+    if (loaded && (pt_read(rc->t->tid, loaded, &mark, sizeof mark) < 0 ||
+                   mark != VC_AGENT_LOADED_MAGIC)) {
+        inject_set_err(err, errlen, "the agent %s is mapped in pid %d but never finished "
+                       "loading (an earlier injection's dlopen was abandoned half way); it is "
+                       "not called into, and this process cannot be traced until it restarts",
+                       req->agent_path, (int)req->pid);
+        return INJECT_FAILED;
+    }
     int r = remote_call(rc, entry, control_str, 0, &ret, deadline);
     note(req, t0, "vc_agent_connect -> %d, rc %d", r, (int)(int32_t)ret);
     if (r < 0)

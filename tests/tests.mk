@@ -85,15 +85,21 @@ $(BUILD)/inject-test: tests/inject_fixture/driver.c $(BUILD)/libvcinject.a \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -Iinjector -Iinjector/include -o $@ tests/inject_fixture/driver.c $(BUILD)/libvcinject.a $(UNWIND_LIBS)
 
-$(BUILD)/inject_fixture/libvcfixture.so: tests/inject_fixture/fixture_agent.c
+$(BUILD)/inject_fixture/libvcfixture.so: tests/inject_fixture/fixture_agent.c common/protocol.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fPIC -shared -fvisibility=hidden -o $@ $< -lpthread
+
+# the same, as if its dlopen had been abandoned half way (its loaded marker never set)
+$(BUILD)/inject_fixture/libvcfixture-unloaded.so: tests/inject_fixture/fixture_agent.c common/protocol.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -DFIXTURE_NEVER_LOADED -fPIC -shared -fvisibility=hidden -o $@ $< -lpthread
 
 $(BUILD)/inject_fixture/unsafe-target: tests/inject_fixture/unsafe_target.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -o $@ $< -lpthread
 
 INJECT_TEST_PREREQS := $(BUILD)/inject-test $(BUILD)/inject_fixture/libvcfixture.so \
+                       $(BUILD)/inject_fixture/libvcfixture-unloaded.so \
                        $(BUILD)/inject_fixture/unsafe-target
 TEST_PREREQS += $(INJECT_TEST_PREREQS)
 

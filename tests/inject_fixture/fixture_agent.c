@@ -8,7 +8,10 @@
  * - "fail:..."    returns -EINVAL (the call's result must be reported),
  * - "crash:..."   dereferences NULL in the call (SIGSEGV on the borrowed thread: the injector
  *                 must restore the thread and the target must live on),
- * - "hang:..."    sleeps 60 s in the call (the injector's timeout must take the thread back). */
+ * - "hang:..."    sleeps 60 s in the call (the injector's timeout must take the thread back).
+ * Like the agent it exports vc_agent_loaded, set by its constructor; built with
+ * -DFIXTURE_NEVER_LOADED (libvcfixture-unloaded.so) it never is, as in a library whose dlopen
+ * was abandoned half way: the injector must not call into it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,6 +24,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "protocol.h"
 
 static int loads;
 static int calls;
@@ -66,6 +71,15 @@ static void *report_thread(void *arg)
     free(r);
     return NULL;
 }
+
+__attribute__((visibility("default"))) volatile uint32_t vc_agent_loaded;
+
+#ifndef FIXTURE_NEVER_LOADED
+__attribute__((constructor)) static void mark_loaded(void)
+{
+    vc_agent_loaded = VC_AGENT_LOADED_MAGIC;
+}
+#endif
 
 __attribute__((visibility("default"))) int vc_agent_connect(const char *path)
 {

@@ -214,6 +214,31 @@ def test_missing_agent_and_failures_leave_target_unharmed(method, target_factory
     assert "vc-fixture pid=%d " % t.pid in marker.read_text()
 
 
+def test_ptrace_never_calls_into_an_agent_that_did_not_finish_loading(target_factory, tmp_path):
+    """An agent mapped in the target whose loaded marker (vc_agent_loaded, set by its
+    constructor: the loader's last step) is not set, as after a dlopen abandoned half way (a
+    crash in the target's loader: its relocations maybe not done), is never called into: the
+    injection fails in one line, the fixture's vc_agent_connect never runs (no line in the
+    marker file), the target is unharmed.  The complete fixture still injects afterwards."""
+    unloaded = os.path.join(BUILD, "inject_fixture", "libvcfixture-unloaded.so")
+    if not os.path.exists(unloaded):
+        pytest.skip("%s is not built: run `make test`" % unloaded)
+    py = one_python()
+    ref = reference_result(py)
+    t = target_factory(py, "--sleep", "3")
+    marker = tmp_path / "m"
+    rc, rows = inject("ptrace", t.pid, "file:%s" % marker, agent=unloaded)
+    assert rc == 2 and "never finished loading" in rows[0][2], rows
+    assert "libvcfixture-unloaded.so" in rows[0][2] and "\n" not in rows[0][2], rows
+    time.sleep(0.3)  # (a call would have had its thread write by now)
+    assert not marker.exists(), marker.read_text()
+    assert_running_untraced(t.pid)
+    rc, rows = inject("ptrace", t.pid, "file:%s" % marker, timeout_ms=20000)
+    assert rc == 0, rows
+    assert_target_unharmed(t.report(), ref, 3.0)
+    assert "vc-fixture pid=%d " % t.pid in marker.read_text()
+
+
 def test_ptrace_call_timeout_takes_thread_back(target_factory, tmp_path):
     """The call hangs (60 s sleep in the fixture) and is abandoned at the timeout.  The borrowed
     thread is the one in a raw nanosleep(2 s): its syscall must resume as ITS OWN sleep (the
