@@ -61,16 +61,22 @@ def module_verdict(path):
     return None
 
 
-def bare_libc(path):
-    """The reason of the C library without unwind tables at path (musl's), or None:
-    safepoint_bare_libc() in C."""
+def _library_rule(path, rules):
+    """The reason of the first (file name prefix, reason) of rules the library at path (an
+    absolute path, else none) matches, or None."""
     if not path.startswith('/'):
         return None
     base = os.path.basename(path)
-    for prefix, why in BARE_LIBCS:
+    for prefix, why in rules:
         if base.startswith(prefix):
             return why
     return None
+
+
+def bare_libc(path):
+    """The reason of the C library without unwind tables at path (musl's), or None:
+    safepoint_bare_libc() in C."""
+    return _library_rule(path, BARE_LIBCS)
 
 
 def frame_verdict(name, path):
@@ -82,13 +88,7 @@ def frame_verdict(name, path):
 
 def stripped_libc(path):
     """The reason of the stripped C library at path (SP_STRIPPED_LIBC), or None."""
-    if not path.startswith('/'):
-        return None
-    base = os.path.basename(path)
-    for prefix, why in STRIPPED_LIBCS:
-        if base.startswith(prefix):
-            return why
-    return None
+    return _library_rule(path, STRIPPED_LIBCS)
 
 
 class Walk:

@@ -64,18 +64,18 @@ static const long idle_syscalls[] = {
 #include "safepoint_rules.def"
 };
 
-static const struct {
+/* A library by the start of its file name, and why a frame in it matters. */
+struct library_rule {
     const char *prefix;
     const char *why;
-} bare_libcs[] = {
+};
+
+static const struct library_rule bare_libcs[] = {
 #define SP_BARE_LIBC(prefix, why) {prefix, why},
 #include "safepoint_rules.def"
 };
 
-static const struct {
-    const char *prefix;
-    const char *why;
-} stripped_libcs[] = {
+static const struct library_rule stripped_libcs[] = {
 #define SP_STRIPPED_LIBC(prefix, why) {prefix, why},
 #include "safepoint_rules.def"
 };
@@ -135,14 +135,20 @@ const char *safepoint_unsafe_frame(const char *name, const char *module_path)
     return why ? why : safepoint_unsafe_symbol(name);
 }
 
-const char *safepoint_bare_libc(const char *path)
+/* The reason of the first of rules[0..n) whose prefix starts path's file name, or NULL. */
+static const char *library_rule(const char *path, const struct library_rule *rules, size_t n)
 {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
-    for (size_t i = 0; i < COUNT(bare_libcs); i++)
-        if (strncmp(b, bare_libcs[i].prefix, strlen(bare_libcs[i].prefix)) == 0)
-            return bare_libcs[i].why;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(b, rules[i].prefix, strlen(rules[i].prefix)) == 0)
+            return rules[i].why;
     return NULL;
+}
+
+const char *safepoint_bare_libc(const char *path)
+{
+    return library_rule(path, bare_libcs, COUNT(bare_libcs));
 }
 
 /* The reason of the stripped C library at path (SP_STRIPPED_LIBC), or NULL. */
@@ -150,11 +156,7 @@ static const char *stripped_libc(const char *path)
 {
     if (!path || path[0] != '/')
         return NULL;
-    const char *b = strrchr(path, '/') + 1;
-    for (size_t i = 0; i < COUNT(stripped_libcs); i++)
-        if (strncmp(b, stripped_libcs[i].prefix, strlen(stripped_libcs[i].prefix)) == 0)
-            return stripped_libcs[i].why;
-    return NULL;
+    return library_rule(path, stripped_libcs, COUNT(stripped_libcs));
 }
 
 const char *safepoint_walk_frame(struct safepoint_walk *w, const char *name,
