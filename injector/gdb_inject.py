@@ -95,7 +95,8 @@ class Walk:
     """A stack followed frame by frame, innermost first: a run of unnamed frames of a stripped
     glibc whose caller is in another module is unsafe.  safepoint_walk_frame() in C."""
 
-    def __init__(self):
+    def __init__(self, idle=False):
+        self.idle = idle  # blocked in an idle syscall: the rule does not apply
         self.module = None  # the library of the open run
 
     def frame(self, name, path):
@@ -108,15 +109,15 @@ class Walk:
             if name:
                 self.module = None
             return None
-        if not name and stripped_libc(path):
+        if not name and not self.idle and stripped_libc(path):
             self.module = path
         return None
 
 
-def stack_verdict(frames):
-    """frames: (name, module path) pairs, innermost first.  (index, why) of the first unsafe
-    frame, or None when the stack is clean."""
-    walk = Walk()
+def stack_verdict(frames, idle=False):
+    """frames: (name, module path) pairs, innermost first (idle: of a thread blocked in an idle
+    syscall).  (index, why) of the first unsafe frame, or None when the stack is clean."""
+    walk = Walk(idle)
     for i, (name, path) in enumerate(frames[:MAX_FRAMES]):
         why = walk.frame(name, path)
         if why:
@@ -164,7 +165,7 @@ def judge(th, nr):
     except gdb.error as e:
         return -1, 'cannot unwind: %s' % e
     top = '?'
-    walk = Walk()
+    walk = Walk(nr in IDLE_SYSCALLS)
     for n, (name, path, pc) in enumerate(older_frames(f)):
         if n == 0:
             top = '%s in %s' % (name or hex(pc), os.path.basename(path) or 'the executable')

@@ -173,7 +173,7 @@ const char *safepoint_walk_frame(struct safepoint_walk *w, const char *name,
             w->open = 0; /* its exported entry (judged by its name above) */
         return NULL;
     }
-    if ((!name || !name[0]) && stripped_libc(path)) {
+    if ((!name || !name[0]) && !w->idle && stripped_libc(path)) {
         w->open = 1;
         snprintf(w->module, sizeof w->module, "%s", path);
     }
@@ -277,6 +277,7 @@ static int judge_thread(unw_addr_space_t as, struct elf_cache *cache, pid_t pid,
     int frames = 0;
     struct safepoint_walk walk;
     memset(&walk, 0, sizeof walk);
+    walk.idle = score == 3;
     for (; frames < MAX_FRAMES; frames++) {
         unw_word_t ip = 0;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)

@@ -31,8 +31,10 @@ int safepoint_bare_idle_syscall(long nr);
 
 /* A stack followed frame by frame, innermost first, for the rule no single frame can show
  * (SP_STRIPPED_LIBC in safepoint_rules.def): a run of unnamed frames in a stripped glibc whose
- * caller is in another module.  Zero it before the first frame. */
+ * caller is in another module.  Zero it before the first frame; set idle for a thread blocked
+ * in an idle syscall, to which the rule does not apply. */
 struct safepoint_walk {
+    int idle;          /* blocked in an idle syscall (a wait: sem_clockwait's futex) */
     int open;          /* inside a run of unnamed frames of that library */
     char module[512];  /* its path */
 };

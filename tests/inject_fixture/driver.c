@@ -19,11 +19,11 @@
  *
  *   inject-test judge-stacks < STACKS
  *
- * Judges recorded stacks with the ptrace method's rules (safepoint_unsafe_frame, the same call
+ * Judges recorded stacks with the ptrace method's rules (safepoint_walk_frame, the same call
  * safepoint.c makes for every unwound frame), for tests/unit/test_safepoint_rules.py, which judges
  * the same input with the gdb method's script.  STACKS: one frame a line, innermost first,
- * "function<TAB>module path" (either may be empty); a blank line ends a stack; '#' lines are
- * comments.  Prints per stack "safe" or "unsafe INDEX WHY" (INDEX: the first unsafe frame).
+ * "function<TAB>module path" (either may be empty); a blank line ends a stack; a "#idle" line
+ * says the stack's thread is blocked in an idle syscall; other '#' lines are comments.  Prints per stack "safe" or "unsafe INDEX WHY" (INDEX: the first unsafe frame).
  * (safepoint.h and xsave_layout.h are internal: only for judge-stacks and old-gdb-layout.) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +70,8 @@ static int judge_stacks(void)
             return 3;
         }
         line[strcspn(line, "\n")] = 0;
+        if (strcmp(line, "#idle") == 0) /* the next frames: a thread blocked in an idle syscall */
+            walk.idle = 1;
         if (line[0] == '#')
             continue;
         if (!line[0]) {
