@@ -1,6 +1,7 @@
 /* compat.c — CPython version differences that are not on the hot path (see compat.h). */
 #include "compat.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -99,8 +100,16 @@ unsigned long vc_compat_native_tid(PyThreadState *ts)
 #if PY_VERSION_HEX >= 0x030B0000
     return ts->native_thread_id;
 #else
-    (void)ts;
-    return 0;
+    /* 3.8-3.10 keep only the pthread_t: the thread's CPU clock id, which the C library makes
+     * from its kernel tid as the kernel's ABI wants it (~tid << 3 | flags, glibc and musl
+     * alike; cpu_sample.c makes the same), gives the tid back.  Else a thread hooked from the
+     * agent thread stayed without one until threading named it, and a process that ended
+     * before that had its calls on no thread. */
+    clockid_t c;
+    if (ts->thread_id == 0 || pthread_getcpuclockid((pthread_t)ts->thread_id, &c) != 0)
+        return 0;
+    long tid = ~((long)c >> 3);
+    return tid > 0 ? (unsigned long)tid : 0;
 #endif
 }
 

@@ -273,7 +273,8 @@ PyObject *vc_compat_code_name(PyCodeObject *co);
 /* 1 once the interpreter has started finalizing (taking the GIL then may never return). */
 int vc_compat_is_finalizing(void);
 
-/* The OS thread id of ts if CPython records it (3.11+), else 0. */
+/* The OS thread id of ts: CPython's record (3.11+), before that the one its pthread's CPU
+ * clock encodes; 0 if neither tells. */
 unsigned long vc_compat_native_tid(PyThreadState *ts);
 
 /* PyEval_SetProfileAllThreads exists (3.12+); per-thread installation also works everywhere. */
