@@ -431,8 +431,12 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
         return rc;
     if (rc == 0)
         rc = check_output(s, err, errlen);
-    if (rc == 0 && !Py_IsInitialized() && s->init_wait_ms)
+    if (rc == 0 && !Py_IsInitialized() && s->init_wait_ms) {
+        vc_life_set_phase(VC_PHASE_INIT_WAIT); /* a held main thread must run its init now */
         wait_initialized(s->init_wait_ms);
+    }
+    if (rc == 0 && Py_IsInitialized())
+        vc_life_set_phase(VC_PHASE_PREPARING); /* nothing below needs the main thread */
     if (rc == 0 && (!Py_IsInitialized() || vc_compat_is_finalizing())) {
         snprintf(err, errlen, "the Python interpreter is not initialized (yet or anymore)");
         rc = -ENOENT;
@@ -474,6 +478,7 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
 static int start_tracing(vc_session *s, PyGILState_STATE *gstate, PyThreadState **mine, char *err,
                          size_t errlen)
 {
+    vc_life_set_phase(VC_PHASE_GIL_WAIT);
     *gstate = vc_gil_ensure();
     if (s->continued) {
         /* A fork child's hooks are installed since its fork; this thread is never traced. */
@@ -649,6 +654,7 @@ static void *agent_main(void *arg)
     PyGILState_STATE gstate;
     PyThreadState *mine = NULL;
 
+    vc_life_mark_agent_thread();
     int rc = prepare_session(s, err, sizeof err);
     if (rc != 0 && s->continued)
         abandon_continued(s); /* its hooks go: nobody will take its trace */

@@ -8,6 +8,7 @@
 #include "lifecycle.h"
 #include "channel.h"
 #include "hooklock.h"
+#include "protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +32,24 @@ static pid_t g_session_pid;          /* the process that started the session */
 static int g_fork_cleanup;           /* a fork child inherited a running session */
 static int g_cond_ready_reset;       /* a fork child must re-create the condition variable */
 static char g_error[512];
+
+/* Read (never written) by the injector of a young process from outside, while this process
+ * runs (injector/hold.c): a plain aligned word, written only through vc_life_set_phase. */
+__attribute__((visibility("default"))) volatile uint32_t vc_agent_phase;
+
+/* The agent thread's tid, for the same reader: it tells a thread that waits for the GIL
+ * (running) from one blocked on a lock the held thread owns (sleeping). */
+__attribute__((visibility("default"))) volatile int32_t vc_agent_tid;
+
+void vc_life_set_phase(unsigned phase)
+{
+    __atomic_store_n(&vc_agent_phase, (uint32_t)phase, __ATOMIC_RELEASE);
+}
+
+void vc_life_mark_agent_thread(void)
+{
+    __atomic_store_n(&vc_agent_tid, (int32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+}
 
 /* ---- waiting ------------------------------------------------------------------------------ */
 
@@ -122,10 +142,12 @@ int vc_life_launch(void *(*fn)(void *))
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     pthread_t th;
+    vc_life_set_phase(VC_PHASE_CONNECTING); /* before the thread can move it on */
     int rc = pthread_create(&th, &attr, fn, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+        vc_life_set_phase(VC_PHASE_DONE);
         close_wake_pipe();
         return -rc;
     }
@@ -243,6 +265,7 @@ void vc_life_signal_started(int status)
     g_started = status == 0 ? 1 : status;
     if (status == 0)
         g_state = VC_RUNNING;
+    vc_life_set_phase(VC_PHASE_DONE);
     pthread_cond_broadcast(cond());
     pthread_mutex_unlock(&g_lock);
 }
@@ -271,6 +294,7 @@ void vc_life_finish(int status, const char *err)
         g_started = status ? status : -EIO;
     g_state = VC_IDLE;
     g_ran = 1;
+    vc_life_set_phase(VC_PHASE_DONE);
     close_wake_pipe();
     pthread_cond_broadcast(cond());
     pthread_mutex_unlock(&g_lock);

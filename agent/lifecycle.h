@@ -37,6 +37,13 @@ int vc_life_last_result(struct vc_result *out);
 /* A copy of the last error, valid until the next call. */
 const char *vc_life_last_error(void);
 
+/* The session's progress for a young process's injector (protocol.h enum vc_agent_phase),
+ * exported as `vc_agent_phase`: CONNECTING at launch, DONE once started or ended; the agent
+ * thread sets the phases between. */
+void vc_life_set_phase(unsigned phase);
+/* The agent thread records its tid (exported as `vc_agent_tid`) for the same reader. */
+void vc_life_mark_agent_thread(void);
+
 /* ---- any thread ---- */
 
 int vc_life_state(void);                /* enum vc_state */

@@ -274,6 +274,13 @@ int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
                           struct ctl_conn *c, enum inject_method m, inject_wait_fn wait,
                           void *ctx, char *err, size_t errlen)
 {
+    return attach_inject_then(opt, t, c, m, wait, ctx, NULL, NULL, err, errlen);
+}
+
+int attach_inject_then(const struct cli_options *opt, struct target_info *t,
+                       struct ctl_conn *c, enum inject_method m, inject_wait_fn wait, void *ctx,
+                       void (*then)(void *then_ctx), void *then_ctx, char *err, size_t errlen)
+{
     int copy_made = 0; /* a copy of the agent to remove once the target has loaded it */
     if (t->agent_needs_copy) {
         if (agent_copy_into_target(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent,
@@ -303,6 +310,8 @@ int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
     struct inject_result res;
     memset(&res, 0, sizeof res);
     int st = inject(&req, &res, err, errlen);
+    if (st == INJECT_OK && then != NULL)
+        then(then_ctx);
     if (copy_made) /* loaded (mapped) or not, the copy's name is not needed any more */
         agent_copy_remove(t->f.pid, t->f.uid[1], t->f.gid[1], t->agent_in_target);
     if (res.fell_back[0] && !opt->quiet)

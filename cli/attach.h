@@ -114,5 +114,11 @@ int attach_inject(const struct cli_options *opt, struct target_info *t, struct c
 int attach_inject_waiting(const struct cli_options *opt, struct target_info *t,
                           struct ctl_conn *c, enum inject_method m, inject_wait_fn wait,
                           void *ctx, char *err, size_t errlen);
+/* attach_inject_waiting, then then(then_ctx) right after a successful injection, before
+ * anything else (the agent's copy is removed after it): a tree holds a young process there,
+ * before it can run on (tree_trace.c). */
+int attach_inject_then(const struct cli_options *opt, struct target_info *t,
+                       struct ctl_conn *c, enum inject_method m, inject_wait_fn wait, void *ctx,
+                       void (*then)(void *then_ctx), void *then_ctx, char *err, size_t errlen);
 
 #endif /* VC_ATTACH_H */

@@ -174,6 +174,7 @@ void tree_finish(struct tree_run *r, struct member *m, enum mstate st, const cha
     if (m->fd >= 0)
         close(m->fd);
     m->fd = -1;
+    m->await_hello = 0;
     if (m->window_fd >= 0 && st != M_RETRY)
         close(m->window_fd);
     if (st != M_RETRY)

@@ -41,6 +41,8 @@ struct member {
     uint64_t ino;            /* its pidfs identity if it is the tree's (tree_kin.h), else 0 */
     enum mstate st;
     int fd;                  /* its control connection */
+    int await_hello;         /* connected, its HELLO not read yet (since hello_since, ms) */
+    int64_t hello_since;
     int window_fd;           /* the memfd its agent records into (protocol.h), or -1 */
     struct spool_chunk_mark last_chunk; /* the last CHUNK it sent (for reading its window) */
     uint64_t salvaged;       /* records read from its window after it ended */

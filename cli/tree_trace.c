@@ -67,6 +67,7 @@
 #define FORK_UNSURE_WAIT_MS 50     /* ... forked while its parent's session was starting: it
                                       may have none, and is injected */
 #define STARTED_WAIT_MS 15000
+#define HELLO_WAIT_MS 2000         /* a connected agent's HELLO must come within this */
 #define YOUNG_MS 1000              /* a non-Python process this young may still exec Python */
 #define INIT_RETRIES 40            /* "interpreter not initialized yet": inject again later */
 #define RETRY_MS 50                /* ... this much later (a new interpreter starts in ~50 ms) */
@@ -74,6 +75,7 @@
 #define EXEC_RETRIES 100           /* ... at most this often (its first second) */
 #define INIT_WAIT_MS 3000          /* a young interpreter's agent waits this long for its init */
 #define INIT_GRACE_MS 3000         /* older and still not initialized: an embedding host */
+#define HOLD_BUDGET_MS 1500        /* the longest a young process is held for its agent */
 #define COLLECT_SILENCE_MS 30000   /* after STOP, an agent that sends nothing this long (its
                                       process stopped, or a thread holding the GIL for good) is
                                       given up: what it sent, and its window, are its trace */
@@ -85,6 +87,7 @@
 static int spool_open_member(struct tree_run *r, struct member *m);
 static void spool_initial_name(struct tree_run *r, struct member *m);
 static void ended_early(struct tree_run *r, struct member *m, const char *why);
+static void on_hello(struct tree_run *r, struct member *m);
 
 static int send_config(struct tree_run *r, struct member *m)
 {
@@ -106,6 +109,12 @@ static int send_config(struct tree_run *r, struct member *m)
      * at its exec): its agent waits for it rather than being injected again. */
     long age = target_age_ms(m->pid);
     if (age >= 0 && age < INIT_GRACE_MS && !m->forked) {
+        const char *delay = VC_SEAM(CONFIG_DELAY_MS); /* a vcattach too busy to answer soon */
+        if (delay != NULL && m->late) {
+            int ms = atoi(delay);
+            struct timespec d = {ms / 1000, ms % 1000 * 1000000L};
+            nanosleep(&d, NULL);
+        }
         char ms[16];
         snprintf(ms, sizeof ms, "%d", INIT_WAIT_MS);
         rc |= vc_kv_append(cfg, sizeof cfg, &used, "init_wait_ms", ms);
@@ -233,10 +242,23 @@ static void accept_one(struct tree_run *r, size_t li)
     }
     m->fd = fd;
     m->lis = (int)li; /* its CONFIG carries that listener's token, which its agent knows */
+    /* Its HELLO is read when it comes (on_frame), not waited for here: an agent thread on a
+     * loaded machine may take tens of ms to send it, and this loop serves every member. */
+    m->await_hello = 1;
+    m->hello_since = vc_monotonic_ms();
+    struct pollfd q = {.fd = fd, .events = POLLIN};
+    if (poll(&q, 1, 0) > 0)
+        on_hello(r, m);
+}
+
+/* A connected agent's HELLO (its frame is readable): then its CONFIG. */
+static void on_hello(struct tree_run *r, struct member *m)
+{
     char hello[512];
     uint32_t type;
     int window = -1;
-    long n = vc_msg_recv_fd(fd, &type, hello, sizeof hello, &window, 2000);
+    m->await_hello = 0;
+    long n = vc_msg_recv_fd(m->fd, &type, hello, sizeof hello, &window, HELLO_WAIT_MS);
     keep_window(m, window); /* a fork child's: it records since its fork */
     if (n < 0 || type != VC_MSG_HELLO) {
         tree_finish(r, m, M_LOST, "its agent connected but sent no greeting");
@@ -518,6 +540,10 @@ static void send_stop(struct member *m)
 
 static void on_frame(struct tree_run *r, struct member *m, char *buf, size_t cap)
 {
+    if (m->await_hello) {
+        on_hello(r, m);
+        return;
+    }
     uint32_t type;
     int passed = -1;
     long n = vc_msg_recv_fd(m->fd, &type, buf, cap, &passed, 10000);
@@ -643,6 +669,39 @@ struct aside_report {
     char err[1024];
 };
 
+/* In the helper, right after the injection of a process at its start: held at its system
+ * calls until its agent has its hooks in (vcinject.h inject_hold_until_hooked), so that a
+ * worker whose first tasks come tens of ms after its exec runs none of them untraced while
+ * its agent waits for this loop, for its buffers or for the GIL. */
+struct hold_ctx {
+    const struct tree_run *r;
+    const struct member *m;
+    const char *agent_path;
+};
+
+static void hold_young(void *arg)
+{
+    const struct hold_ctx *h = arg;
+    pid_t pid = h->m->pid;
+    int64_t injected = vc_monotonic_ms();
+    struct inject_hold res;
+    char err[512];
+    if (inject_hold_until_hooked(pid, h->agent_path, HOLD_BUDGET_MS, &res, err, sizeof err) < 0) {
+        if (h->r->opt->verbose)
+            say("vcattach: pid %d not held: %s\n", (int)pid, err);
+        return;
+    }
+    if (!h->r->opt->verbose)
+        return;
+    char since[48] = "";
+    if (h->m->exec_ms)
+        snprintf(since, sizeof since, " %lld ms after its exec",
+                 (long long)(injected - h->m->exec_ms));
+    say("vcattach: pid %d injected%s, then held %d ms at %d of its %d system calls (%d ms in "
+        "all), until %s\n", (int)pid, since, res.held_ms, res.held_stops, res.stops,
+        res.total_ms, res.ended);
+}
+
 static int inject_aside(struct tree_run *r, struct member *m, struct target_info *t,
                         enum inject_method method)
 {
@@ -660,8 +719,13 @@ static int inject_aside(struct tree_run *r, struct member *m, struct target_info
         struct aside_report rep;
         memset(&rep, 0, sizeof rep);
         close(p[0]);
-        rep.status = attach_inject_waiting(r->opt, t, &r->lis[m->lis].ctl, method, NULL, NULL,
-                                           rep.err, sizeof rep.err);
+        /* young: held from its injection until its hooks are in */
+        long age = target_age_ms(m->pid);
+        int young = age >= 0 && age < INIT_GRACE_MS && VC_SEAM(HOLD_OFF) == NULL;
+        struct hold_ctx hold = {r, m, t->agent_in_target};
+        rep.status = attach_inject_then(r->opt, t, &r->lis[m->lis].ctl, method, NULL, NULL,
+                                        young ? hold_young : NULL, &hold, rep.err,
+                                        sizeof rep.err);
         ssize_t w = write(p[1], &rep, sizeof rep);
         (void)w;
         _exit(0);
@@ -823,6 +887,7 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
     pid_t pid = m->pid;
     m->lis = li;
     m->fd = -1;
+    m->await_hello = 0;
     m->inject_ms = vc_monotonic_ms();
     tree_set_state(m, M_CONNECT);
     if (!at_attach && method != INJECT_REMOTE_EXEC && inject_aside(r, m, &t, method) == 0) {
@@ -1002,7 +1067,10 @@ static void check_waits(struct tree_run *r)
              * trace, or a fork the agent did not see (fork() from C): inject it like any
              * process (the loaded agent is reused). */
             inject_member(r, m, 0);
-        } else if (m->st == M_CONNECT && now - m->since > (m->forked ? FORK_JOIN_WAIT_MS : CONNECT_WAIT_MS))
+        } else if (m->st == M_CONNECT && m->await_hello && now - m->hello_since > HELLO_WAIT_MS)
+            tree_finish(r, m, M_LOST, "its agent connected but sent no greeting");
+        else if (m->st == M_CONNECT && !m->await_hello &&
+                 now - m->since > (m->forked ? FORK_JOIN_WAIT_MS : CONNECT_WAIT_MS))
             tree_finish(r, m, M_LOST, "its agent did not connect (see its stderr)");
         else if (m->st == M_STARTING && now - m->since > STARTED_WAIT_MS)
             tree_finish(r, m, M_LOST, "its agent did not start in time (GIL held?)");

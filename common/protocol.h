@@ -50,6 +50,21 @@
  * reads it before calling vc_agent_connect: an agent whose dlopen was abandoned half way (a
  * crash in the target's loader) is mapped but must never be called into. */
 #define VC_AGENT_LOADED_MAGIC 0x564c4f41u
+/* The agent's exported `vc_agent_phase`: how far the session started by vc_agent_connect has
+ * come.  A young process's injector reads it while it holds the process's main thread at
+ * its system calls (injector/hold.c): the thread is held while the agent waits for vcattach
+ * (CONNECTING), prepares its buffers (PREPARING) or waits for the GIL (GIL_WAIT: a bounded
+ * time per system call, in case the thread holds it there), let run while the agent waits
+ * for the interpreter's initialization (INIT_WAIT), and let go for good at DONE (hooks in, or
+ * the session ended). */
+enum vc_agent_phase {
+    VC_PHASE_NONE = 0,     /* no session was ever launched (or an agent from before phases) */
+    VC_PHASE_CONNECTING,   /* launched: connecting to vcattach, waiting for its CONFIG */
+    VC_PHASE_INIT_WAIT,    /* configured: waiting for the interpreter's initialization */
+    VC_PHASE_PREPARING,    /* the interpreter is initialized: the buffers are being made */
+    VC_PHASE_GIL_WAIT,     /* taking the GIL to install the hooks */
+    VC_PHASE_DONE,         /* hooks installed, or the session failed or ended */
+};
 
 enum vc_msg_type {
     VC_MSG_HELLO = 1,

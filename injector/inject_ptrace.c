@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_symbols.h"
 #include "elf.h"
 #include "proc.h"
 #include "protocol.h"
@@ -140,55 +141,31 @@ static int find_libc_syms(pid_t pid, const struct proc_maps *maps, struct libc_s
     return 0;
 }
 
-/* Address of vc_agent_connect in the target, from the agent's .dynsym and its mapping, and
- * of its vc_agent_loaded marker (0: an agent from before the marker, which cannot tell). */
+/* Address of vc_agent_connect in the target, and of its vc_agent_loaded marker (0: an agent
+ * from before the marker, which cannot tell). */
 static int find_agent_entry(pid_t pid, const char *agent_path, uint64_t *addr,
                             uint64_t *loaded_addr, char *err, size_t errlen)
 {
-    char path[4096 + 64];
-    struct stat sb;
-    int have_stat = proc_root_path(pid, agent_path, path, sizeof path) == 0 && stat(path, &sb) == 0;
-    struct proc_maps maps;
-    int r = proc_read_maps(pid, &maps);
-    if (r < 0) {
-        inject_set_err(err, errlen, "cannot read /proc/%d/maps: %s", (int)pid, strerror(-r));
+    static const char *const names[] = {"vc_agent_connect", "vc_agent_loaded"};
+    uint64_t at[2];
+    char why[512];
+    int r = agent_symbols(pid, agent_path, names, at, 2, why, sizeof why);
+    if (r == -ENOENT) {
+        inject_set_err(err, errlen, "dlopen succeeded but %s", why);
         return r;
     }
-    const struct proc_map *m = have_stat ? proc_find_inode(&maps, sb.st_dev, sb.st_ino) : NULL;
-    /* Else by name: the agent was rebuilt or upgraded (or its copy removed) after the target
-     * first loaded it, dlopen matched the path and returned the object already mapped, which
-     * /proc shows as "(deleted)".  That copy is the one to call; its bytes stay readable
-     * through map_files. */
-    if (!m)
-        m = proc_find_loaded(pid, &maps, agent_path);
-    if (!m) {
-        proc_free_maps(&maps);
-        inject_set_err(err, errlen, "dlopen succeeded but %s is not mapped in the target", agent_path);
+    if (r < 0) {
+        inject_set_err(err, errlen, "%s", why);
+        return r;
+    }
+    if (at[0] == 0) {
+        inject_set_err(err, errlen, "%s does not export vc_agent_connect: not a vcattach agent",
+                       agent_path);
         return -ENOENT;
     }
-    int fd = proc_open_mapped(pid, m);
-    struct elf_file ef;
-    r = fd < 0 ? fd : elf_open_fd(fd, &ef);
-    if (fd >= 0)
-        close(fd);
-    if (r < 0) {
-        proc_free_maps(&maps);
-        inject_set_err(err, errlen, "cannot read the agent %s: %s", agent_path, strerror(-r));
-        return r;
-    }
-    uint64_t v, lv;
-    *loaded_addr = 0;
-    r = elf_lookup(&ef, "vc_agent_connect", &v);
-    if (r == 0) {
-        *addr = elf_load_bias(&ef, m->start) + v;
-        if (elf_lookup(&ef, "vc_agent_loaded", &lv) == 0)
-            *loaded_addr = elf_load_bias(&ef, m->start) + lv;
-    } else
-        inject_set_err(err, errlen, "%s does not export vc_agent_connect: not a vcattach agent",
-                agent_path);
-    elf_close(&ef);
-    proc_free_maps(&maps);
-    return r;
+    *addr = at[0];
+    *loaded_addr = at[1];
+    return 0;
 }
 
 static const sigset_t *termination_signals(void)
@@ -230,7 +207,7 @@ static void note(const struct method_request *req, int64_t t0, const char *fmt, 
         return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "vcattach: [%8.3f ms] ", ms_since(t0));
+    fprintf(stderr, "vcattach: pid %d [%8.3f ms] ", (int)req->pid, ms_since(t0));
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -514,6 +491,7 @@ int inject_ptrace(const struct method_request *req, char *err, size_t errlen)
         proc_free_maps(&maps);
         return INJECT_UNTOUCHED;
     }
+    note(req, t0, "dlopen and the call gadgets found in the target's libc");
     /* a signal that would end vcattach waits until every thread is restored */
     sigset_t old_mask;
     sigprocmask(SIG_BLOCK, termination_signals(), &old_mask);

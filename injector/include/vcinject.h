@@ -259,6 +259,27 @@ struct inject_result {
 int inject(const struct inject_request *req, struct inject_result *res, char *err,
            size_t errlen);
 
+/* ---- 3b. holding a young process until its agent has its hooks in (hold.c) ------------- */
+
+struct inject_hold {
+    int total_ms;      /* from the seize to the detach */
+    int held_ms;       /* of it, kept stopped at system calls (the rest: stepping between them) */
+    int stops;         /* system-call stops seen */
+    int held_stops;    /* ... at which it was kept */
+    const char *ended; /* why the hold ended (a static phrase) */
+};
+
+/* After a ptrace or gdb injection into a process at its start (a pool's spawned worker):
+ * its main thread (pid) is run from system call to system call and kept at those CPython
+ * makes without the GIL while the agent (agent_path, the target's view, exporting
+ * vc_agent_phase) waits for vcattach or for the GIL, so that the process runs none of its
+ * own code before its hooks are in; at most budget_ms.  Only the main thread is held, nothing
+ * of it is written, and a kill of the caller at any instant lets it go on.  0 with *res (also
+ * when the process ended, or the agent had nothing left to wait for), or -1 with err (the
+ * agent not found or too old, the thread not seizable): then nothing was held. */
+int inject_hold_until_hooked(pid_t pid, const char *agent_path, int budget_ms,
+                             struct inject_hold *res, char *err, size_t errlen);
+
 /* "auto", "remote-exec", "ptrace", "gdb". */
 const char *inject_method_name(enum inject_method m);
 

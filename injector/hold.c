@@ -1,0 +1,264 @@
+/* hold.c — a young process held at its system calls until its agent has its hooks in
+ * (vcinject.h inject_hold_until_hooked).
+ *
+ * Why: a process found at its exec (a pool's spawned worker) is injected within tens of ms,
+ * but its agent then still has to connect to vcattach, wait for its CONFIG and for the
+ * interpreter's initialization, and take the GIL before its hooks are in.  On a loaded
+ * machine that took 20–110 ms, in which a worker whose life is 100 ms ran its first tasks
+ * untraced.  So its main thread is made to wait for the agent — never for anything else:
+ *
+ *   - the thread is seized alone (PTRACE_SEIZE, PTRACE_O_TRACESYSGOOD only: never EXITKILL)
+ *     and run from system call to system call (PTRACE_SYSCALL); its registers and memory are
+ *     never written, nothing runs in it that it would not run anyway;
+ *   - it is kept stopped only at the entry or exit of a system call that CPython makes with
+ *     the GIL released (reading a file or pipe, opening, stat, polling, waiting: the calls
+ *     an import, a pipe read or a sleep make), and only while the agent waits for vcattach
+ *     (CONNECTING), makes its buffers (PREPARING) or takes the GIL (GIL_WAIT).  While the
+ *     agent waits for the interpreter's initialization (INIT_WAIT) the thread runs, stepping,
+ *     to finish it.  Taking the GIL, the agent may yet need something the held thread owns:
+ *     the GIL itself (a C extension's read under it), or the import lock, which importlib
+ *     holds across the stat calls of a module search while the agent imports `atexit`.  So
+ *     that stop is let go as soon as the agent thread sleeps for AGENT_BLOCKED_MS (a thread
+ *     that only waits for a core runs), and after GIL_HOLD_MS in any case;
+ *   - it ends at the agent's DONE (hooks in, or its session over), at the budget, at any
+ *     stop it does not expect (job control, an exec), or when the process ends.  Signals that
+ *     arrive meanwhile are delivered at once (a pool's SIGTERM is not held back).
+ *
+ * Killed at any instant, the kernel detaches the thread: it goes on from the system call it
+ * was at as if nothing happened (the stops report SIGTRAP|0x80, which the kernel drops
+ * rather than deliver; ptrace.h pt_set_tracesysgood).  Every wait is bounded.
+ */
+#include "vcinject.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <time.h>
+
+#include "agent_symbols.h"
+#include "proc.h"
+#include "method.h"
+#include "protocol.h"
+#include "ptrace.h"
+#include "watchdog.h"
+
+#define SEIZE_WAIT_MS 200   /* for the first stop after PTRACE_INTERRUPT */
+#define SLICE_MS 2          /* a running thread: the phase is read this often */
+#define POLL_US 200         /* a held thread: the phase is read this often */
+#define GIL_HOLD_MS 30      /* the longest one stop is held while the agent takes the GIL */
+#define AGENT_BLOCKED_MS 2   /* the agent thread asleep this long while it takes the GIL */
+#define WATCHDOG_GRACE_MS 5000 /* past the budget: a read blocked in the kernel (below) */
+
+/* System calls CPython makes between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS (FileIO,
+ * os.read/stat/listdir, import's path stats, select/poll, time.sleep, waitpid, sockets). */
+static int gil_free_syscall(long nr)
+{
+    switch (nr) {
+    case SYS_read: case SYS_pread64: case SYS_readv: case SYS_write: case SYS_writev:
+    case SYS_open: case SYS_openat: case SYS_close: case SYS_lseek:
+    case SYS_stat: case SYS_lstat: case SYS_fstat: case SYS_newfstatat: case SYS_statx:
+    case SYS_getdents64: case SYS_readlink: case SYS_readlinkat: case SYS_access:
+    case SYS_faccessat: case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+    case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_nanosleep: case SYS_clock_nanosleep:
+    case SYS_wait4: case SYS_waitid: case SYS_recvfrom: case SYS_recvmsg: case SYS_sendto:
+    case SYS_sendmsg: case SYS_accept: case SYS_accept4: case SYS_connect:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static uint32_t read_phase(pid_t tid, uint64_t addr)
+{
+    uint32_t v = VC_PHASE_DONE;
+    if (pt_read(tid, addr, &v, sizeof v) < 0)
+        return VC_PHASE_DONE; /* unreadable: nothing to wait for */
+    return v;
+}
+
+static void nap_us(long us)
+{
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The agent needs nothing of the main thread in these (its GIL perhaps, in GIL_WAIT). */
+static int holdable(uint32_t ph)
+{
+    return ph == VC_PHASE_CONNECTING || ph == VC_PHASE_PREPARING || ph == VC_PHASE_GIL_WAIT;
+}
+
+/* Keeps the stopped thread where it is while the agent is in a phase it may be held for, up
+ * to end_ns (absolute).  Waiting for the GIL, the agent thread (atid) runs or is about
+ * to; asleep there for AGENT_BLOCKED_MS it waits for something the held thread owns (the
+ * import lock, held across the stat calls of a module search): the thread is let go then,
+ * as after GIL_HOLD_MS in any case, and not held again while the agent takes the GIL
+ * (*gil_gave_up: it would only wait for the same thing at each call of a module search).
+ * 1 if it was held (the time added to *held_ns), else 0. */
+static int hold_here(pid_t tid, uint64_t addr, pid_t atid, int64_t end_ns, int64_t *held_ns,
+                     int *gil_gave_up)
+{
+    int64_t t0 = pt_now_ns(), gil_since = 0, asleep_since = 0, now = t0;
+    uint32_t ph = read_phase(tid, addr);
+    if (!holdable(ph) || (ph == VC_PHASE_GIL_WAIT && *gil_gave_up))
+        return 0;
+    while (holdable(ph) && now < end_ns) {
+        if (ph == VC_PHASE_GIL_WAIT) {
+            if (gil_since == 0)
+                gil_since = now;
+            if (now - gil_since >= (int64_t)GIL_HOLD_MS * 1000000) {
+                *gil_gave_up = 1; /* the GIL did not come: maybe this thread holds it here */
+                break;
+            }
+            char st = atid > 0 ? proc_task_state(tid, atid) : 'R';
+            if (st == 'R' || st == 0)
+                asleep_since = 0;
+            else if (asleep_since == 0)
+                asleep_since = now;
+            else if (now - asleep_since >= (int64_t)AGENT_BLOCKED_MS * 1000000) {
+                *gil_gave_up = 1;
+                break;
+            }
+        }
+        nap_us(POLL_US);
+        ph = read_phase(tid, addr);
+        now = pt_now_ns();
+    }
+    *held_ns += now - t0;
+    return 1;
+}
+
+/* The agent thread's tid (0: not known yet, or an agent without it). */
+static pid_t agent_tid(pid_t pid, uint64_t addr)
+{
+    int32_t v = 0;
+    if (addr == 0 || pt_read(pid, addr, &v, sizeof v) < 0)
+        return 0;
+    return v;
+}
+
+/* A signal-delivery-stop's signal, to hand back at once: all but a SIGTRAP of the kernel's
+ * own (si_code > 0), which would kill an untraced thread. */
+static int signal_to_deliver(pid_t tid, int sig)
+{
+    if (sig != SIGTRAP)
+        return sig;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) < 0 || si.si_code > 0)
+        return 0;
+    return sig;
+}
+
+static int hold(pid_t pid, const char *agent_path, int budget_ms, struct inject_hold *res,
+                char *err, size_t errlen);
+
+/* The hold reads the target's memory and the agent's file from this process, where a read
+ * of a stalled FUSE mapping cannot be cancelled: the watchdog's bound (watchdog.h) ends this
+ * process then, and the kernel lets the thread go. */
+int inject_hold_until_hooked(pid_t pid, const char *agent_path, int budget_ms,
+                             struct inject_hold *res, char *err, size_t errlen)
+{
+    struct watchdog w;
+    int armed = watchdog_arm(&w, budget_ms + SEIZE_WAIT_MS + WATCHDOG_GRACE_MS, pid) == 0;
+    int rc = hold(pid, agent_path, budget_ms, res, err, errlen);
+    if (armed)
+        watchdog_disarm(&w);
+    return rc;
+}
+
+static int hold(pid_t pid, const char *agent_path, int budget_ms, struct inject_hold *res,
+                char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    res->ended = "its agent's start was over";
+    struct tracee t = {.tid = pid, .state = TRACEE_RUNNING};
+    struct tracee_group g = {.pid = pid, .t = &t, .n = 1, .cap = 1};
+    /* Stopped first, the agent looked for after: the injection has just let it go, and
+     * every moment it runs now may be its first task's. */
+    if (ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACESYSGOOD) < 0) {
+        int e = errno;
+        inject_set_err(err, errlen, "cannot hold pid %d: %s", (int)pid, strerror(e));
+        return e == ESRCH ? 0 : -1;
+    }
+    int64_t start = pt_now_ns(), end = start + (int64_t)budget_ms * 1000000;
+    int64_t held = 0;
+    int r = 0, sig = 0, rc = 0, gil_gave_up = 0;
+    uint32_t ph = VC_PHASE_DONE;
+    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 ||
+        (r = pt_wait_stop(&t, start + (int64_t)SEIZE_WAIT_MS * 1000000, NULL)) < 0) {
+        res->ended = r == -ESRCH ? "the process ended" : "it did not stop";
+        goto out;
+    }
+    static const char *const names[] = {"vc_agent_phase", "vc_agent_tid"};
+    uint64_t at[2] = {0, 0};
+    if (agent_symbols(pid, agent_path, names, at, 2, err, errlen) < 0) {
+        rc = -1;
+        goto out;
+    }
+    uint64_t addr = at[0];
+    if (addr == 0) {
+        inject_set_err(err, errlen, "the agent %s has no vc_agent_phase (an older agent)",
+                       agent_path);
+        rc = -1;
+        goto out;
+    }
+    ph = read_phase(pid, addr);
+    if (ph == VC_PHASE_NONE) {
+        res->ended = "no session of its agent";
+        goto out;
+    }
+    for (;;) {
+        if (t.state == TRACEE_STOPPED) {
+            if (t.group_stop) {
+                res->ended = "it was stopped (job control)";
+                break;
+            }
+            if (t.in_signal_stop)
+                sig = signal_to_deliver(pid, t.in_signal_stop);
+            if (t.syscall_stop) {
+                res->stops++;
+                struct user_regs_struct regs;
+                if (pt_getregs(pid, &regs) == 0 && gil_free_syscall((long)regs.orig_rax))
+                    res->held_stops += hold_here(pid, addr, agent_tid(pid, at[1]), end, &held,
+                                                 &gil_gave_up);
+            }
+            ph = read_phase(pid, addr);
+            if (ph == VC_PHASE_DONE || ph == VC_PHASE_NONE || pt_now_ns() >= end)
+                break;
+            if (ptrace(PTRACE_SYSCALL, pid, 0, sig) < 0) {
+                res->ended = "the process ended";
+                t.state = TRACEE_GONE;
+                break;
+            }
+            sig = 0;
+            t.state = TRACEE_RUNNING;
+        }
+        int64_t slice = pt_now_ns() + (int64_t)SLICE_MS * 1000000;
+        r = pt_wait_stop(&t, slice < end ? slice : end, NULL);
+        if (r == -ESRCH) {
+            res->ended = "the process ended";
+            break;
+        }
+        if (r == -ETIMEDOUT) { /* running (or blocked in a call): is the agent done? */
+            ph = read_phase(pid, addr);
+            if (ph == VC_PHASE_DONE || ph == VC_PHASE_NONE || pt_now_ns() >= end)
+                break;
+        }
+    }
+    if (t.state != TRACEE_GONE && pt_now_ns() >= end && ph != VC_PHASE_DONE)
+        res->ended = "the hold's budget was spent";
+    if (ph == VC_PHASE_NONE)
+        res->ended = "its agent's session ended";
+out:
+    if (t.state == TRACEE_STOPPED && sig) /* a signal seen at the last stop: delivered after */
+        t.pending_sigs |= 1ull << (sig - 1);
+    pt_detach(&g, &t); /* interrupts it first if it runs; bounded */
+    res->held_ms = (int)(held / 1000000);
+    res->total_ms = (int)((pt_now_ns() - start) / 1000000);
+    return rc;
+}

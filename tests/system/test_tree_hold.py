@@ -1,0 +1,190 @@
+"""A process that starts during a `--subprocesses` trace is held at its system calls until its
+agent has its hooks in (issue 31; injector/hold.c).
+
+Injected within tens of ms of its exec, a new interpreter's agent still has to connect, wait
+for vcattach's CONFIG and for the GIL; a busy vcattach or a loaded machine made that 20–110
+ms, in which a spawned worker ran its first tasks untraced.  Here vcattach is made slow on
+purpose (the CONFIG_DELAY_MS seam: CONFIG to a process born during the trace leaves 800 ms
+late), and the child calls f() as soon as it sees the agent mapped in itself: held, every call
+is in the trace; with the hold off (the HOLD_OFF seam) none is, which shows the test tells the
+two apart.  Killing vcattach (and its injecting helper) while the child is held lets the child
+run on unharmed.
+"""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from support.paths import PYTHONS, SEAMS_VCATTACH, seams_env
+from support.pools import read_trace
+from support.proc import assert_running_untraced
+
+CHILD = r'''
+import sys, time
+def f(i):
+    return i * 2
+def agent_mapped():
+    with open("/proc/self/maps") as m:
+        return "libvcagent" in m.read()
+deadline = time.monotonic() + 30
+while not agent_mapped() and time.monotonic() < deadline:
+    time.sleep(0.005)
+print(sum([f(i) for i in range(5)]), agent_mapped(), flush=True)
+'''
+
+PARENT = r'''
+import os, subprocess, sys, time
+out = sys.argv[1]
+print("ready", flush=True)
+while not os.path.exists(out + ".go"):
+    time.sleep(0.01)
+p = subprocess.Popen([sys.executable, "-c", sys.argv[2]], stdout=subprocess.PIPE, text=True)
+with open(out + ".child", "w") as f:
+    f.write(str(p.pid))
+text, _ = p.communicate()
+with open(out + ".result", "w") as f:
+    f.write("%d %s" % (p.returncode, text.strip()))
+time.sleep(60)
+'''
+
+
+def interpreters():
+    seen, out = set(), []
+    for p in PYTHONS:
+        if p["minor"] in (311, 312) and p["kind"] != "static" and p["minor"] not in seen:
+            seen.add(p["minor"])
+            out.append(pytest.param(p, id=p["id"]))
+    return out
+
+
+class Run:
+    """The parent under `vcattach --subprocesses`, the child started once vcattach attached."""
+
+    def __init__(self, py, tmp_path, **seams):
+        self.out = str(tmp_path / "hold")
+        self.parent = subprocess.Popen([py["path"], "-c", PARENT, self.out, CHILD],
+                                       stdout=subprocess.PIPE, text=True)
+        assert self.parent.stdout.readline().strip() == "ready"
+        env = seams_env(VCATTACH_TEST_CONFIG_DELAY_MS="800", **seams)
+        self.vc = subprocess.Popen([SEAMS_VCATTACH, "--pid", str(self.parent.pid),
+                                    "--subprocesses", "-t", "6s", "-v", "-o",
+                                    self.out + ".cvf"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=env, start_new_session=True)
+        self.err = []
+        attached = threading.Event()
+
+        def read_err():
+            for line in self.vc.stderr:
+                self.err.append(line)
+                if "processes attached in" in line:
+                    attached.set()
+            attached.set()
+
+        self.reader = threading.Thread(target=read_err, daemon=True)
+        self.reader.start()
+        assert attached.wait(30), "".join(self.err)
+        open(self.out + ".go", "w").close()
+
+    def written(self, suffix, what):
+        """The text the parent wrote to OUT+suffix (waited for)."""
+        for _ in range(3000):
+            if os.path.exists(self.out + suffix):
+                with open(self.out + suffix) as f:
+                    text = f.read()
+                if text:
+                    return text
+            time.sleep(0.01)
+        raise AssertionError(what + "".join(self.err))
+
+    def child_pid(self):
+        return int(self.written(".child", "the parent started no child: "))
+
+    def result(self):
+        return self.written(".result", "the child did not finish: ")
+
+    def finish(self):
+        stdout, _ = self.vc.communicate(timeout=60)
+        self.reader.join(10)
+        return self.vc.returncode, stdout, "".join(self.err)
+
+    def close(self):
+        for p in (self.vc, self.parent):
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.wait(10)
+
+
+def child_calls(events, pid):
+    return sum(1 for e in events
+               if e.get("ph") == "X" and e["pid"] == pid and e["name"].startswith("f "))
+
+
+@pytest.mark.parametrize("py", interpreters())
+def test_child_runs_nothing_before_its_hooks_are_in(py, tmp_path):
+    run = Run(py, tmp_path)
+    try:
+        child = run.child_pid()
+        assert run.result() == "0 20 True"  # the child's own work, intact
+        rc, stdout, stderr = run.finish()
+        assert rc == 0, stderr + stdout
+        assert "pid %d injected" % child in stderr and "then held" in stderr, stderr
+        calls = child_calls(read_trace(run.out + ".cvf"), child)
+        print("held child: %d of its 5 calls of f in the trace" % calls)
+        assert calls == 5, stderr + stdout
+        assert_running_untraced(run.parent.pid)
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_without_the_hold_the_same_child_runs_untraced(py, tmp_path):
+    """The other side of the test above: it sees the difference the hold makes."""
+    run = Run(py, tmp_path, VCATTACH_TEST_HOLD_OFF="1")
+    try:
+        child = run.child_pid()
+        assert run.result() == "0 20 True"
+        rc, stdout, stderr = run.finish()
+        assert "then held" not in stderr, stderr
+        events = read_trace(run.out + ".cvf") if os.path.exists(run.out + ".cvf") else []
+        calls = child_calls(events, child)
+        print("child not held: %d of its 5 calls of f in the trace" % calls)
+        assert calls == 0, stderr + stdout
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_killing_vcattach_while_a_child_is_held_leaves_it_unharmed(py, tmp_path):
+    run = Run(py, tmp_path)
+    try:
+        child = run.child_pid()
+        # held: traced (TracerPid) with the agent mapped, waiting for the delayed CONFIG
+        for _ in range(3000):
+            try:
+                with open("/proc/%d/status" % child) as f:
+                    tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
+                with open("/proc/%d/maps" % child) as f:
+                    mapped = "libvcagent" in f.read()
+            except (FileNotFoundError, ProcessLookupError):
+                raise AssertionError("the child ended before it was held: %s" % run.err)
+            if tracer != "0" and mapped:
+                break
+            time.sleep(0.002)
+        else:
+            raise AssertionError("the child was never held: %s" % "".join(run.err))
+        time.sleep(0.2)
+        os.killpg(run.vc.pid, signal.SIGKILL)  # vcattach and its injecting helper
+        run.vc.wait(10)
+        assert run.result() == "0 20 True"  # it ran on, its work intact
+        assert run.parent.poll() is None
+        assert_running_untraced(run.parent.pid)
+    finally:
+        run.close()
