@@ -432,6 +432,7 @@ static int prepare_session(vc_session *s, char *err, size_t errlen)
     if (rc == 0)
         rc = check_output(s, err, errlen);
     if (rc == 0 && !Py_IsInitialized() && s->init_wait_ms) {
+        vc_life_note_init_flag(vc_compat_init_flag_addr()); /* (the hold reads it first) */
         vc_life_set_phase(VC_PHASE_INIT_WAIT); /* a held main thread must run its init now */
         wait_initialized(s->init_wait_ms);
     }

@@ -234,6 +234,38 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp)
 #endif
 }
 
+/* ---- _PyRuntime.initialized ------------------------------------------------------------------
+ * Its offset in _PyRuntimeState per minor, as offsetof() gives it with each minor's internal
+ * headers (pycore_pystate.h in 3.8, pycore_runtime.h after; the same with Py_DEBUG): after
+ * {preinitializing, preinitialized, core_initialized} ints (3.11+: after _initialized too;
+ * 3.13+: after the debug offsets). */
+#if PY_VERSION_HEX >= 0x030F0000
+#define VC_RT_INITIALIZED 904
+#elif PY_VERSION_HEX >= 0x030E0000
+#define VC_RT_INITIALIZED 776
+#elif PY_VERSION_HEX >= 0x030D0000
+#define VC_RT_INITIALIZED 600
+#elif PY_VERSION_HEX >= 0x030B0000
+#define VC_RT_INITIALIZED 16
+#else
+#define VC_RT_INITIALIZED 12
+#endif
+extern char _PyRuntime[] __attribute__((weak));
+
+uintptr_t vc_compat_init_flag_addr(void)
+{
+    if (_PyRuntime == NULL)
+        return 0;
+    volatile int *flags = (volatile int *)(void *)(_PyRuntime + VC_RT_INITIALIZED - 12);
+    for (int i = 0; i < 4; i++) /* preinitializing .. initialized: each 0 or 1 */
+        if (flags[i] != 0 && flags[i] != 1)
+            return 0;
+    /* initialized: once set, its neighbours preinitialized and core_initialized are too */
+    if (flags[3] != Py_IsInitialized() || (flags[3] && !(flags[1] && flags[2])))
+        return 0;
+    return (uintptr_t)&flags[3];
+}
+
 /* ---- the runtime's list under its own lock (3.12+) ----------------------------------------
  * _PyRuntime.interpreters is {mutex; head; main; next_id} in 3.12 … 3.15 (internal
  * pycore_runtime.h / pycore_runtime_structs.h); its offset in _PyRuntimeState, per minor, as
@@ -284,7 +316,6 @@ int vc_compat_interp_finalizing(PyInterpreterState *interp)
 #define VC_IS_INITIALIZED 40
 #define VC_IS_FINALIZING 104
 #endif
-extern char _PyRuntime[] __attribute__((weak));
 
 /* _initialized (int) and _finalizing (the thread state ending it, NULL until then; an atomic
  * pointer in 3.12): read as any other thread of CPython reads them. */

@@ -273,6 +273,13 @@ PyObject *vc_compat_code_name(PyCodeObject *co);
 /* 1 once the interpreter has started finalizing (taking the GIL then may never return). */
 int vc_compat_is_finalizing(void);
 
+/* The address of _PyRuntime.initialized (what Py_IsInitialized reads), for the injector that
+ * holds a young process (injector/hold.c): it reads it from outside to know when the main
+ * thread has finished its initialization.  0 when the layout is not the one this minor's
+ * headers give (checked against Py_IsInitialized and the flags before it), or _PyRuntime is
+ * not exported. */
+uintptr_t vc_compat_init_flag_addr(void);
+
 /* The OS thread id of ts: CPython's record (3.11+), before that the one its pthread's CPU
  * clock encodes; 0 if neither tells. */
 unsigned long vc_compat_native_tid(PyThreadState *ts);

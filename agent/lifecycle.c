@@ -41,9 +41,19 @@ __attribute__((visibility("default"))) volatile uint32_t vc_agent_phase;
  * (running) from one blocked on a lock the held thread owns (sleeping). */
 __attribute__((visibility("default"))) volatile int32_t vc_agent_tid;
 
+/* For the same reader: where _PyRuntime.initialized is (compat.h), 0 if not known. While the
+ * agent waits for the initialization, the held thread runs; once it is initialized, it is
+ * held at its next call rather than run its program's first lines untraced. */
+__attribute__((visibility("default"))) volatile uint64_t vc_agent_init_flag;
+
 void vc_life_set_phase(unsigned phase)
 {
     __atomic_store_n(&vc_agent_phase, (uint32_t)phase, __ATOMIC_RELEASE);
+}
+
+void vc_life_note_init_flag(uintptr_t addr)
+{
+    __atomic_store_n(&vc_agent_init_flag, (uint64_t)addr, __ATOMIC_RELEASE);
 }
 
 void vc_life_mark_agent_thread(void)

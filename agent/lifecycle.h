@@ -43,6 +43,9 @@ const char *vc_life_last_error(void);
 void vc_life_set_phase(unsigned phase);
 /* The agent thread records its tid (exported as `vc_agent_tid`) for the same reader. */
 void vc_life_mark_agent_thread(void);
+/* Publishes where _PyRuntime.initialized is (vc_agent_init_flag; 0: not known), for the
+ * hold of a young process (injector/hold.c), before the phase says INIT_WAIT. */
+void vc_life_note_init_flag(uintptr_t addr);
 
 /* ---- any thread ---- */
 

@@ -83,7 +83,13 @@ static int check_hook(const struct cli_options *opt, const struct target_info *t
 int attach_preflight(const struct cli_options *opt, pid_t pid, struct target_info *t, char *err,
                      size_t errlen)
 {
-    if (preflight_target(pid, t, err, errlen) < 0)
+    return attach_preflight_held(opt, pid, 0, t, err, errlen);
+}
+
+int attach_preflight_held(const struct cli_options *opt, pid_t pid, pid_t held_by,
+                          struct target_info *t, char *err, size_t errlen)
+{
+    if (preflight_target(pid, held_by, t, err, errlen) < 0)
         return -1;
     if (check_hook(opt, t, err, errlen) < 0) {
         preflight_release(t);

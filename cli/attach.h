@@ -60,6 +60,10 @@ void attach_signals_restore(const struct attach_signals *saved);
  * (release with preflight_release), or -1 with one line in err (nothing to release). */
 int attach_preflight(const struct cli_options *opt, pid_t pid, struct target_info *t, char *err,
                      size_t errlen);
+/* The same for a process a child of ours (held_by) holds at its start (tree_catch.h): that
+ * tracer, and the tracing stop it keeps the process in, are not refused. */
+int attach_preflight_held(const struct cli_options *opt, pid_t pid, pid_t held_by,
+                          struct target_info *t, char *err, size_t errlen);
 
 /* The injection method for this target: --method, with auto resolved (inject_choose).
  * 0 with *m, or -1 with one line in err (an explicit remote-exec that cannot be used).

@@ -51,10 +51,12 @@ static int check_namespace(struct target_info *t, char *err, size_t errlen)
 
 /* The target's state and kind, from the snapshot: not a zombie, not traced, not stopped, not
  * under strict seccomp, CPython of a supported version.  0, or -1 with err. */
-static int check_state_and_python(const struct target_facts *f, char *err, size_t errlen)
+static int check_state_and_python(const struct target_facts *f, pid_t held_by, char *err,
+                                  size_t errlen)
 {
     pid_t pid = f->pid;
-    if (f->tracer != 0) {
+    int ours = held_by != 0 && f->tracer == held_by; /* stopped at a system call by us */
+    if (f->tracer != 0 && !ours) {
         struct target_facts tf; /* only its comm, for the message */
         char tcomm[64] = "?", unused[128];
         if (target_facts_read(f->tracer, &tf, unused, sizeof unused) == 0)
@@ -66,7 +68,7 @@ static int check_state_and_python(const struct target_facts *f, char *err, size_
                  (int)pid, f->comm, (int)f->tracer, tcomm);
         return -1;
     }
-    if (f->state == 'T' || f->state == 't') {
+    if (f->state == 'T' || (f->state == 't' && !ours)) {
         snprintf(err, errlen,
                  "pid %d (%s) is stopped (state %c, e.g. Ctrl-Z or SIGSTOP): resume it with "
                  "`kill -CONT %d` first (attaching to a stopped process could leave it hung)",
@@ -169,7 +171,7 @@ static int judge(struct target_info *t, char *err, size_t errlen)
         return -1;
     }
     if (target_ptrace_permitted(f, err, errlen) < 0 ||
-        check_state_and_python(f, err, errlen) < 0 || check_libc(f, err, errlen) < 0)
+        check_state_and_python(f, t->held_by, err, errlen) < 0 || check_libc(f, err, errlen) < 0)
         return -1;
     int musl = f->libc.kind == TARGET_LIBC_MUSL;
     char why[sizeof t->agent + 512];
@@ -190,9 +192,11 @@ static int judge(struct target_info *t, char *err, size_t errlen)
     return check_no_session(f->pid, err, errlen);
 }
 
-int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen)
+int preflight_target(pid_t pid, pid_t held_by, struct target_info *t, char *err,
+                     size_t errlen)
 {
     memset(t, 0, sizeof *t);
+    t->held_by = held_by;
     t->f.pid = pid;
     t->f.pidfd = -1;
     if (pid == getpid()) {

@@ -20,6 +20,8 @@ struct target_info {
     int agent_needs_copy;  /* f.other_mnt_ns and `agent` is not visible there: copy it into
                               the target's /tmp */
     char agent_in_target[PATH_MAX]; /* the path the target loads (agent, or the copy) */
+    pid_t held_by;         /* a child of ours that holds it at its start (tree_catch.h), let
+                              go before it is injected: its tracing is not refused, 0 none */
 };
 
 /* Checks, in order: the process exists; vcattach may ptrace it (uid / CAP_SYS_PTRACE, Yama
@@ -28,9 +30,10 @@ struct target_info {
  * library the agents load into (glibc 2.17+: not musl, not an older glibc), with an agent
  * build that is safe to load; in another mount namespace, it has a /tmp (for the
  * socket, and a copy of the agent if ours is not visible there); no vcattach session runs in
- * it.  Returns 0 with *t filled (release it with preflight_release), or -1 with one line
+ * it (held_by: a tracer of ours, see target_info).  Returns 0 with *t filled (release it with preflight_release), or -1 with one line
  * (cause and fix) in err (nothing to release). */
-int preflight_target(pid_t pid, struct target_info *t, char *err, size_t errlen);
+int preflight_target(pid_t pid, pid_t held_by, struct target_info *t, char *err,
+                     size_t errlen);
 
 /* Releases what preflight_target holds (the facts' pidfd); safe twice. */
 void preflight_release(struct target_info *t);

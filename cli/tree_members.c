@@ -88,6 +88,7 @@ int tree_holds_nothing(const struct member *m)
  * one: the caller examines it like a newcomer). */
 void tree_rebind(struct tree_run *r, struct member *m)
 {
+    tree_catch_release(r, m->pid);
     bind_slot(r, m, m->pid);
     target_cmdline(m->pid, m->name, sizeof m->name);
     m->st = M_SKIPPED;

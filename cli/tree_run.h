@@ -68,6 +68,7 @@ struct member {
     int retries;
     int retry_ms;            /* M_RETRY: how long after `since` */
     pid_t helper;            /* the child of ours injecting it (inject_aside), or 0 */
+    pid_t catcher;           /* the child of ours holding it at its start (tree_catch.c), or 0 */
     int helper_fd;           /* its report (struct aside_report), -1 when none */
     unsigned share_mb;
     int share_returned;      /* its share went back to the reserve */
@@ -149,6 +150,22 @@ uint64_t tree_member_records(const struct member *m, uint64_t *dropped);
 void tree_finish(struct tree_run *r, struct member *m, enum mstate st, const char *why);
 /* A newcomer's share of the budget, taken from the reserve; 0 if the reserve is spent. */
 unsigned tree_share_for(struct tree_run *r);
+
+/* ---- catching a new interpreter at its start (tree_catch.c) ------------------------------ */
+
+/* Whether an executable's name says it is an interpreter ("python3.12", "python3.14-dbg"). */
+int tree_exe_names_python(const char *exe);
+/* At m's exec of an interpreter: a child of ours holds it at the start of its initialization
+ * until tree_catch_release (or its own bound); nothing when it runs no interpreter, with
+ * --method remote-exec, or while the tree stops. */
+void tree_catch_start(struct tree_run *r, struct member *m);
+/* Lets pid's process go (kills and reaps its catcher, whichever member of the process holds
+ * it): right before it is injected, and at every end of its examination.  A no-op without
+ * a catcher. */
+void tree_catch_release(struct tree_run *r, pid_t pid);
+/* The catcher holding pid's process, 0 if none. */
+pid_t tree_catcher_of(struct tree_run *r, pid_t pid);
+void tree_catch_release_all(struct tree_run *r);
 
 /* ---- the listeners (tree_listeners.c) ----------------------------------------------------- */
 

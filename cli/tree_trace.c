@@ -791,17 +791,11 @@ static int young_retry(struct tree_run *r, struct member *m, const char *why)
     return 1;
 }
 
-/* Whether an executable's name says it is an interpreter ("python3.12", "python3.14-dbg"). */
-static int exe_names_python(const char *exe)
-{
-    const char *base = strrchr(exe, '/');
-    return strstr(base ? base + 1 : exe, "python") != NULL;
-}
 
 /* A young process that is no CPython yet but runs an interpreter's executable: retried. */
 static int loading_python(struct tree_run *r, struct member *m)
 {
-    return exe_names_python(m->exe) && young_retry(r, m, "not a CPython process yet");
+    return tree_exe_names_python(m->exe) && young_retry(r, m, "not a CPython process yet");
 }
 
 #define GONE_BEFORE_REACHED "ended while its interpreter was starting, before vcattach could " \
@@ -843,7 +837,7 @@ static void refused_at_preflight(struct tree_run *r, struct member *m, const cha
     m->python = target_python_detect(m->pid, &py, e2, sizeof e2) == 1;
     if (loading_python(r, m)) /* (detect may have seen the libraries preflight missed) */
         return;
-    if (m->python || exe_names_python(m->exe)) {
+    if (m->python || tree_exe_names_python(m->exe)) {
         not_reached(r, m, M_SKIPPED, m->python ? err : "not a CPython process");
     } else if (m->exe[0] == '\0' && !target_alive(m->pid)) {
         m->unseen = 1;
@@ -853,17 +847,73 @@ static void refused_at_preflight(struct tree_run *r, struct member *m, const cha
     }
 }
 
+/* A process born during the trace that this look found exec'd before the kernel's word of its
+ * exec was read (the word comes at the exec's end, its new image shows in /proc a moment
+ * before): that word, if it comes within EXEC_WORD_MS, catches it at its interpreter's start
+ * (on_proc_event) while it is examined and injected. */
+#define EXEC_WORD_MS 2
+static void on_proc_event(void *ctx, const struct proc_event_info *e);
+static void await_exec_word(struct tree_run *r, struct member *m)
+{
+    pid_t pid = m->pid;
+    char exe[256];
+    target_exe(pid, exe, sizeof exe);
+    if (!tree_exe_names_python(exe))
+        return;
+    int64_t end = vc_monotonic_ms() + EXEC_WORD_MS;
+    while (r->pev != NULL && vc_monotonic_ms() <= end) {
+        struct pollfd q = {.fd = proc_events_fd(r->pev), .events = POLLIN};
+        if (poll(&q, 1, 1) > 0)
+            proc_events_read(r->pev, on_proc_event, r, 4096);
+        struct member *now = tree_find(r, pid);
+        if (now == NULL || now->exec_ms != 0)
+            return;
+    }
+}
+
+/* Test seam: a vcattach too busy to inject a process born during the trace soon (its loop
+ * stalls as long: test_tree_hold.py's catch at the exec). */
+static void inject_delay_seam(const struct member *m)
+{
+    const char *delay = VC_SEAM(INJECT_DELAY_MS);
+    if (delay != NULL && m->late) {
+        int ms = atoi(delay);
+        struct timespec d = {ms / 1000, ms % 1000 * 1000000L};
+        nanosleep(&d, NULL);
+    }
+}
+
 /* Preflight and injection of one process (attach.c, as for a single target: a process in
  * another mount namespace or root gets the agent copied into its /tmp as its own user, its
  * control socket in its network namespace); the member's state says what came of it.
  * Returns the member (the table may have moved while remote-exec waited). */
+static struct member *examine_and_inject(struct tree_run *r, struct member *m, int at_attach);
+
+/* A process held at its start (tree_catch.c) is let go by its injection, or here once it is
+ * judged not to be injected (but to be looked at again: still loading). */
 static struct member *inject_member(struct tree_run *r, struct member *m, int at_attach)
+{
+    pid_t pid = m->pid;
+    m = examine_and_inject(r, m, at_attach);
+    if (m->st != M_RETRY)
+        tree_catch_release(r, pid);
+    return m;
+}
+
+static struct member *examine_and_inject(struct tree_run *r, struct member *m, int at_attach)
 {
     char err[1024] = "";
     static struct target_info t; /* large (paths): not on the stack */
     m->forked = 0; /* injected: whatever it was, it joins through this injection now */
     reread_identity(m);
-    if (attach_preflight(r->opt, m->pid, &t, err, sizeof err) < 0) {
+    if (!at_attach && m->late && m->exec_ms == 0) {
+        pid_t pid = m->pid;
+        await_exec_word(r, m); /* (the table may move under the kernel's news) */
+        if ((m = tree_find(r, pid)) == NULL)
+            return &r->m[0]; /* cannot be: members leave the table only in tree_compact() */
+    }
+    inject_delay_seam(m);
+    if (attach_preflight_held(r->opt, m->pid, tree_catcher_of(r, m->pid), &t, err, sizeof err) < 0) {
         refused_at_preflight(r, m, err);
         return m;
     }
@@ -888,6 +938,7 @@ static struct member *inject_member(struct tree_run *r, struct member *m, int at
     m->lis = li;
     m->fd = -1;
     m->await_hello = 0;
+    tree_catch_release(r, m->pid); /* a process has one tracer: the injection's from now on */
     m->inject_ms = vc_monotonic_ms();
     tree_set_state(m, M_CONNECT);
     if (!at_attach && method != INJECT_REMOTE_EXEC && inject_aside(r, m, &t, method) == 0) {
@@ -994,6 +1045,9 @@ static void on_proc_event(void *ctx, const struct proc_event_info *e)
         p->renamed = 1;       /* ... and a new command line */
         p->execd = p->st == M_DONE || p->st == M_LOST; /* after its session: a new member */
         p->exec_ms = vc_monotonic_ms();
+        if (!r->stopping && tree_same_process(p) && p->inject_ms == 0 && p->helper == 0 &&
+            (p->st == M_CONNECT || p->st == M_RETRY || p->st == M_SKIPPED) && p->fd < 0)
+            tree_catch_start(r, p); /* held at its interpreter's start until injected */
     }
     if (p == NULL || r->stopping)
         return;
@@ -1091,6 +1145,10 @@ static void check_waits(struct tree_run *r)
 static void discover(struct tree_run *r, int at_attach)
 {
     pid_t *pids = NULL;
+    /* The kernel's news first: a spawned worker's exec is announced right behind its fork,
+     * and is caught then (tree_catch.c), before this look finds it exec'd and injects it. */
+    if (r->pev != NULL)
+        proc_events_read(r->pev, on_proc_event, r, 4096);
     tree_compact(r);
     long n = target_descendants(r->opt->pid, &pids);
     for (long i = 0; i < n && !attach_interrupts; i++) {
@@ -1379,6 +1437,7 @@ static void say_awaited(const struct tree_run *r, int64_t now, int64_t began)
 static void stop_and_collect(struct tree_run *r)
 {
     r->stopping = 1;
+    tree_catch_release_all(r);
     stop_running(r, 1);
     int64_t began = vc_monotonic_ms(), said = began - COLLECT_SAY_MS + COLLECT_SAY_FIRST_MS;
     int64_t collect_end = began + (int64_t)r->opt->collect_timeout_ms;
@@ -1436,6 +1495,7 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
     int64_t traced = vc_monotonic_ms() - r->t0;
     stop_and_collect(r);
     aside_reap_all(r);
+    tree_catch_release_all(r);
     if (attach_abandon) {
         char stem[PATH_MAX];
         attach_output_stem(r->out_abs, stem, sizeof stem);

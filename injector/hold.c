@@ -15,7 +15,9 @@
  *     an import, a pipe read or a sleep make), and only while the agent waits for vcattach
  *     (CONNECTING), makes its buffers (PREPARING) or takes the GIL (GIL_WAIT).  While the
  *     agent waits for the interpreter's initialization (INIT_WAIT) the thread runs, stepping,
- *     to finish it.  Taking the GIL, the agent may yet need something the held thread owns:
+ *     to finish it, and is kept from the first call after its end (_PyRuntime.initialized,
+ *     whose address the agent publishes: its own thread sees the flag only at its next
+ *     look, and the program's first lines would run meanwhile).  Taking the GIL, the agent may yet need something the held thread owns:
  *     the GIL itself (a C extension's read under it), or the import lock, which importlib
  *     holds across the stat calls of a module search while the agent imports `atexit`.  So
  *     that stop is let go as soon as the agent thread sleeps for AGENT_BLOCKED_MS (a thread
@@ -44,9 +46,9 @@
 #include "method.h"
 #include "protocol.h"
 #include "ptrace.h"
+#include "syscall_step.h"
 #include "watchdog.h"
 
-#define SEIZE_WAIT_MS 200   /* for the first stop after PTRACE_INTERRUPT */
 #define SLICE_MS 2          /* a running thread: the phase is read this often */
 #define POLL_US 200         /* a held thread: the phase is read this often */
 #define GIL_HOLD_MS 30      /* the longest one stop is held while the agent takes the GIL */
@@ -86,10 +88,25 @@ static void nap_us(long us)
     nanosleep(&ts, NULL);
 }
 
-/* The agent needs nothing of the main thread in these (its GIL perhaps, in GIL_WAIT). */
-static int holdable(uint32_t ph)
+/* The interpreter's initialization is over (the agent's vc_agent_init_flag: the address of
+ * _PyRuntime.initialized; flag_at is where that address is), or unknown (0). */
+static int initialized(pid_t tid, uint64_t flag_at)
 {
-    return ph == VC_PHASE_CONNECTING || ph == VC_PHASE_PREPARING || ph == VC_PHASE_GIL_WAIT;
+    uint64_t addr = 0;
+    int32_t v = 0;
+    if (flag_at == 0 || pt_read(tid, flag_at, &addr, sizeof addr) < 0 || addr == 0 ||
+        pt_read(tid, addr, &v, sizeof v) < 0)
+        return 0;
+    return v != 0;
+}
+
+/* The agent needs nothing of the main thread in these (its GIL perhaps, in GIL_WAIT); while
+ * it waits for the initialization, once that is over (the agent thread sees it within a ms:
+ * the thread would run its program's first lines meanwhile). */
+static int holdable(pid_t tid, uint32_t ph, uint64_t flag_at)
+{
+    return ph == VC_PHASE_CONNECTING || ph == VC_PHASE_PREPARING || ph == VC_PHASE_GIL_WAIT ||
+           (ph == VC_PHASE_INIT_WAIT && initialized(tid, flag_at));
 }
 
 /* Keeps the stopped thread where it is while the agent is in a phase it may be held for, up
@@ -99,14 +116,15 @@ static int holdable(uint32_t ph)
  * as after GIL_HOLD_MS in any case, and not held again while the agent takes the GIL
  * (*gil_gave_up: it would only wait for the same thing at each call of a module search).
  * 1 if it was held (the time added to *held_ns), else 0. */
-static int hold_here(pid_t tid, uint64_t addr, pid_t atid, int64_t end_ns, int64_t *held_ns,
+static int hold_here(pid_t tid, uint64_t addr, uint64_t flag_at, pid_t atid, int64_t end_ns,
+                     int64_t *held_ns,
                      int *gil_gave_up)
 {
     int64_t t0 = pt_now_ns(), gil_since = 0, asleep_since = 0, now = t0;
     uint32_t ph = read_phase(tid, addr);
-    if (!holdable(ph) || (ph == VC_PHASE_GIL_WAIT && *gil_gave_up))
+    if (!holdable(tid, ph, flag_at) || (ph == VC_PHASE_GIL_WAIT && *gil_gave_up))
         return 0;
-    while (holdable(ph) && now < end_ns) {
+    while (holdable(tid, ph, flag_at) && now < end_ns) {
         if (ph == VC_PHASE_GIL_WAIT) {
             if (gil_since == 0)
                 gil_since = now;
@@ -141,19 +159,6 @@ static pid_t agent_tid(pid_t pid, uint64_t addr)
     return v;
 }
 
-/* A signal-delivery-stop's signal, to hand back at once: all but a SIGTRAP of the kernel's
- * own (si_code > 0), which would kill an untraced thread. */
-static int signal_to_deliver(pid_t tid, int sig)
-{
-    if (sig != SIGTRAP)
-        return sig;
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) < 0 || si.si_code > 0)
-        return 0;
-    return sig;
-}
-
 static int hold(pid_t pid, const char *agent_path, int budget_ms, struct inject_hold *res,
                 char *err, size_t errlen);
 
@@ -164,11 +169,31 @@ int inject_hold_until_hooked(pid_t pid, const char *agent_path, int budget_ms,
                              struct inject_hold *res, char *err, size_t errlen)
 {
     struct watchdog w;
-    int armed = watchdog_arm(&w, budget_ms + SEIZE_WAIT_MS + WATCHDOG_GRACE_MS, pid) == 0;
+    int armed = watchdog_arm(&w, budget_ms + WATCHDOG_GRACE_MS, pid) == 0;
     int rc = hold(pid, agent_path, budget_ms, res, err, errlen);
     if (armed)
         watchdog_disarm(&w);
     return rc;
+}
+
+/* The stepper's visits (syscall_step.h): held at a GIL-free call while the agent waits. */
+struct hold_walk {
+    uint64_t phase_at, tid_at, flag_at; /* vc_agent_phase, vc_agent_tid, vc_agent_init_flag */
+    int64_t end, held;
+    int held_stops, gil_gave_up;
+    uint32_t ph;
+};
+
+static int hold_visit(void *ctx, pid_t pid, const struct user_regs_struct *regs,
+                      const char **ended)
+{
+    struct hold_walk *w = ctx;
+    (void)ended;
+    if (regs != NULL && gil_free_syscall((long)regs->orig_rax))
+        w->held_stops += hold_here(pid, w->phase_at, w->flag_at, agent_tid(pid, w->tid_at), w->end,
+                                   &w->held, &w->gil_gave_up);
+    w->ph = read_phase(pid, w->phase_at);
+    return w->ph != VC_PHASE_DONE && w->ph != VC_PHASE_NONE;
 }
 
 static int hold(pid_t pid, const char *agent_path, int budget_ms, struct inject_hold *res,
@@ -176,89 +201,50 @@ static int hold(pid_t pid, const char *agent_path, int budget_ms, struct inject_
 {
     memset(res, 0, sizeof *res);
     res->ended = "its agent's start was over";
-    struct tracee t = {.tid = pid, .state = TRACEE_RUNNING};
+    struct tracee t;
     struct tracee_group g = {.pid = pid, .t = &t, .n = 1, .cap = 1};
+    int64_t start = pt_now_ns();
+    struct hold_walk w = {.end = start + (int64_t)budget_ms * 1000000, .ph = VC_PHASE_DONE};
+    int rc = 0;
     /* Stopped first, the agent looked for after: the injection has just let it go, and
      * every moment it runs now may be its first task's. */
-    if (ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACESYSGOOD) < 0) {
-        int e = errno;
-        inject_set_err(err, errlen, "cannot hold pid %d: %s", (int)pid, strerror(e));
-        return e == ESRCH ? 0 : -1;
-    }
-    int64_t start = pt_now_ns(), end = start + (int64_t)budget_ms * 1000000;
-    int64_t held = 0;
-    int r = 0, sig = 0, rc = 0, gil_gave_up = 0;
-    uint32_t ph = VC_PHASE_DONE;
-    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 ||
-        (r = pt_wait_stop(&t, start + (int64_t)SEIZE_WAIT_MS * 1000000, NULL)) < 0) {
-        res->ended = r == -ESRCH ? "the process ended" : "it did not stop";
+    if (step_seize(pid, &t, &res->ended) < 0) {
+        if (t.state == TRACEE_DETACHED) { /* the seize itself was refused */
+            int e = errno;
+            inject_set_err(err, errlen, "cannot hold pid %d: %s", (int)pid, strerror(e));
+            return e == ESRCH ? 0 : -1;
+        }
         goto out;
     }
-    static const char *const names[] = {"vc_agent_phase", "vc_agent_tid"};
-    uint64_t at[2] = {0, 0};
-    if (agent_symbols(pid, agent_path, names, at, 2, err, errlen) < 0) {
+    static const char *const names[] = {"vc_agent_phase", "vc_agent_tid", "vc_agent_init_flag"};
+    uint64_t at[3] = {0, 0, 0};
+    if (agent_symbols(pid, agent_path, names, at, 3, err, errlen) < 0) {
         rc = -1;
         goto out;
     }
-    uint64_t addr = at[0];
-    if (addr == 0) {
+    w.phase_at = at[0];
+    w.tid_at = at[1];
+    w.flag_at = at[2];
+    if (w.phase_at == 0) {
         inject_set_err(err, errlen, "the agent %s has no vc_agent_phase (an older agent)",
                        agent_path);
         rc = -1;
         goto out;
     }
-    ph = read_phase(pid, addr);
-    if (ph == VC_PHASE_NONE) {
+    w.ph = read_phase(pid, w.phase_at);
+    if (w.ph == VC_PHASE_NONE) {
         res->ended = "no session of its agent";
         goto out;
     }
-    for (;;) {
-        if (t.state == TRACEE_STOPPED) {
-            if (t.group_stop) {
-                res->ended = "it was stopped (job control)";
-                break;
-            }
-            if (t.in_signal_stop)
-                sig = signal_to_deliver(pid, t.in_signal_stop);
-            if (t.syscall_stop) {
-                res->stops++;
-                struct user_regs_struct regs;
-                if (pt_getregs(pid, &regs) == 0 && gil_free_syscall((long)regs.orig_rax))
-                    res->held_stops += hold_here(pid, addr, agent_tid(pid, at[1]), end, &held,
-                                                 &gil_gave_up);
-            }
-            ph = read_phase(pid, addr);
-            if (ph == VC_PHASE_DONE || ph == VC_PHASE_NONE || pt_now_ns() >= end)
-                break;
-            if (ptrace(PTRACE_SYSCALL, pid, 0, sig) < 0) {
-                res->ended = "the process ended";
-                t.state = TRACEE_GONE;
-                break;
-            }
-            sig = 0;
-            t.state = TRACEE_RUNNING;
-        }
-        int64_t slice = pt_now_ns() + (int64_t)SLICE_MS * 1000000;
-        r = pt_wait_stop(&t, slice < end ? slice : end, NULL);
-        if (r == -ESRCH) {
-            res->ended = "the process ended";
-            break;
-        }
-        if (r == -ETIMEDOUT) { /* running (or blocked in a call): is the agent done? */
-            ph = read_phase(pid, addr);
-            if (ph == VC_PHASE_DONE || ph == VC_PHASE_NONE || pt_now_ns() >= end)
-                break;
-        }
-    }
-    if (t.state != TRACEE_GONE && pt_now_ns() >= end && ph != VC_PHASE_DONE)
+    step_syscalls(&t, w.end, SLICE_MS, hold_visit, &w, &res->stops, &res->ended);
+    if (t.state != TRACEE_GONE && pt_now_ns() >= w.end && w.ph != VC_PHASE_DONE)
         res->ended = "the hold's budget was spent";
-    if (ph == VC_PHASE_NONE)
+    if (w.ph == VC_PHASE_NONE)
         res->ended = "its agent's session ended";
 out:
-    if (t.state == TRACEE_STOPPED && sig) /* a signal seen at the last stop: delivered after */
-        t.pending_sigs |= 1ull << (sig - 1);
     pt_detach(&g, &t); /* interrupts it first if it runs; bounded */
-    res->held_ms = (int)(held / 1000000);
+    res->held_ms = (int)(w.held / 1000000);
+    res->held_stops = w.held_stops;
     res->total_ms = (int)((pt_now_ns() - start) / 1000000);
     return rc;
 }

@@ -143,11 +143,15 @@ typedef struct vct_trace {
 
 vct_trace *vct_trace_new(void);
 
-/* a + b for non-negative tick counts, saturating at INT64_MAX: a trace's timestamps may span
- * the whole int64 range, so sums of durations must not overflow (undefined behaviour). */
+/* a + b saturating at INT64_MAX (and INT64_MIN): a trace's timestamps may span the whole int64
+ * range and be negative, so neither a sum of durations nor a timestamp plus a duration may
+ * overflow (undefined behaviour). */
 static inline int64_t vct_sat_add(int64_t a, int64_t b)
 {
-    return b > INT64_MAX - a ? INT64_MAX : a + b;
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
 }
 
 /* later - earlier (later >= earlier) without overflow: saturates at INT64_MAX. */

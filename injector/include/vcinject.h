@@ -280,6 +280,29 @@ struct inject_hold {
 int inject_hold_until_hooked(pid_t pid, const char *agent_path, int budget_ms,
                              struct inject_hold *res, char *err, size_t errlen);
 
+/* ---- 3c. catching a new interpreter at its start, before it is injected (catch.c) ------- */
+
+struct inject_catch {
+    int64_t start_ns;  /* the seize (pt_now_ns's clock: CLOCK_MONOTONIC) */
+    int caught;        /* it was kept at the start of CPython's initialization */
+    int caught_ms;     /* ... this long after the seize (-1: not caught) */
+    int stops;         /* system-call stops seen before */
+    char at[128];      /* the file whose call it was kept at */
+    const char *ended; /* why the catch ended, when it ended by itself (a static phrase) */
+};
+
+/* A process that has just exec'd an interpreter (pid: its only thread) is run from system
+ * call to system call until its first call that shows CPython's initialization under way
+ * (past the loader and libc's start, before any Python code), and kept there for hold_ms;
+ * on_caught(arg, res) is called then.  The stepping before gives up after step_ms or when no
+ * such call comes.  The caller releases it early by being killed (the kernel detaches the
+ * thread, which goes on from that call): meant for a child process that does nothing else.
+ * Only the main thread is seized, nothing of it is written.  0 (caught or not: *res says), or
+ * -1 when the thread could not be seized at all. */
+int inject_catch_at_start(pid_t pid, int step_ms, int hold_ms, struct inject_catch *res,
+                          void (*on_caught)(void *arg, const struct inject_catch *res),
+                          void *arg);
+
 /* "auto", "remote-exec", "ptrace", "gdb". */
 const char *inject_method_name(enum inject_method m);
 

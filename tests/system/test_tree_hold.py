@@ -9,6 +9,11 @@ late), and the child calls f() as soon as it sees the agent mapped in itself: he
 is in the trace; with the hold off (the HOLD_OFF seam) none is, which shows the test tells the
 two apart.  Killing vcattach (and its injecting helper) while the child is held lets the child
 run on unharmed.
+
+Before its injection, the same child is caught at its exec (injector/catch.c): with vcattach
+600 ms late to inject it (the INJECT_DELAY_MS seam), a child that starts with its imports and
+calls runs every one of them hooked; with the catch off (CATCH_OFF), none; killing vcattach
+while it is caught lets it run on unharmed.
 """
 import os
 import signal
@@ -22,6 +27,17 @@ import pytest
 from support.paths import PYTHONS, SEAMS_VCATTACH, seams_env
 from support.pools import read_trace
 from support.proc import assert_running_untraced
+
+# Imports what it needs, as a spawned worker does, then makes its calls: caught at its exec,
+# none of them runs before its agent is in.
+CHILD_AT_ONCE = r'''
+import decimal, email.message, json, logging
+def f(i):
+    return i * 2
+with open("/proc/self/maps") as m:
+    mapped = "libvcagent" in m.read()
+print(sum([f(i) for i in range(5)]), mapped, flush=True)
+'''
 
 CHILD = r'''
 import sys, time
@@ -64,12 +80,14 @@ def interpreters():
 class Run:
     """The parent under `vcattach --subprocesses`, the child started once vcattach attached."""
 
-    def __init__(self, py, tmp_path, **seams):
+    def __init__(self, py, tmp_path, child=CHILD, **seams):
         self.out = str(tmp_path / "hold")
-        self.parent = subprocess.Popen([py["path"], "-c", PARENT, self.out, CHILD],
+        self.parent = subprocess.Popen([py["path"], "-c", PARENT, self.out, child],
                                        stdout=subprocess.PIPE, text=True)
         assert self.parent.stdout.readline().strip() == "ready"
-        env = seams_env(VCATTACH_TEST_CONFIG_DELAY_MS="800", **seams)
+        if "VCATTACH_TEST_INJECT_DELAY_MS" not in seams:
+            seams["VCATTACH_TEST_CONFIG_DELAY_MS"] = "800"
+        env = seams_env(**seams)
         self.vc = subprocess.Popen([SEAMS_VCATTACH, "--pid", str(self.parent.pid),
                                     "--subprocesses", "-t", "6s", "-v", "-o",
                                     self.out + ".cvf"],
@@ -127,64 +145,101 @@ def child_calls(events, pid):
                if e.get("ph") == "X" and e["pid"] == pid and e["name"].startswith("f "))
 
 
-@pytest.mark.parametrize("py", interpreters())
-def test_child_runs_nothing_before_its_hooks_are_in(py, tmp_path):
-    run = Run(py, tmp_path)
+def all_calls_traced(run, said, what):
+    """The child's work intact with the agent in before it, vcattach saying `said` of it, and
+    its 5 calls of f in the trace."""
     try:
         child = run.child_pid()
-        assert run.result() == "0 20 True"  # the child's own work, intact
+        result = run.result()
+        assert result == "0 20 True", result + "".join(run.err)
         rc, stdout, stderr = run.finish()
         assert rc == 0, stderr + stdout
-        assert "pid %d injected" % child in stderr and "then held" in stderr, stderr
+        assert said % child in stderr, stderr
         calls = child_calls(read_trace(run.out + ".cvf"), child)
-        print("held child: %d of its 5 calls of f in the trace" % calls)
+        print("%s child: %d of its 5 calls of f in the trace" % (what, calls))
         assert calls == 5, stderr + stdout
         assert_running_untraced(run.parent.pid)
     finally:
         run.close()
 
 
-@pytest.mark.parametrize("py", interpreters()[:1])
-def test_without_the_hold_the_same_child_runs_untraced(py, tmp_path):
-    """The other side of the test above: it sees the difference the hold makes."""
-    run = Run(py, tmp_path, VCATTACH_TEST_HOLD_OFF="1")
+def no_call_traced(run, absent, what):
+    """The other side: the child's work intact, none of its calls in the trace."""
     try:
         child = run.child_pid()
-        assert run.result() == "0 20 True"
+        assert run.result() == "0 20 %s" % (absent == "then held")
         rc, stdout, stderr = run.finish()
-        assert "then held" not in stderr, stderr
+        assert absent not in stderr, stderr
         events = read_trace(run.out + ".cvf") if os.path.exists(run.out + ".cvf") else []
         calls = child_calls(events, child)
-        print("child not held: %d of its 5 calls of f in the trace" % calls)
+        print("child not %s: %d of its 5 calls of f in the trace" % (what, calls))
         assert calls == 0, stderr + stdout
     finally:
         run.close()
 
 
-@pytest.mark.parametrize("py", interpreters()[:1])
-def test_killing_vcattach_while_a_child_is_held_leaves_it_unharmed(py, tmp_path):
-    run = Run(py, tmp_path)
+def killed_while_traced(run, mapped, result):
+    """Once the child is traced by vcattach's holder (with the agent mapped, if `mapped`),
+    vcattach and its helpers are killed: the child runs on, its work intact."""
     try:
         child = run.child_pid()
-        # held: traced (TracerPid) with the agent mapped, waiting for the delayed CONFIG
         for _ in range(3000):
             try:
                 with open("/proc/%d/status" % child) as f:
                     tracer = [l for l in f if l.startswith("TracerPid:")][0].split()[1]
                 with open("/proc/%d/maps" % child) as f:
-                    mapped = "libvcagent" in f.read()
+                    agent = "libvcagent" in f.read()
             except (FileNotFoundError, ProcessLookupError):
                 raise AssertionError("the child ended before it was held: %s" % run.err)
-            if tracer != "0" and mapped:
+            if tracer != "0" and agent == mapped:
                 break
             time.sleep(0.002)
         else:
             raise AssertionError("the child was never held: %s" % "".join(run.err))
-        time.sleep(0.2)
-        os.killpg(run.vc.pid, signal.SIGKILL)  # vcattach and its injecting helper
+        time.sleep(0.1)
+        os.killpg(run.vc.pid, signal.SIGKILL)  # vcattach and its injecting or catching child
         run.vc.wait(10)
-        assert run.result() == "0 20 True"  # it ran on, its work intact
+        assert run.result() == result  # it ran on, its work intact
         assert run.parent.poll() is None
         assert_running_untraced(run.parent.pid)
     finally:
         run.close()
+
+
+@pytest.mark.parametrize("py", interpreters())
+def test_child_runs_nothing_before_its_hooks_are_in(py, tmp_path):
+    all_calls_traced(Run(py, tmp_path), "pid %d injected", "held")
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_without_the_hold_the_same_child_runs_untraced(py, tmp_path):
+    """The other side of the test above: it sees the difference the hold makes."""
+    no_call_traced(Run(py, tmp_path, VCATTACH_TEST_HOLD_OFF="1"), "then held", "held")
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_killing_vcattach_while_a_child_is_held_leaves_it_unharmed(py, tmp_path):
+    # held: traced with the agent mapped, waiting for the delayed CONFIG
+    killed_while_traced(Run(py, tmp_path), True, "0 20 True")
+
+
+@pytest.mark.parametrize("py", interpreters())
+def test_child_is_caught_at_its_exec_until_it_is_injected(py, tmp_path):
+    """vcattach 600 ms late to inject (the INJECT_DELAY_MS seam): a child that starts with its
+    imports and calls is held at its interpreter's start (injector/catch.c), and runs them
+    hooked."""
+    all_calls_traced(Run(py, tmp_path, child=CHILD_AT_ONCE, VCATTACH_TEST_INJECT_DELAY_MS="600"),
+                     "pid %d caught at its interpreter's start", "caught")
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_without_the_catch_the_same_child_runs_untraced(py, tmp_path):
+    no_call_traced(Run(py, tmp_path, child=CHILD_AT_ONCE, VCATTACH_TEST_INJECT_DELAY_MS="600",
+                       VCATTACH_TEST_CATCH_OFF="1"), "caught at", "caught")
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_killing_vcattach_while_a_child_is_caught_leaves_it_unharmed(py, tmp_path):
+    # caught: traced before any agent, vcattach 3 s from injecting it
+    killed_while_traced(Run(py, tmp_path, child=CHILD_AT_ONCE,
+                            VCATTACH_TEST_INJECT_DELAY_MS="3000"), False, "0 20 False")
