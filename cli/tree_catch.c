@@ -65,9 +65,20 @@ void tree_catch_start(struct tree_run *r, struct member *m)
     target_exe(m->pid, exe, sizeof exe);
     if (!tree_exe_names_python(exe))
         return;
+    /* the process as it is now (its start time checked once the pidfd is open): a pid
+     * reused by the moment of the seize is told apart */
+    int pidfd = target_pidfd_open(m->pid);
+    if (pidfd < 0)
+        return;
+    if (!tree_same_process(m)) { /* the pid is another's already */
+        close(pidfd);
+        return;
+    }
     pid_t parent = getpid();
     fflush(NULL); /* nothing buffered twice */
     pid_t c = fork();
+    if (c != 0)
+        close(pidfd);
     if (c < 0)
         return; /* not caught: injected as it comes */
     if (c == 0) {
@@ -80,7 +91,7 @@ void tree_catch_start(struct tree_run *r, struct member *m)
         signal(SIGHUP, SIG_DFL);
         struct inject_catch res;
         struct caught_say cs = {m->pid, m->exec_ms ? m->exec_ms : vc_monotonic_ms()};
-        int rc = inject_catch_at_start(m->pid, CATCH_STEP_MS, CATCH_HOLD_MS, &res,
+        int rc = inject_catch_at_start(m->pid, pidfd, CATCH_STEP_MS, CATCH_HOLD_MS, &res,
                                        r->opt->verbose ? said_caught : NULL, &cs);
         if (r->opt->verbose && (rc < 0 || !res.caught))
             say("vcattach: pid %d not caught at its interpreter's start: %s (%d system calls)\n",

@@ -89,6 +89,16 @@ static void spool_initial_name(struct tree_run *r, struct member *m);
 static void ended_early(struct tree_run *r, struct member *m, const char *why);
 static void on_hello(struct tree_run *r, struct member *m);
 
+/* Test seams: sleeps the milliseconds the seam's value says (none when it is unset). */
+static void seam_sleep(const char *ms_text)
+{
+    if (ms_text == NULL)
+        return;
+    int ms = atoi(ms_text);
+    struct timespec d = {ms / 1000, ms % 1000 * 1000000L};
+    nanosleep(&d, NULL);
+}
+
 static int send_config(struct tree_run *r, struct member *m)
 {
     static char cfg[VC_MSG_MAX / 4];
@@ -109,12 +119,8 @@ static int send_config(struct tree_run *r, struct member *m)
      * at its exec): its agent waits for it rather than being injected again. */
     long age = target_age_ms(m->pid);
     if (age >= 0 && age < INIT_GRACE_MS && !m->forked) {
-        const char *delay = VC_SEAM(CONFIG_DELAY_MS); /* a vcattach too busy to answer soon */
-        if (delay != NULL && m->late) {
-            int ms = atoi(delay);
-            struct timespec d = {ms / 1000, ms % 1000 * 1000000L};
-            nanosleep(&d, NULL);
-        }
+        if (m->late) /* a vcattach too busy to answer soon */
+            seam_sleep(VC_SEAM(CONFIG_DELAY_MS));
         char ms[16];
         snprintf(ms, sizeof ms, "%d", INIT_WAIT_MS);
         rc |= vc_kv_append(cfg, sizeof cfg, &used, "init_wait_ms", ms);
@@ -875,12 +881,8 @@ static void await_exec_word(struct tree_run *r, struct member *m)
  * stalls as long: test_tree_hold.py's catch at the exec). */
 static void inject_delay_seam(const struct member *m)
 {
-    const char *delay = VC_SEAM(INJECT_DELAY_MS);
-    if (delay != NULL && m->late) {
-        int ms = atoi(delay);
-        struct timespec d = {ms / 1000, ms % 1000 * 1000000L};
-        nanosleep(&d, NULL);
-    }
+    if (m->late)
+        seam_sleep(VC_SEAM(INJECT_DELAY_MS));
 }
 
 /* Preflight and injection of one process (attach.c, as for a single target: a process in

@@ -26,6 +26,7 @@
 #include "vcinject.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -132,7 +133,14 @@ static int catch_visit(void *ctx, pid_t pid, const struct user_regs_struct *regs
     return 0;
 }
 
-int inject_catch_at_start(pid_t pid, int step_ms, int hold_ms, struct inject_catch *res,
+/* The pidfd's process has ended: the pid seized may be another's now. */
+static int pidfd_gone(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return pidfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+int inject_catch_at_start(pid_t pid, int pidfd, int step_ms, int hold_ms, struct inject_catch *res,
                           void (*on_caught)(void *arg, const struct inject_catch *res),
                           void *arg)
 {
@@ -150,6 +158,8 @@ int inject_catch_at_start(pid_t pid, int step_ms, int hold_ms, struct inject_cat
     int rc = 0;
     if (step_seize(pid, &t, &res->ended) < 0) {
         rc = t.state == TRACEE_DETACHED && errno != ESRCH ? -1 : 0;
+    } else if (pidfd_gone(pidfd)) { /* seized by pid: still the process the pidfd names? */
+        res->ended = "the process ended";
     } else {
         int stops = 0;
         step_syscalls(&t, w.step_end + (int64_t)hold_ms * 1000000, SLICE_MS, catch_visit, &w,

@@ -297,9 +297,11 @@ struct inject_catch {
  * on_caught(arg, res) is called then.  The stepping before gives up after step_ms or when no
  * such call comes.  The caller releases it early by being killed (the kernel detaches the
  * thread, which goes on from that call): meant for a child process that does nothing else.
- * Only the main thread is seized, nothing of it is written.  0 (caught or not: *res says), or
+ * Only the main thread is seized, nothing of it is written; pidfd (the process's, opened while
+ * it was known to be the one meant; -1: none) says whether the pid seized is still its.
+ * 0 (caught or not: *res says), or
  * -1 when the thread could not be seized at all. */
-int inject_catch_at_start(pid_t pid, int step_ms, int hold_ms, struct inject_catch *res,
+int inject_catch_at_start(pid_t pid, int pidfd, int step_ms, int hold_ms, struct inject_catch *res,
                           void (*on_caught)(void *arg, const struct inject_catch *res),
                           void *arg);
 
