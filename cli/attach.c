@@ -312,6 +312,7 @@ int attach_inject_then(const struct cli_options *opt, struct target_info *t,
         .wait_ctx = ctx,
         .cancel = &attach_interrupts,
         .verbose = opt->verbose,
+        .caught = t->caught,
     };
     struct inject_result res;
     memset(&res, 0, sizeof res);

@@ -22,6 +22,8 @@ struct target_info {
     char agent_in_target[PATH_MAX]; /* the path the target loads (agent, or the copy) */
     pid_t held_by;         /* a child of ours that holds it at its start (tree_catch.h), let
                               go before it is injected: its tracing is not refused, 0 none */
+    struct tracee *caught; /* that very child injecting it: the thread it holds
+                              (inject_request.caught), NULL none */
 };
 
 /* Checks, in order: the process exists; vcattach may ptrace it (uid / CAP_SYS_PTRACE, Yama

@@ -12,6 +12,8 @@
 
 #include "attach_options.h"
 #include "control_client.h"
+#include "preflight.h"
+#include "vcinject.h"
 #include "proc_events.h"
 #include "spool.h"
 #include "trace_sink.h"
@@ -68,7 +70,6 @@ struct member {
     int retries;
     int retry_ms;            /* M_RETRY: how long after `since` */
     pid_t helper;            /* the child of ours injecting it (inject_aside), or 0 */
-    pid_t catcher;           /* the child of ours holding it at its start (tree_catch.c), or 0 */
     int helper_fd;           /* its report (struct aside_report), -1 when none */
     unsigned share_mb;
     int share_returned;      /* its share went back to the reserve */
@@ -97,6 +98,16 @@ struct listener {
     ino_t ino;
 };
 
+/* A process held at its start by a catcher (tree_catch.c), a child of the watcher. */
+#define TREE_MAX_CATCHES 64
+struct tree_catch {
+    pid_t pid;     /* the process held */
+    pid_t catcher;
+    int go;        /* the pipe that tells the catcher to inject (its write end) */
+    int rep;       /* its report once it injects (a helper's: struct aside_report) */
+    int pidfd;     /* the catcher's: released through it (never by a pid reused meanwhile) */
+};
+
 struct tree_run {
     const struct cli_options *opt;
     struct listener lis[MAX_NETNS]; /* [0]: the root's namespace */
@@ -118,6 +129,11 @@ struct tree_run {
     struct tree_kin kin;     /* the tree's processes by identity (tree_kin.h) */
     struct proc_events *pev; /* the kernel's forks, execs, exits (proc_events.h), or NULL */
     int discover_now;        /* a member forked or exec'd: look at /proc without waiting */
+    /* catching new interpreters at their start (tree_catch.c) */
+    pid_t catch_watcher;     /* the child that starts a catcher at each exec, 0 none */
+    int catch_sock;          /* its notes of the catchers it started, -1 none */
+    struct tree_catch catches[TREE_MAX_CATCHES]; /* processes held now, by pid */
+    size_t ncatches;
 };
 
 /* ---- the member table (tree_members.c) ---------------------------------------------------- */
@@ -155,16 +171,33 @@ unsigned tree_share_for(struct tree_run *r);
 
 /* Whether an executable's name says it is an interpreter ("python3.12", "python3.14-dbg"). */
 int tree_exe_names_python(const char *exe);
-/* At m's exec of an interpreter: a child of ours holds it at the start of its initialization
- * until tree_catch_release (or its own bound); nothing when it runs no interpreter, with
- * --method remote-exec, or while the tree stops. */
-void tree_catch_start(struct tree_run *r, struct member *m);
-/* Lets pid's process go (kills and reaps its catcher, whichever member of the process holds
- * it): right before it is injected, and at every end of its examination.  A no-op without
- * a catcher. */
+/* From the start of the trace: a child of ours (the watcher) starts a catcher for every
+ * descendant that exec's an interpreter, at once, which holds it at the start of its
+ * initialization until it is injected or let go (or its own bound); nothing with
+ * --method remote-exec.  tree_catch_end stops it all. */
+void tree_catch_start(struct tree_run *r);
+void tree_catch_end(struct tree_run *r);
+/* Lets pid's process go (kills its catcher): right before it is injected, and at every end
+ * of its examination.  A no-op without a catcher. */
 void tree_catch_release(struct tree_run *r, pid_t pid);
 /* The catcher holding pid's process, 0 if none. */
 pid_t tree_catcher_of(struct tree_run *r, pid_t pid);
+/* Instead of letting m's process go and injecting it from a new helper: its catcher injects
+ * it with t and method (ptrace only) where it holds it, without letting it run, then reports
+ * as a helper does (m->helper, m->helper_fd: tree_inject_report).  0 handed over, or -1 (no
+ * catcher, another method, or it is gone): the caller lets it go and injects as usual. */
+int tree_catch_inject(struct tree_run *r, struct member *m, const struct target_info *t,
+                      enum inject_method method);
+void tree_catch_release_all(struct tree_run *r);
+
+/* ---- injecting aside (tree_trace.c) ------------------------------------------------------- */
+
+/* In a child of ours (a helper, or a catcher handed the injection): injects pid (t, method)
+ * to connect to ctl's listener, holds it after if it is young (exec_ms: when it exec'd, 0 not
+ * known), and writes its struct aside_report to report_fd. */
+void tree_inject_report(const struct tree_run *r, pid_t pid, int64_t exec_ms,
+                        struct target_info *t, struct ctl_conn *ctl, enum inject_method method,
+                        int report_fd);
 void tree_catch_release_all(struct tree_run *r);
 
 /* ---- the listeners (tree_listeners.c) ----------------------------------------------------- */

@@ -681,14 +681,15 @@ struct aside_report {
  * its agent waits for this loop, for its buffers or for the GIL. */
 struct hold_ctx {
     const struct tree_run *r;
-    const struct member *m;
+    pid_t pid;
+    int64_t exec_ms;
     const char *agent_path;
 };
 
 static void hold_young(void *arg)
 {
     const struct hold_ctx *h = arg;
-    pid_t pid = h->m->pid;
+    pid_t pid = h->pid;
     int64_t injected = vc_monotonic_ms();
     struct inject_hold res;
     char err[512];
@@ -700,12 +701,30 @@ static void hold_young(void *arg)
     if (!h->r->opt->verbose)
         return;
     char since[48] = "";
-    if (h->m->exec_ms)
+    if (h->exec_ms)
         snprintf(since, sizeof since, " %lld ms after its exec",
-                 (long long)(injected - h->m->exec_ms));
+                 (long long)(injected - h->exec_ms));
     say("vcattach: pid %d injected%s, then held %d ms at %d of its %d system calls (%d ms in "
         "all), until %s\n", (int)pid, since, res.held_ms, res.held_stops, res.stops,
         res.total_ms, res.ended);
+}
+
+void tree_inject_report(const struct tree_run *r, pid_t pid, int64_t exec_ms,
+                        struct target_info *t, struct ctl_conn *ctl, enum inject_method method,
+                        int report_fd)
+{
+    struct aside_report rep;
+    memset(&rep, 0, sizeof rep);
+    /* young: held from its injection until its hooks are in */
+    long age = target_age_ms(pid);
+    int young = age >= 0 && age < INIT_GRACE_MS && VC_SEAM(HOLD_OFF) == NULL;
+    struct hold_ctx hold = {r, pid, exec_ms, t->agent_in_target};
+    if (t->caught == NULL) /* test seam: a helper slow to start (test_tree_hold.py) */
+        seam_sleep(VC_SEAM(HELPER_DELAY_MS));
+    rep.status = attach_inject_then(r->opt, t, ctl, method, NULL, NULL,
+                                    young ? hold_young : NULL, &hold, rep.err, sizeof rep.err);
+    ssize_t w = write(report_fd, &rep, sizeof rep);
+    (void)w;
 }
 
 static int inject_aside(struct tree_run *r, struct member *m, struct target_info *t,
@@ -722,18 +741,8 @@ static int inject_aside(struct tree_run *r, struct member *m, struct target_info
         return -1;
     }
     if (h == 0) {
-        struct aside_report rep;
-        memset(&rep, 0, sizeof rep);
         close(p[0]);
-        /* young: held from its injection until its hooks are in */
-        long age = target_age_ms(m->pid);
-        int young = age >= 0 && age < INIT_GRACE_MS && VC_SEAM(HOLD_OFF) == NULL;
-        struct hold_ctx hold = {r, m, t->agent_in_target};
-        rep.status = attach_inject_then(r->opt, t, &r->lis[m->lis].ctl, method, NULL, NULL,
-                                        young ? hold_young : NULL, &hold, rep.err,
-                                        sizeof rep.err);
-        ssize_t w = write(p[1], &rep, sizeof rep);
-        (void)w;
+        tree_inject_report(r, m->pid, m->exec_ms, t, &r->lis[m->lis].ctl, method, p[1]);
         _exit(0);
     }
     close(p[1]);
@@ -940,9 +949,17 @@ static struct member *examine_and_inject(struct tree_run *r, struct member *m, i
     m->lis = li;
     m->fd = -1;
     m->await_hello = 0;
-    tree_catch_release(r, m->pid); /* a process has one tracer: the injection's from now on */
     m->inject_ms = vc_monotonic_ms();
     tree_set_state(m, M_CONNECT);
+    if (!at_attach && tree_catch_inject(r, m, &t, method) == 0) {
+        if (r->opt->verbose)
+            say("vcattach: pid %d is handed to its catcher (pid %d), which injects %s where it "
+                "holds it (%s, Python %d.%d)\n", (int)pid, (int)m->helper, t.agent_in_target,
+                t.f.comm, t.f.py.major, t.f.py.minor);
+        preflight_release(&t);
+        return m;
+    }
+    tree_catch_release(r, m->pid); /* a process has one tracer: the injection's from now on */
     if (!at_attach && method != INJECT_REMOTE_EXEC && inject_aside(r, m, &t, method) == 0) {
         if (r->opt->verbose)
             say("vcattach: pid %d (%s) is Python %d.%d: injecting %s (pid %d)\n",
@@ -1047,9 +1064,6 @@ static void on_proc_event(void *ctx, const struct proc_event_info *e)
         p->renamed = 1;       /* ... and a new command line */
         p->execd = p->st == M_DONE || p->st == M_LOST; /* after its session: a new member */
         p->exec_ms = vc_monotonic_ms();
-        if (!r->stopping && tree_same_process(p) && p->inject_ms == 0 && p->helper == 0 &&
-            (p->st == M_CONNECT || p->st == M_RETRY || p->st == M_SKIPPED) && p->fd < 0)
-            tree_catch_start(r, p); /* held at its interpreter's start until injected */
     }
     if (p == NULL || r->stopping)
         return;
@@ -1091,6 +1105,11 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
         p[nfds++] = (struct pollfd){.fd = proc_events_fd(r->pev), .events = POLLIN};
     int k = poll(p, (nfds_t)nfds, ms);
     if (k > 0) {
+        /* The kernel's news first: a spawned worker's exec is caught at once (tree_catch.c),
+         * not after every frame queued meanwhile is drained.  It may add members (the table
+         * moves, never shrinks here): the others are reached by index. */
+        if (ev < nfds && p[ev].revents)
+            proc_events_read(r->pev, on_proc_event, r, 4096);
         for (size_t j = nl; j < hp; j++)
             if (p[j].revents)
                 drain(r, &r->m[who[j]], buf, cap);
@@ -1100,8 +1119,6 @@ static void pump(struct tree_run *r, int ms, char *buf, size_t cap)
         for (size_t l = 0; l < nl; l++)
             if (p[l].revents & POLLIN)
                 accept_one(r, l);
-        if (ev < nfds && p[ev].revents) /* last: it may add members (the table moves) */
-            proc_events_read(r->pev, on_proc_event, r, 4096);
     }
     free(p);
     free(who);
@@ -1439,7 +1456,7 @@ static void say_awaited(const struct tree_run *r, int64_t now, int64_t began)
 static void stop_and_collect(struct tree_run *r)
 {
     r->stopping = 1;
-    tree_catch_release_all(r);
+    tree_catch_end(r); /* nothing is caught any more */
     stop_running(r, 1);
     int64_t began = vc_monotonic_ms(), said = began - COLLECT_SAY_MS + COLLECT_SAY_FIRST_MS;
     int64_t collect_end = began + (int64_t)r->opt->collect_timeout_ms;
@@ -1487,6 +1504,7 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
     if (proc_events_open(&r->pev, err, sizeof err) < 0 && r->opt->verbose)
         say("%s: %s: new processes are found by a look at /proc every %d ms\n",
                 cmd, err, TREE_POLL_MS);
+    tree_catch_start(r); /* (before any connection: the watcher holds none of them) */
     plan_budget(r);
     if (attach_all(cmd, r) < 0)
         return VC_EXIT_FAIL;
@@ -1497,7 +1515,7 @@ static int run(const char *cmd, struct tree_run *r, struct trace_sink *sink)
     int64_t traced = vc_monotonic_ms() - r->t0;
     stop_and_collect(r);
     aside_reap_all(r);
-    tree_catch_release_all(r);
+    tree_catch_end(r);
     if (attach_abandon) {
         char stem[PATH_MAX];
         attach_output_stem(r->out_abs, stem, sizeof stem);
@@ -1523,12 +1541,14 @@ int tree_trace(const struct cli_options *opt)
     r.opt = opt;
     r.budget_mb = tree_budget_mb(opt);
     r.last_ns = opt->last_ms * 1000000u;
+    r.catch_sock = -1;
     static struct trace_sink sink;
     if (open_output(cmd, &r, &sink) < 0)
         return VC_EXIT_USAGE;
     struct attach_signals saved;
     attach_signals_install(&saved);
     int rc = run(cmd, &r, &sink);
+    tree_catch_end(&r); /* (every path of run: a no-op after its own) */
     for (size_t i = 0; i < r.n; i++) {
         if (r.m[i].fd >= 0)
             close(r.m[i].fd);

@@ -211,7 +211,11 @@ static int hold(pid_t pid, const char *agent_path, int budget_ms, struct inject_
     if (step_seize(pid, &t, &res->ended) < 0) {
         if (t.state == TRACEE_DETACHED) { /* the seize itself was refused */
             int e = errno;
-            inject_set_err(err, errlen, "cannot hold pid %d: %s", (int)pid, strerror(e));
+            pid_t tracer = e == EPERM ? proc_tracer_pid(pid, pid) : 0;
+            char by[48] = "";
+            if (tracer > 0)
+                snprintf(by, sizeof by, " (traced by pid %d)", (int)tracer);
+            inject_set_err(err, errlen, "cannot hold pid %d: %s%s", (int)pid, strerror(e), by);
             return e == ESRCH ? 0 : -1;
         }
         goto out;

@@ -17,6 +17,7 @@
 
 #include "method.h"
 #include "proc.h"
+#include "ptrace.h"
 #include "rexec_script.h"
 #include "watchdog.h"
 
@@ -138,6 +139,7 @@ static int run_ptrace_or_gdb(const struct inject_request *req, enum inject_metho
         .timeout_ms = req->timeout_ms,
         .verbose = req->verbose,
         .facts = t,
+        .caught = method == INJECT_PTRACE ? req->caught : NULL,
     };
     sigset_t set, old;
     sigemptyset(&set);
@@ -161,8 +163,31 @@ static int run_ptrace_or_gdb(const struct inject_request *req, enum inject_metho
     return st;
 }
 
+/* A caught thread the method did not take (another method, or a refusal before it ran) is
+ * let go here: the injection owns it from the call on (vcinject.h inject_request.caught). */
+static void let_caught_go(const struct inject_request *req)
+{
+    if (req->caught == NULL || req->target == NULL)
+        return;
+    struct tracee_group g = {.pid = req->target->pid, .t = req->caught, .n = 1, .cap = 1};
+    pt_detach(&g, req->caught);
+}
+
+static int inject_once(const struct inject_request *req, struct inject_result *res, char *err,
+                       size_t errlen);
+
 int inject(const struct inject_request *req, struct inject_result *res, char *err,
            size_t errlen)
+{
+    if (req->caught != NULL && req->method != INJECT_PTRACE)
+        let_caught_go(req); /* another method needs the thread free (gdb: its own tracer) */
+    int st = inject_once(req, res, err, errlen);
+    let_caught_go(req);
+    return st;
+}
+
+static int inject_once(const struct inject_request *req, struct inject_result *res, char *err,
+                       size_t errlen)
 {
     memset(res, 0, sizeof *res);
     err[0] = '\0';
@@ -173,7 +198,8 @@ int inject(const struct inject_request *req, struct inject_result *res, char *er
                  "(choose it with inject_choose)" UNTOUCHED_NOTE);
         return INJECT_UNTOUCHED;
     }
-    if (target_facts_recheck(req->target, err, errlen) < 0) {
+    int held = req->caught != NULL && req->method == INJECT_PTRACE;
+    if ((held ? target_facts_recheck_ours : target_facts_recheck)(req->target, err, errlen) < 0) {
         if (method != INJECT_REMOTE_EXEC && strlen(err) + sizeof UNTOUCHED_NOTE < errlen)
             strcat(err, UNTOUCHED_NOTE);
         return INJECT_UNTOUCHED;

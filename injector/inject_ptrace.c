@@ -436,6 +436,47 @@ static int seize_at_safe_point(const struct method_request *req, struct tracee_g
     }
 }
 
+/* The caught thread (req->caught: the process's only thread, stopped by this very process at
+ * its interpreter's start, catch.c), where it stands.  Its index in g when the process still
+ * has that one thread and it is at a safe point; else it is let go and -1 (the usual search
+ * follows, as for any process), or -2 with err when the process is not the one judged any
+ * more (nothing ran). */
+static int take_caught(const struct method_request *req, struct tracee_group *g,
+                       struct proc_maps *maps, int64_t t0, char *err, size_t errlen)
+{
+    pid_t pid = req->pid;
+    if (pt_adopt(g, pid, req->caught) < 0) {
+        struct tracee_group one = {.pid = pid, .t = req->caught, .n = 1, .cap = 1};
+        pt_detach(&one, req->caught);
+        return -1;
+    }
+    pid_t *tids = NULL;
+    size_t n = 0;
+    int alone = proc_list_tasks(pid, &tids, &n) == 0 && n == 1 && tids[0] == pid;
+    free(tids);
+    if (!alone) { /* a thread came meanwhile (a constructor's): all are seized the usual way */
+        note(req, t0, "caught, but not its only thread: let go");
+        pt_release(g);
+        return -1;
+    }
+    if (req->facts && target_facts_same_identity(req->facts, err, errlen) < 0) {
+        pt_release(g);
+        return -2;
+    }
+    proc_free_maps(maps);
+    if (proc_read_maps(pid, maps) < 0) {
+        inject_set_err(err, errlen, "process %d exited", (int)pid);
+        pt_release(g);
+        return -2;
+    }
+    char why[256] = "";
+    int chosen = safepoint_choose(g, maps, req->verbose, why, sizeof why);
+    note(req, t0, "caught at its start; safe point: %s%s", chosen >= 0 ? "" : "none: ", why);
+    if (chosen < 0)
+        pt_release(g);
+    return chosen;
+}
+
 /* The calls on thread `chosen` of g, every other thread running again first (the calls may
  * need their locks); the thread is restored on every path.  An INJECT_* status. */
 static int call_on_thread(const struct method_request *req, struct tracee_group *g, int chosen,
@@ -497,7 +538,9 @@ int inject_ptrace(const struct method_request *req, char *err, size_t errlen)
     sigprocmask(SIG_BLOCK, termination_signals(), &old_mask);
     struct tracee_group g = {0};
     int status = INJECT_UNTOUCHED;
-    int chosen = seize_at_safe_point(req, &g, &maps, t0, deadline, timeout_ms, err, errlen);
+    int chosen = req->caught ? take_caught(req, &g, &maps, t0, err, errlen) : -1;
+    if (chosen == -1)
+        chosen = seize_at_safe_point(req, &g, &maps, t0, deadline, timeout_ms, err, errlen);
     if (chosen >= 0)
         status = call_on_thread(req, &g, chosen, &ls, t0, deadline, err, errlen);
     pt_release(&g);

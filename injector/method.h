@@ -46,6 +46,9 @@ struct method_request {
      * change until they run again): 0 when it is still the process preflight judged, else -1
      * with err, and nothing runs.  NULL: no check. */
     const struct target_facts *facts;
+    /* ptrace: the process's only thread, already ours and stopped (inject_request.caught):
+     * tried first, where it stands; owned (let go) by the method from then on.  NULL: none. */
+    struct tracee *caught;
 };
 
 /* The check behind method_request.facts (target_facts.c): same start time, same uids and

@@ -216,6 +216,18 @@ int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns)
     return -EAGAIN; /* threads are created faster than we can stop them */
 }
 
+int pt_adopt(struct tracee_group *g, pid_t pid, struct tracee *t)
+{
+    g->pid = pid;
+    struct tracee *mine = group_add(g, t->tid);
+    if (!mine)
+        return -ENOMEM;
+    *mine = *t;
+    t->state = TRACEE_DETACHED;
+    t->pending_sigs = 0; /* handed back by g's detach */
+    return 0;
+}
+
 int pt_detach(struct tracee_group *g, struct tracee *t)
 {
     if (t->state == TRACEE_GONE || t->state == TRACEE_DETACHED)

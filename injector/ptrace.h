@@ -46,6 +46,11 @@ int pt_seize_all(struct tracee_group *g, pid_t pid, int64_t deadline_ns);
  * -ESRCH (thread exited: t->state is TRACEE_GONE).  *status receives the raw wait status. */
 int pt_wait_stop(struct tracee *t, int64_t deadline_ns, int *status);
 
+/* Takes t (a thread of pid this process seized and keeps in a ptrace-stop: a caught process,
+ * catch.c) into g as if pt_seize_all had stopped it; t itself is marked detached, since g owns
+ * the thread from now on (pt_release lets it go).  0, or -ENOMEM (t untouched). */
+int pt_adopt(struct tracee_group *g, pid_t pid, struct tracee *t);
+
 /* Detaches one thread (re-delivering the signals it had pending); a running thread is
  * interrupted first.  Bounded; returns 0 or -errno. */
 int pt_detach(struct tracee_group *g, struct tracee *t);

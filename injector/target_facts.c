@@ -136,7 +136,7 @@ int target_facts_same_identity(const struct target_facts *f, char *err, size_t e
     return same_identity(f, &ps, &st, err, errlen);
 }
 
-int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
+static int recheck(const struct target_facts *f, pid_t ours, char *err, size_t errlen)
 {
     pid_t pid = f->pid;
     struct proc_stat ps;
@@ -174,7 +174,7 @@ int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
     if (proc_list_tasks(pid, &tids, &ntids) == 0) {
         for (size_t i = 0; i < ntids; i++) {
             int tracer = proc_tracer_pid(pid, tids[i]);
-            if (tracer > 0) {
+            if (tracer > 0 && tracer != ours) {
                 snprintf(err, errlen, "process %d is already traced by pid %d (thread %d; a "
                          "debugger, a profiler, another vcattach?): detach it first", (int)pid,
                          tracer, (int)tids[i]);
@@ -185,6 +185,16 @@ int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
         free(tids);
     }
     return 0;
+}
+
+int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen)
+{
+    return recheck(f, 0, err, errlen);
+}
+
+int target_facts_recheck_ours(const struct target_facts *f, char *err, size_t errlen)
+{
+    return recheck(f, getpid(), err, errlen);
 }
 
 /* 1 if pid descends from us (Yama scope 1 allows tracing descendants). */

@@ -108,6 +108,8 @@ int target_ptrace_permitted(const struct target_facts *f, char *err, size_t errl
  * open on a live process, same start time), with the same uids, not a zombie, not stopped,
  * no thread traced by anyone?  0, or -1 with one line in err. */
 int target_facts_recheck(const struct target_facts *f, char *err, size_t errlen);
+/* The same for a process this very process holds (a caught one): our tracing is not refused. */
+int target_facts_recheck_ours(const struct target_facts *f, char *err, size_t errlen);
 
 /* CPython detection alone (what target_facts_read does for f->py): 1 CPython with *py
  * filled, 0 not (err says what was looked at), -1 could not be examined (err says why). */
@@ -233,6 +235,8 @@ int inject_choose(const struct target_facts *t, enum inject_method method,
                   enum inject_method *chosen, char *note, size_t notelen, char *err,
                   size_t errlen);
 
+struct tracee; /* the injector's: a thread it holds in a ptrace-stop (caught, 3c below) */
+
 struct inject_request {
     const struct target_facts *target; /* preflighted; re-checked before anything is done */
     enum inject_method method;         /* what inject_choose chose: not INJECT_AUTO */
@@ -245,6 +249,12 @@ struct inject_request {
     void *wait_ctx;
     volatile sig_atomic_t *cancel;     /* non-zero: no fallback, stop waiting */
     int verbose;                       /* progress lines on stderr */
+    /* ptrace: the process's only thread, caught at its start by this very process (3c:
+     * inject_catch's held): injected where it stands if that is a safe point, without a
+     * seize, so it runs nothing between its catch and the agent's load.  Its tracer (us) is
+     * not refused; the injection owns it from then on and lets it go on every path (another
+     * method lets it go first).  NULL: none. */
+    struct tracee *caught;
 };
 
 struct inject_result {
@@ -287,23 +297,27 @@ struct inject_catch {
     int caught;        /* it was kept at the start of CPython's initialization */
     int caught_ms;     /* ... this long after the seize (-1: not caught) */
     int stops;         /* system-call stops seen before */
+    int unsafe;        /* such calls passed over: not at a safe point for an injection */
     char at[128];      /* the file whose call it was kept at */
     const char *ended; /* why the catch ended, when it ended by itself (a static phrase) */
+    int hold_ms;       /* the hold's budget (on_caught's bound) */
+    struct tracee *held; /* while on_caught runs: the thread, kept at that call's exit */
 };
 
 /* A process that has just exec'd an interpreter (pid: its only thread) is run from system
  * call to system call until its first call that shows CPython's initialization under way
- * (past the loader and libc's start, before any Python code), and kept there for hold_ms;
- * on_caught(arg, res) is called then.  The stepping before gives up after step_ms or when no
- * such call comes.  The caller releases it early by being killed (the kernel detaches the
- * thread, which goes on from that call): meant for a child process that does nothing else.
+ * (past the loader and libc's start, before any Python code), and kept at that call's exit
+ * while on_caught(arg, res) runs: on_caught must return within res->hold_ms, or hand
+ * res->held to inject() (inject_request.caught), whose own bounds apply then.  Without
+ * on_caught it is kept hold_ms.  The stepping before gives up after step_ms or when no such
+ * call comes.  The caller releases it early by being killed (the kernel detaches the thread,
+ * which goes on from that call): meant for a child process that does nothing else.
  * Only the main thread is seized, nothing of it is written; pidfd (the process's, opened while
  * it was known to be the one meant; -1: none) says whether the pid seized is still its.
  * 0 (caught or not: *res says), or
  * -1 when the thread could not be seized at all. */
 int inject_catch_at_start(pid_t pid, int pidfd, int step_ms, int hold_ms, struct inject_catch *res,
-                          void (*on_caught)(void *arg, const struct inject_catch *res),
-                          void *arg);
+                          void (*on_caught)(void *arg, struct inject_catch *res), void *arg);
 
 /* "auto", "remote-exec", "ptrace", "gdb". */
 const char *inject_method_name(enum inject_method m);

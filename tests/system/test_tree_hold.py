@@ -14,6 +14,12 @@ Before its injection, the same child is caught at its exec (injector/catch.c): w
 600 ms late to inject it (the INJECT_DELAY_MS seam), a child that starts with its imports and
 calls runs every one of them hooked; with the catch off (CATCH_OFF), none; killing vcattach
 while it is caught lets it run on unharmed.
+
+Caught, it is injected by the very process that holds it (tree_catch.c, inject_request.caught):
+it runs nothing between its catch and its agent's load.  With an injecting helper 600 ms slow
+to start (the HELPER_DELAY_MS seam), the caught child still has every call traced; let go for
+such a helper instead (HANDOFF_OFF), none.  Killing vcattach alone (not its process group)
+while the child is caught lets it go too: the watcher and the catcher die with it.
 """
 import os
 import signal
@@ -178,9 +184,10 @@ def no_call_traced(run, absent, what):
         run.close()
 
 
-def killed_while_traced(run, mapped, result):
+def killed_while_traced(run, mapped, result, group=True):
     """Once the child is traced by vcattach's holder (with the agent mapped, if `mapped`),
-    vcattach and its helpers are killed: the child runs on, its work intact."""
+    vcattach and its helpers are killed (vcattach alone unless `group`: its children end
+    with it): the child runs on, its work intact."""
     try:
         child = run.child_pid()
         for _ in range(3000):
@@ -197,7 +204,10 @@ def killed_while_traced(run, mapped, result):
         else:
             raise AssertionError("the child was never held: %s" % "".join(run.err))
         time.sleep(0.1)
-        os.killpg(run.vc.pid, signal.SIGKILL)  # vcattach and its injecting or catching child
+        if group:
+            os.killpg(run.vc.pid, signal.SIGKILL)  # vcattach and its injecting or catching child
+        else:
+            os.kill(run.vc.pid, signal.SIGKILL)
         run.vc.wait(10)
         assert run.result() == result  # it ran on, its work intact
         assert run.parent.poll() is None
@@ -243,3 +253,28 @@ def test_killing_vcattach_while_a_child_is_caught_leaves_it_unharmed(py, tmp_pat
     # caught: traced before any agent, vcattach 3 s from injecting it
     killed_while_traced(Run(py, tmp_path, child=CHILD_AT_ONCE,
                             VCATTACH_TEST_INJECT_DELAY_MS="3000"), False, "0 20 False")
+
+
+@pytest.mark.parametrize("py", interpreters())
+def test_caught_child_is_injected_where_it_is_held(py, tmp_path):
+    """An injecting helper 600 ms slow to start (HELPER_DELAY_MS): the caught child is injected
+    by its catcher, where it holds it, and runs every call hooked."""
+    all_calls_traced(Run(py, tmp_path, child=CHILD_AT_ONCE, VCATTACH_TEST_INJECT_DELAY_MS="0",
+                         VCATTACH_TEST_HELPER_DELAY_MS="600"),
+                     "pid %d is handed to its catcher", "handed over")
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_let_go_for_a_slow_helper_the_same_child_runs_untraced(py, tmp_path):
+    """The other side: let go by its catcher for the (slow) helper, it runs untraced."""
+    no_call_traced(Run(py, tmp_path, child=CHILD_AT_ONCE, VCATTACH_TEST_INJECT_DELAY_MS="0",
+                       VCATTACH_TEST_HELPER_DELAY_MS="600", VCATTACH_TEST_HANDOFF_OFF="1"),
+                   "is handed to its catcher", "handed over")
+
+
+@pytest.mark.parametrize("py", interpreters()[:1])
+def test_killing_vcattach_alone_while_a_child_is_caught_leaves_it_unharmed(py, tmp_path):
+    # its watcher and catcher end with it (PDEATHSIG): the kernel lets the child go
+    killed_while_traced(Run(py, tmp_path, child=CHILD_AT_ONCE,
+                            VCATTACH_TEST_INJECT_DELAY_MS="3000"), False, "0 20 False",
+                        group=False)
