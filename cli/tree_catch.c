@@ -378,6 +378,7 @@ int tree_catch_inject(struct tree_run *r, struct member *m, const struct target_
     /* from now on the catcher is the member's injecting helper (not our child: its report
      * says how it went, and the watcher reaps it) */
     m->helper = c->catcher;
+    m->helper_not_ours = 1;
     m->helper_fd = c->rep;
     c->rep = -1;
     drop(r, (size_t)(c - r->catches));

@@ -70,6 +70,7 @@ struct member {
     int retries;
     int retry_ms;            /* M_RETRY: how long after `since` */
     pid_t helper;            /* the child of ours injecting it (inject_aside), or 0 */
+    int helper_not_ours;     /* ... a catcher (the watcher's child, reaped by it): no waitpid */
     int helper_fd;           /* its report (struct aside_report), -1 when none */
     unsigned share_mb;
     int share_returned;      /* its share went back to the reserve */

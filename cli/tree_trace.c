@@ -762,9 +762,10 @@ static void aside_done(struct tree_run *r, struct member *m)
     ssize_t n = read(m->helper_fd, &rep, sizeof rep);
     close(m->helper_fd);
     m->helper_fd = -1;
-    while (waitpid(m->helper, NULL, 0) < 0 && errno == EINTR)
+    while (!m->helper_not_ours && waitpid(m->helper, NULL, 0) < 0 && errno == EINTR)
         ;
     m->helper = 0;
+    m->helper_not_ours = 0;
     if (n != (ssize_t)sizeof rep) {
         rep.status = -1;
         snprintf(rep.err, sizeof rep.err, "the injecting process ended without a word");
